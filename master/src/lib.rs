@@ -1,0 +1,1 @@
+//! master (work in progress).

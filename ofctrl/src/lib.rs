@@ -1,0 +1,1 @@
+//! ofctrl (work in progress).

@@ -1,0 +1,1 @@
+//! ofnet (work in progress).

@@ -1,0 +1,1 @@
+//! ofproto (work in progress).

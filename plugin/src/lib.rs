@@ -1,0 +1,1 @@
+//! plugin (work in progress).
