@@ -19,6 +19,7 @@
 
 pub mod cleanup;
 mod command;
+pub mod demo;
 mod error;
 mod etcd;
 mod names;

@@ -52,8 +52,13 @@ impl Netns {
 
     /// Leave the namespace in place after this value is dropped (for `testbed up`).
     pub fn detach(mut self) -> String {
-        self.owned = false;
+        self.keep();
         std::mem::take(&mut self.name)
+    }
+
+    /// From now on, do not delete the namespace on drop.
+    pub(crate) fn keep(&mut self) {
+        self.owned = false;
     }
 
     /// True if a namespace with this name exists.

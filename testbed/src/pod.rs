@@ -27,6 +27,8 @@ pub struct Pod {
     host_if: String,
     bridge: String,
     db_target: String,
+    /// Set by [`Pod::detach`]: leave everything in place on drop.
+    keep: bool,
     // Dropped after the port is removed.
     ns: Netns,
 }
@@ -75,6 +77,7 @@ impl Pod {
             host_if: host_if.clone(),
             bridge: bridge.to_string(),
             db_target: ovs.db_target(),
+            keep: false,
             ns,
         };
         pod.ns.exec(&["ip", "link", "set", &peer, "name", "eth0"])?;
@@ -121,6 +124,14 @@ impl Pod {
             .to_string())
     }
 
+    /// Leave the pod (namespace, veth, OVS port) in place after this value is gone; returns
+    /// the namespace name.
+    pub fn detach(mut self) -> String {
+        self.keep = true;
+        self.ns.keep();
+        self.ns.name().to_string()
+    }
+
     /// Run a command in the pod.
     pub fn exec<S: AsRef<str>>(&self, argv: &[S]) -> Result<String> {
         self.ns.exec(argv)
@@ -151,6 +162,9 @@ impl Pod {
 
 impl Drop for Pod {
     fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
         let _ = run(&[
             "ovs-vsctl",
             &format!("--db={}", self.db_target),

@@ -1,1 +1,114 @@
-fn main() {}
+//! `testbed`: bring a demo cluster up on this machine, inspect it, tear it down.
+//!
+//! `up` starts real parts and leaves them running; `down` stops exactly what `up` recorded in
+//! its state file; `clean` removes leftovers of interrupted test runs.
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use testbed::demo::{Demo, DemoState};
+
+#[derive(Parser)]
+#[command(about = "Real sandboxes: a demo cluster, cleanup of interrupted test runs")]
+struct Cli {
+    /// Where `up` records what it started, for `down` and `status`.
+    #[arg(
+        long,
+        env = "TESTBED_STATE",
+        default_value = "/run/contiv-testbed/state.json"
+    )]
+    state: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start etcd, one emulated host (OVS in a namespace) and two pods on a bridge.
+    Up,
+    /// Stop and remove everything `up` started.
+    Down,
+    /// Show what `up` started and whether it is still alive.
+    Status,
+    /// Remove leftovers of interrupted test runs (processes, namespaces, directories).
+    Clean,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Up => up(&cli.state),
+        Command::Down => down(&cli.state),
+        Command::Status => status(&cli.state),
+        Command::Clean => {
+            let swept = testbed::cleanup::sweep();
+            println!(
+                "removed {} processes, {} namespaces, {} directories",
+                swept.processes.len(),
+                swept.namespaces.len(),
+                swept.directories.len()
+            );
+            Ok(())
+        }
+    }
+}
+
+fn up(state: &PathBuf) -> Result<()> {
+    if state.exists() {
+        bail!(
+            "a demo is already up (state in {}); run `testbed down` first",
+            state.display()
+        );
+    }
+    if let Err(why) = testbed::require::check(&[
+        testbed::Need::Root,
+        testbed::Need::Ovs,
+        testbed::Need::Etcd,
+        testbed::Need::Ip,
+        testbed::Need::Ping,
+    ]) {
+        bail!("cannot bring the demo up: {why}");
+    }
+    let demo = Demo::up().context("bringing the demo up")?;
+    print!("{}", demo.describe());
+    let recorded = demo.detach();
+    if let Some(dir) = state.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(state, serde_json::to_vec_pretty(&recorded)?)
+        .with_context(|| format!("writing {}", state.display()))?;
+    println!(
+        "state recorded in {}; `testbed down` removes everything",
+        state.display()
+    );
+    Ok(())
+}
+
+fn read_state(state: &PathBuf) -> Result<Option<DemoState>> {
+    match std::fs::read(state) {
+        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).with_context(|| {
+            format!("{} is not a testbed state file", state.display())
+        })?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", state.display())),
+    }
+}
+
+fn down(state: &PathBuf) -> Result<()> {
+    let Some(recorded) = read_state(state)? else {
+        println!("nothing is up ({} does not exist)", state.display());
+        return Ok(());
+    };
+    recorded.tear_down();
+    std::fs::remove_file(state).with_context(|| format!("removing {}", state.display()))?;
+    println!("demo removed");
+    Ok(())
+}
+
+fn status(state: &PathBuf) -> Result<()> {
+    match read_state(state)? {
+        Some(recorded) => print!("{}", recorded.status()),
+        None => println!("nothing is up"),
+    }
+    Ok(())
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Brings the demo cluster up on this machine (installing what it needs first).
+#   bash scripts/demo.sh          # up
+#   bash scripts/demo.sh down     # remove everything
+#   bash scripts/demo.sh status
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cargo build -q -p testbed
+exec target/debug/testbed "${1:-up}"

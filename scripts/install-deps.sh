@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what building, testing and the demo need on a fresh Debian machine.
+# Idempotent and non-interactive: only missing packages are installed, nothing is prompted.
+set -euo pipefail
+
+packages=(
+  protobuf-compiler            # etcd-client's build script runs protoc
+  openvswitch-switch           # ovsdb-server, ovs-vswitchd (userspace datapath), ovs-vsctl, ovs-ofctl
+  etcd-server                  # the state store
+  iproute2                     # ip netns, veth pairs
+  iputils-ping                 # reachability checks in tests
+  netcat-openbsd               # TCP/UDP reachability checks (policy tests)
+  tcpdump                      # DSCP marking checks
+  containernetworking-plugins  # the reference `bridge` + `host-local` CNI plugins (benchmark)
+  golang-go                    # builds cnirun, the libcni runtime driver
+  golang-github-appc-cni-dev   # libcni sources for cnirun
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo-nextest >/dev/null 2>&1; then
+  echo "install-deps: installing cargo-nextest"
+  cargo install --locked cargo-nextest
+fi
+
+# cnirun: drives CNI plugins through libcni exactly as containerd does (CNI end-to-end tests).
+shared="$(cd "$(dirname "$0")/.." && pwd)/../shared"
+if [ -x "$shared/tools/cnirun/build.sh" ] || [ -f "$shared/tools/cnirun/build.sh" ]; then
+  out="$(cd "$(dirname "$0")/.." && pwd)/target/cnirun"
+  if [ ! -x "$out/cnirun" ]; then
+    bash "$shared/tools/cnirun/build.sh" "$out" >/dev/null
+  fi
+fi
