@@ -1,0 +1,1 @@
+//! CNI wire types (work in progress).

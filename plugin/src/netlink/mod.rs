@@ -1,0 +1,1 @@
+//! Netlink plumbing (in progress).
