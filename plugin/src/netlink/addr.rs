@@ -1,0 +1,134 @@
+//! Addresses and routes of a link.
+
+use std::net::IpAddr;
+
+use futures::TryStreamExt;
+use ipnet::IpNet;
+use netlink_packet_route::address::{AddressAttribute, AddressFlags};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute};
+use rtnetlink::RouteMessageBuilder;
+
+use super::error::NetlinkError;
+use super::link::Netlink;
+
+impl Netlink {
+    /// Add `address` (with its prefix length) to link `name`. IPv6 addresses skip duplicate
+    /// address detection, so they are usable at once: the IPAM in netmaster guarantees
+    /// uniqueness.
+    pub async fn add_address(&self, name: &str, address: IpNet) -> Result<(), NetlinkError> {
+        let link = self.require_link(name).await?;
+        let mut request =
+            self.handle
+                .address()
+                .add(link.index, address.addr(), address.prefix_len());
+        if address.addr().is_ipv6() {
+            request
+                .message_mut()
+                .attributes
+                .push(AddressAttribute::Flags(AddressFlags::Nodad));
+        }
+        request
+            .execute()
+            .await
+            .map_err(NetlinkError::request(format!(
+                "add address {address} to {name} in {}",
+                self.label()
+            )))
+    }
+
+    /// The addresses of link `name` (IPv4 and IPv6, including link-local).
+    pub async fn addresses(&self, name: &str) -> Result<Vec<IpNet>, NetlinkError> {
+        let link = self.require_link(name).await?;
+        let messages: Vec<_> = self
+            .handle
+            .address()
+            .get()
+            .set_link_index_filter(link.index)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(NetlinkError::request(format!(
+                "list addresses of {name} in {}",
+                self.label()
+            )))?;
+        Ok(messages
+            .iter()
+            .filter(|m| m.header.index == link.index)
+            .filter_map(|m| {
+                let addr = m.attributes.iter().find_map(|a| match a {
+                    AddressAttribute::Address(ip) => Some(*ip),
+                    _ => None,
+                })?;
+                IpNet::new(addr, m.header.prefix_len).ok()
+            })
+            .collect())
+    }
+
+    /// Add a default route via `gateway` out of link `name`.
+    pub async fn add_default_route(&self, name: &str, gateway: IpAddr) -> Result<(), NetlinkError> {
+        let link = self.require_link(name).await?;
+        let message = match gateway {
+            IpAddr::V4(gw) => RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+                .gateway(gw)
+                .output_interface(link.index)
+                .build(),
+            IpAddr::V6(gw) => RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+                .gateway(gw)
+                .output_interface(link.index)
+                .build(),
+        };
+        self.handle
+            .route()
+            .add(message)
+            .execute()
+            .await
+            .map_err(NetlinkError::request(format!(
+                "add default route via {gateway} dev {name} in {}",
+                self.label()
+            )))
+    }
+
+    /// The default routes of the main table as `(gateway, output link index)`.
+    pub async fn default_routes(&self) -> Result<Vec<(IpAddr, u32)>, NetlinkError> {
+        let mut out = Vec::new();
+        for request in [
+            RouteMessageBuilder::<std::net::Ipv4Addr>::new().build(),
+            RouteMessageBuilder::<std::net::Ipv6Addr>::new().build(),
+        ] {
+            let routes: Vec<_> = self
+                .handle
+                .route()
+                .get(request)
+                .execute()
+                .try_collect()
+                .await
+                .map_err(NetlinkError::request(format!(
+                    "list routes in {}",
+                    self.label()
+                )))?;
+            for route in routes
+                .iter()
+                .filter(|r| r.header.destination_prefix_length == 0)
+            {
+                let mut gateway = None;
+                let mut oif = None;
+                for attr in &route.attributes {
+                    match attr {
+                        RouteAttribute::Gateway(RouteAddress::Inet(ip)) => {
+                            gateway = Some(IpAddr::V4(*ip));
+                        }
+                        RouteAttribute::Gateway(RouteAddress::Inet6(ip)) => {
+                            gateway = Some(IpAddr::V6(*ip));
+                        }
+                        RouteAttribute::Oif(index) => oif = Some(*index),
+                        _ => {}
+                    }
+                }
+                if let (Some(gw), Some(index)) = (gateway, oif) {
+                    out.push((gw, index));
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,148 @@
+//! Plumbing a pod's interface: a veth pair whose host end goes to OVS and whose other end
+//! becomes `CNI_IFNAME` inside the pod's namespace, with addresses, default routes and MTU.
+//!
+//! [`Netlink::plumb_pod`] runs on the host namespace's connection and either completes or
+//! leaves nothing behind (the pair is deleted on any failure). [`Netlink::unplumb_pod`] and
+//! [`pod_interface`] are safe to call for a pod that is already gone.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+
+use super::error::NetlinkError;
+use super::link::{Link, Netlink};
+use super::mac::MacAddr;
+use super::netns::in_netns;
+
+/// What a pod's interface should look like.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodInterfaceSpec {
+    /// The pod's namespace (`CNI_NETNS`).
+    pub netns: PathBuf,
+    /// The host end of the pair, added to OVS (`vvport<N>`).
+    pub host_name: String,
+    /// The pod end's name while it is still in the host namespace (`vport<N>`).
+    pub pod_temp_name: String,
+    /// The pod end's final name (`CNI_IFNAME`).
+    pub ifname: String,
+    /// MTU of both ends.
+    pub mtu: u32,
+    /// MAC of the pod end; the kernel picks one when `None`.
+    pub mac: Option<MacAddr>,
+    /// Addresses of the pod end, with prefix length.
+    pub addresses: Vec<IpNet>,
+    /// One default route per gateway (IPv4 and/or IPv6).
+    pub gateways: Vec<IpAddr>,
+}
+
+/// The plumbed interface, as a CNI result needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodInterface {
+    /// The pod end inside the pod namespace.
+    pub pod: Link,
+    /// The host end.
+    pub host: Link,
+}
+
+/// What [`pod_interface`] finds inside a pod namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodInterfaceState {
+    pub link: Link,
+    pub addresses: Vec<IpNet>,
+    /// Default routes `(gateway, link index)`.
+    pub default_routes: Vec<(IpAddr, u32)>,
+}
+
+impl Netlink {
+    /// Create and configure the pod's interface (see [`PodInterfaceSpec`]). A leftover pair
+    /// with the same host-side names (from an interrupted attempt) is replaced.
+    pub async fn plumb_pod(&self, spec: &PodInterfaceSpec) -> Result<PodInterface, NetlinkError> {
+        self.delete_link(&spec.host_name).await?;
+        self.delete_link(&spec.pod_temp_name).await?;
+        self.create_veth(&spec.pod_temp_name, &spec.host_name)
+            .await?;
+        match self.configure_pair(spec).await {
+            Ok(done) => Ok(done),
+            Err(e) => {
+                // Deleting the host end removes the pod end too, wherever it is by now.
+                if let Err(cleanup) = self.delete_link(&spec.host_name).await {
+                    tracing::warn!(link = %spec.host_name, error = %cleanup, "cleanup after a failed plumb");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn configure_pair(&self, spec: &PodInterfaceSpec) -> Result<PodInterface, NetlinkError> {
+        self.set_mtu(&spec.host_name, spec.mtu).await?;
+        self.set_mtu(&spec.pod_temp_name, spec.mtu).await?;
+        if let Some(mac) = spec.mac {
+            self.set_mac(&spec.pod_temp_name, mac).await?;
+        }
+        self.set_up(&spec.host_name).await?;
+        self.move_to_netns(&spec.pod_temp_name, &spec.netns).await?;
+        let inside = spec.clone();
+        let pod = in_netns(&spec.netns, move |nl| async move {
+            nl.rename(&inside.pod_temp_name, &inside.ifname).await?;
+            for address in &inside.addresses {
+                nl.add_address(&inside.ifname, *address).await?;
+            }
+            nl.set_up(&inside.ifname).await?;
+            for gateway in &inside.gateways {
+                nl.add_default_route(&inside.ifname, *gateway).await?;
+            }
+            nl.require_link(&inside.ifname).await
+        })
+        .await?;
+        let host = self.require_link(&spec.host_name).await?;
+        Ok(PodInterface { pod, host })
+    }
+
+    /// Remove the pod's interface: `ifname` inside `netns` (if the namespace still exists)
+    /// and the host end `host_name`. Returns true if anything was deleted.
+    pub async fn unplumb_pod(
+        &self,
+        netns: Option<&Path>,
+        ifname: &str,
+        host_name: &str,
+    ) -> Result<bool, NetlinkError> {
+        let mut deleted = false;
+        if let Some(ns) = netns.filter(|p| p.exists()) {
+            let ifname = ifname.to_owned();
+            deleted |= in_netns(ns, move |nl| async move { nl.delete_link(&ifname).await }).await?;
+        }
+        deleted |= self.delete_link(host_name).await?;
+        Ok(deleted)
+    }
+}
+
+/// The interface `ifname` in the pod namespace at `netns`, or `None` if it (or the namespace)
+/// does not exist.
+pub async fn pod_interface(
+    netns: &Path,
+    ifname: &str,
+) -> Result<Option<PodInterfaceState>, NetlinkError> {
+    if !netns.exists() {
+        return Ok(None);
+    }
+    let ifname = ifname.to_owned();
+    in_netns(netns, move |nl| async move {
+        let Some(link) = nl.link(&ifname).await? else {
+            return Ok(None);
+        };
+        let addresses = nl.addresses(&ifname).await?;
+        let default_routes = nl
+            .default_routes()
+            .await?
+            .into_iter()
+            .filter(|(_, index)| *index == link.index)
+            .collect();
+        Ok(Some(PodInterfaceState {
+            link,
+            addresses,
+            default_routes,
+        }))
+    })
+    .await
+}

@@ -1,0 +1,213 @@
+//! Netlink plumbing against real network namespaces (testbed::Netns), checked with `ip -j`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+use plugin::netlink::{
+    MacAddr, Netlink, NetlinkError, PodInterface, PodInterfaceSpec, in_netns, pod_interface,
+};
+use serde_json::Value;
+use testbed::Netns;
+
+fn spec(pod: &Path, n: u32) -> PodInterfaceSpec {
+    PodInterfaceSpec {
+        netns: pod.to_path_buf(),
+        host_name: format!("vvport{n}"),
+        pod_temp_name: format!("vport{n}"),
+        ifname: "eth0".into(),
+        mtu: 1450,
+        mac: Some("02:02:0a:01:01:02".parse().unwrap()),
+        addresses: vec![
+            "10.1.1.2/24".parse().unwrap(),
+            "fd00:1::2/64".parse().unwrap(),
+        ],
+        gateways: vec!["10.1.1.1".parse().unwrap(), "fd00:1::1".parse().unwrap()],
+    }
+}
+
+/// `ip -j link` of a namespace, as (name, json) pairs.
+fn links(ns: &Netns) -> Vec<(String, Value)> {
+    let out = ns.exec(&["ip", "-j", "link", "show"]).unwrap();
+    let parsed: Value = serde_json::from_str(&out).unwrap();
+    parsed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["ifname"].as_str().unwrap().to_string(), l.clone()))
+        .collect()
+}
+
+fn link_names(ns: &Netns) -> Vec<String> {
+    links(ns).into_iter().map(|(n, _)| n).collect()
+}
+
+async fn plumb(host: &Netns, spec: PodInterfaceSpec) -> Result<PodInterface, NetlinkError> {
+    in_netns(
+        &host.path(),
+        move |nl| async move { nl.plumb_pod(&spec).await },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_interface_is_plumbed_checked_and_removed() {
+    testbed::require!(Root, Ip);
+    let host = Netns::new("host").unwrap();
+    let pod = Netns::new("pod").unwrap();
+    let done = plumb(&host, spec(&pod.path(), 1)).await.unwrap();
+
+    // Inside the pod: eth0 with MAC, MTU, both addresses, up.
+    let addr: Value =
+        serde_json::from_str(&pod.exec(&["ip", "-j", "addr", "show", "eth0"]).unwrap()).unwrap();
+    let eth0 = &addr[0];
+    assert_eq!(eth0["address"], "02:02:0a:01:01:02");
+    assert_eq!(eth0["mtu"], 1450);
+    assert_eq!(eth0["ifindex"].as_u64().unwrap(), u64::from(done.pod.index));
+    assert!(
+        eth0["flags"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("UP"))
+    );
+    let addrs: Vec<String> = eth0["addr_info"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| format!("{}/{}", a["local"].as_str().unwrap(), a["prefixlen"]))
+        .collect();
+    assert!(addrs.contains(&"10.1.1.2/24".to_string()), "{addrs:?}");
+    assert!(addrs.contains(&"fd00:1::2/64".to_string()), "{addrs:?}");
+    assert_eq!(done.pod.mac, Some("02:02:0a:01:01:02".parse().unwrap()));
+    let routes4 = pod.exec(&["ip", "route"]).unwrap();
+    assert!(
+        routes4.contains("default via 10.1.1.1 dev eth0"),
+        "{routes4}"
+    );
+    let routes6 = pod.exec(&["ip", "-6", "route"]).unwrap();
+    assert!(
+        routes6.contains("default via fd00:1::1 dev eth0"),
+        "{routes6}"
+    );
+    assert!(!link_names(&pod).contains(&"vport1".to_string()));
+
+    // On the host: the OVS end, up, same MTU; the pod end is gone from here.
+    let host_links = links(&host);
+    let (_, vv) = host_links.iter().find(|(n, _)| n == "vvport1").unwrap();
+    assert_eq!(vv["mtu"], 1450);
+    assert!(vv["flags"].as_array().unwrap().contains(&Value::from("UP")));
+    assert_eq!(vv["ifindex"].as_u64().unwrap(), u64::from(done.host.index));
+    assert!(!host_links.iter().any(|(n, _)| n == "vport1"));
+
+    // CHECK's view.
+    let state = pod_interface(&pod.path(), "eth0").await.unwrap().unwrap();
+    assert_eq!(state.link.index, done.pod.index);
+    assert!(
+        state
+            .addresses
+            .contains(&"10.1.1.2/24".parse::<IpNet>().unwrap())
+    );
+    assert!(
+        state
+            .default_routes
+            .contains(&("10.1.1.1".parse::<IpAddr>().unwrap(), done.pod.index))
+    );
+
+    // DEL, twice.
+    let pod_path = pod.path();
+    let deleted = in_netns(&host.path(), move |nl| async move {
+        let first = nl.unplumb_pod(Some(&pod_path), "eth0", "vvport1").await?;
+        let second = nl.unplumb_pod(Some(&pod_path), "eth0", "vvport1").await?;
+        Ok((first, second))
+    })
+    .await
+    .unwrap();
+    assert_eq!(deleted, (true, false));
+    assert_eq!(link_names(&pod), vec!["lo".to_string()]);
+    assert_eq!(link_names(&host), vec!["lo".to_string()]);
+    assert!(pod_interface(&pod.path(), "eth0").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_plumb_leaves_nothing_behind() {
+    testbed::require!(Root, Ip);
+    let host = Netns::new("host").unwrap();
+    let pod = Netns::new("pod").unwrap();
+
+    // The pod namespace does not exist: fails when moving, before anything enters a pod.
+    let err = plumb(&host, spec(Path::new("/var/run/netns/no-such-ns-4711"), 2))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, NetlinkError::Namespace { .. }), "{err}");
+    assert_eq!(link_names(&host), vec!["lo".to_string()]);
+
+    // eth0 already exists in the pod (this kernel has no dummy links; a veth does): fails inside the pod namespace, after the move.
+    pod.exec(&[
+        "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
+    ])
+    .unwrap();
+    let err = plumb(&host, spec(&pod.path(), 3)).await.unwrap_err();
+    assert!(err.to_string().contains("rename to eth0"), "{err}");
+    assert_eq!(link_names(&host), vec!["lo".to_string()]);
+    let mut in_pod = link_names(&pod);
+    in_pod.sort();
+    assert_eq!(in_pod, vec!["eth0", "eth0p", "lo"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_by_proc_path_and_caller_namespace_untouched() {
+    testbed::require!(Root, Ip);
+    let pod = Netns::new("pod").unwrap();
+    pod.exec(&[
+        "ip", "link", "add", "marker0", "type", "veth", "peer", "name", "marker1",
+    ])
+    .unwrap();
+    let mut sleeper = std::process::Command::new("ip")
+        .args(["netns", "exec", pod.name(), "sleep", "30"])
+        .spawn()
+        .unwrap();
+    let proc_path = PathBuf::from(format!("/proc/{}/ns/net", sleeper.id()));
+    // `ip netns exec` enters the namespace before exec'ing sleep; wait until it has.
+    let target = std::fs::read_link(pod.path()).ok();
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    for _ in 0..200 {
+        let now = std::fs::read_link(&proc_path).ok();
+        if now.is_some() && now.as_ref() != Some(&own) && (target.is_none() || now == target) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let before = std::fs::read_link("/proc/thread-self/ns/net").unwrap();
+    let found = in_netns(&proc_path, |nl| async move { nl.link("marker0").await })
+        .await
+        .unwrap();
+    assert!(found.is_some());
+    let after = std::fs::read_link("/proc/thread-self/ns/net").unwrap();
+    assert_eq!(before, after, "the calling thread stays in its namespace");
+    // The process's own namespace has no marker0.
+    let here = Netlink::connect().unwrap();
+    assert!(here.link("marker0").await.unwrap().is_none());
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+#[tokio::test]
+async fn lookups_and_deletes_of_missing_links_succeed() {
+    let nl = Netlink::connect().unwrap();
+    let lo = nl.link("lo").await.unwrap().unwrap();
+    assert_eq!(lo.index, 1);
+    assert!(nl.link("nosuchlink0").await.unwrap().is_none());
+    assert!(!nl.delete_link("nosuchlink0").await.unwrap());
+    let err = nl.require_link("nosuchlink0").await.unwrap_err();
+    assert!(
+        matches!(&err, NetlinkError::LinkNotFound { name, .. } if name == "nosuchlink0"),
+        "{err}"
+    );
+    let err = nl
+        .rename("lo", "name-too-long-for-linux")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, NetlinkError::Invalid { .. }), "{err}");
+    assert!("zz".parse::<MacAddr>().is_err());
+}
