@@ -1,0 +1,261 @@
+//! Actions: every OpenFlow 1.3 action ([`standard`]) and the Nicira extensions Open vSwitch uses
+//! ([`nicira`]), as one [`Action`] enum so that every dispatcher must handle every action.
+//!
+//! Contract: [`parse_actions`] decodes a whole action list; an experimenter action this crate
+//! does not know becomes [`Action::Experimenter`] holding its bytes, which [`Action::emit`]
+//! writes back unchanged. Decoding checks framing only; whether an output port or table exists
+//! is the switch's business.
+
+pub mod nicira;
+pub mod standard;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::oxm::Oxm;
+use crate::port::PortNo;
+use crate::wire::{DecodeError, PResult, fixed, take_tlv, u16p, u32p};
+
+pub use nicira::{
+    Conjunction, Controller2, Ct, CtZone, Learn, LearnDst, LearnSpec, LearnSrc, Nat, NatRange,
+    NxmHeader, Sample, Subfield,
+};
+
+/// `OFPAT_EXPERIMENTER`.
+pub const OFPAT_EXPERIMENTER: u16 = 0xffff;
+/// The Nicira experimenter id.
+pub const NX_EXPERIMENTER: u32 = 0x0000_2320;
+
+/// One action.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// `OFPAT_OUTPUT`: send to `port`, at most `max_len` bytes when to the controller.
+    Output {
+        /// Output port.
+        port: PortNo,
+        /// Bytes to send to the controller (`OFPCML_NO_BUFFER` = 0xffff for all).
+        max_len: u16,
+    },
+    /// `OFPAT_COPY_TTL_OUT`.
+    CopyTtlOut,
+    /// `OFPAT_COPY_TTL_IN`.
+    CopyTtlIn,
+    /// `OFPAT_SET_MPLS_TTL`.
+    SetMplsTtl(u8),
+    /// `OFPAT_DEC_MPLS_TTL`.
+    DecMplsTtl,
+    /// `OFPAT_PUSH_VLAN` with this ethertype.
+    PushVlan(u16),
+    /// `OFPAT_POP_VLAN`.
+    PopVlan,
+    /// `OFPAT_PUSH_MPLS` with this ethertype.
+    PushMpls(u16),
+    /// `OFPAT_POP_MPLS`, the payload's ethertype.
+    PopMpls(u16),
+    /// `OFPAT_SET_QUEUE`.
+    SetQueue(u32),
+    /// `OFPAT_GROUP`.
+    Group(u32),
+    /// `OFPAT_SET_NW_TTL`.
+    SetNwTtl(u8),
+    /// `OFPAT_DEC_NW_TTL`.
+    DecNwTtl,
+    /// `OFPAT_SET_FIELD`.
+    SetField(Oxm),
+    /// `OFPAT_PUSH_PBB` with this ethertype.
+    PushPbb(u16),
+    /// `OFPAT_POP_PBB`.
+    PopPbb,
+    /// `NXAST_RESUBMIT`, `NXAST_RESUBMIT_TABLE` or `NXAST_RESUBMIT_TABLE_CT`.
+    Resubmit {
+        /// Port to pretend the packet came in on (`OFPP_IN_PORT` = keep).
+        in_port: u16,
+        /// Table; `None` encodes as the table-less `NXAST_RESUBMIT`.
+        table: Option<u8>,
+        /// Resubmit with the conntrack original tuple (`resubmit(,,ct)`).
+        ct: bool,
+    },
+    /// `NXAST_REG_LOAD`: `load:value->dst`.
+    RegLoad {
+        /// Destination bits.
+        dst: Subfield,
+        /// Value (low `n_bits` bits are used).
+        value: u64,
+    },
+    /// `NXAST_REG_LOAD2`: `set_field` in Nicira framing, possibly masked.
+    RegLoad2(Oxm),
+    /// `NXAST_REG_MOVE`: `move:src->dst`.
+    RegMove {
+        /// Source bits.
+        src: Subfield,
+        /// Destination bits (same width).
+        dst: Subfield,
+    },
+    /// `NXAST_OUTPUT_REG`: output to the port in a register.
+    OutputReg {
+        /// Register bits holding the port.
+        src: Subfield,
+        /// Bytes to the controller.
+        max_len: u16,
+    },
+    /// `NXAST_CT`.
+    Ct(Ct),
+    /// `NXAST_CT_CLEAR`.
+    CtClear,
+    /// `NXAST_NAT` (valid only inside `ct`).
+    Nat(Nat),
+    /// `NXAST_CONJUNCTION`.
+    Conjunction(Conjunction),
+    /// `NXAST_LEARN`.
+    Learn(Learn),
+    /// `NXAST_NOTE`: opaque bytes (padding included as received).
+    Note(Bytes),
+    /// `NXAST_DEC_TTL`.
+    DecTtl,
+    /// `NXAST_DEC_TTL_CNT_IDS`: decrement TTL, send to these controllers on expiry.
+    DecTtlCntIds(Vec<u16>),
+    /// `NXAST_CONTROLLER`.
+    Controller {
+        /// Bytes of the packet to send.
+        max_len: u16,
+        /// Controller connection id.
+        controller_id: u16,
+        /// `ofp_packet_in_reason`.
+        reason: u8,
+    },
+    /// `NXAST_CONTROLLER2`: the property-based controller action (userdata, pause, meter...).
+    Controller2(Controller2),
+    /// `NXAST_FIN_TIMEOUT`.
+    FinTimeout {
+        /// New idle timeout on FIN/RST.
+        idle: u16,
+        /// New hard timeout on FIN/RST.
+        hard: u16,
+    },
+    /// `NXAST_SET_TUNNEL` (32-bit tunnel id).
+    SetTunnel(u32),
+    /// `NXAST_SET_TUNNEL64`.
+    SetTunnel64(u64),
+    /// `NXAST_POP_QUEUE`.
+    PopQueue,
+    /// `NXAST_EXIT`.
+    Exit,
+    /// `NXAST_OUTPUT_TRUNC`: output to `port` truncated to `max_len` bytes.
+    OutputTrunc {
+        /// Output port (16-bit in this action).
+        port: u16,
+        /// Truncation length.
+        max_len: u32,
+    },
+    /// `NXAST_SAMPLE`, `NXAST_SAMPLE2` or `NXAST_SAMPLE3`.
+    Sample(Sample),
+    /// `NXAST_STACK_PUSH`.
+    StackPush(Subfield),
+    /// `NXAST_STACK_POP`.
+    StackPop(Subfield),
+    /// Any other experimenter action, kept whole for exact re-encoding.
+    Experimenter {
+        /// Experimenter id.
+        experimenter: u32,
+        /// Everything after the experimenter id (for Nicira: subtype first), padding included.
+        data: Bytes,
+    },
+    /// A standard action type this crate does not know.
+    Unknown {
+        /// `ofp_action_type`.
+        kind: u16,
+        /// Body after the 4-byte header.
+        data: Bytes,
+    },
+}
+
+impl Action {
+    /// `output:port`.
+    pub fn output(port: impl Into<PortNo>) -> Action {
+        Action::Output {
+            port: port.into(),
+            max_len: 0xffff,
+        }
+    }
+
+    /// `resubmit(,table)`.
+    pub fn resubmit(table: u8) -> Action {
+        Action::Resubmit {
+            in_port: crate::port::OFPP_IN_PORT as u16,
+            table: Some(table),
+            ct: false,
+        }
+    }
+
+    /// `set_field:value->field`.
+    pub fn set_field(oxm: Oxm) -> Action {
+        Action::SetField(oxm)
+    }
+
+    /// Parse one action.
+    pub fn parse(i: &[u8]) -> PResult<'_, Action> {
+        let (_, (kind, len)) = fixed(i, 4, "action header", (u16p, u16p))?;
+        let len = usize::from(len);
+        if len % 8 != 0 {
+            return Err(DecodeError::BadLength {
+                what: "action",
+                len,
+                reason: "not a multiple of 8",
+            });
+        }
+        let (rest, a) = take_tlv(i, len, 8, "action")?;
+        let body = &a[4..];
+        let action = if kind == OFPAT_EXPERIMENTER {
+            let (data, exp) = fixed(body, 4, "experimenter action", u32p)?;
+            if exp == NX_EXPERIMENTER {
+                nicira::parse(data)?
+            } else {
+                Action::Experimenter {
+                    experimenter: exp,
+                    data: Bytes::copy_from_slice(data),
+                }
+            }
+        } else {
+            standard::parse(kind, body)?
+        };
+        Ok((rest, action))
+    }
+
+    /// Append the action to `out`.
+    pub fn emit(&self, out: &mut BytesMut) {
+        let start = out.len();
+        if !standard::emit(self, out) {
+            out.put_u16(OFPAT_EXPERIMENTER);
+            out.put_u16(0);
+            match self {
+                Action::Experimenter { experimenter, data } => {
+                    out.put_u32(*experimenter);
+                    out.put_slice(data);
+                }
+                _ => {
+                    out.put_u32(NX_EXPERIMENTER);
+                    nicira::emit(self, out);
+                }
+            }
+            crate::wire::put_zeros(out, crate::wire::pad8(out.len() - start));
+            crate::wire::patch_len(out, start + 2, start);
+        }
+    }
+}
+
+/// Parse a list of actions filling all of `i`.
+pub fn parse_actions(mut i: &[u8]) -> Result<Vec<Action>, DecodeError> {
+    let mut v = Vec::new();
+    while !i.is_empty() {
+        let (rest, a) = Action::parse(i)?;
+        v.push(a);
+        i = rest;
+    }
+    Ok(v)
+}
+
+/// Append every action in `actions`.
+pub fn emit_actions(actions: &[Action], out: &mut BytesMut) {
+    for a in actions {
+        a.emit(out);
+    }
+}

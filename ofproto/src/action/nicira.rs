@@ -1,0 +1,884 @@
+//! Nicira extension actions (`NXAST_*`, experimenter 0x00002320) as Open vSwitch encodes them in
+//! OpenFlow 1.3: resubmit, register load/move, conntrack (`ct`, `nat`, `ct_clear`), conjunction,
+//! learn, note, dec_ttl, output_reg, controller/controller2, and smaller ones. Subtypes this
+//! crate does not model become [`Action::Experimenter`] and re-encode byte for byte.
+//!
+//! Layouts follow OVS's `nx_action_*` structs: a 10-byte header (type, len, vendor, subtype),
+//! fixed fields, then for variable actions a payload padded to 8 bytes with zeros.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::{Action, NX_EXPERIMENTER, emit_actions, parse_actions};
+use crate::oxm::{FieldId, Oxm};
+use crate::wire::{DecodeError, fixed, put_zeros, take, u8p, u16p, u32p, u64p};
+
+/// A 32-bit NXM header naming a field in `reg_load`/`reg_move`/`learn` (class, field, mask
+/// flag, length), kept exactly as on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NxmHeader(pub u32);
+
+impl NxmHeader {
+    /// The header OVS uses for `field`.
+    pub fn of(field: FieldId) -> NxmHeader {
+        NxmHeader(field.nxm_header())
+    }
+
+    /// The field it names.
+    pub fn field(self) -> FieldId {
+        FieldId::from_header(self.0).0
+    }
+
+    /// Width of the named field in bits (from the header's length byte).
+    pub fn bits(self) -> u16 {
+        let (_, hasmask, len) = FieldId::from_header(self.0);
+        let len = if hasmask { len / 2 } else { len };
+        u16::from(len) * 8
+    }
+}
+
+/// A bit range of a field: `field[ofs..ofs+n_bits-1]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Subfield {
+    /// The field.
+    pub field: NxmHeader,
+    /// First bit (0 = least significant).
+    pub ofs: u16,
+    /// Number of bits.
+    pub n_bits: u16,
+}
+
+impl Subfield {
+    /// The whole of `field`.
+    pub fn whole(field: FieldId) -> Subfield {
+        let h = NxmHeader::of(field);
+        Subfield {
+            field: h,
+            ofs: 0,
+            n_bits: h.bits(),
+        }
+    }
+
+    /// Bits `ofs..ofs+n_bits` of `field`.
+    pub fn bits(field: FieldId, ofs: u16, n_bits: u16) -> Subfield {
+        Subfield {
+            field: NxmHeader::of(field),
+            ofs,
+            n_bits,
+        }
+    }
+
+    /// The `ofs_nbits` encoding: offset in the top 10 bits, `n_bits - 1` in the low 6.
+    fn ofs_nbits(self) -> u16 {
+        (self.ofs << 6) | (self.n_bits.wrapping_sub(1) & 0x3f)
+    }
+
+    fn from_ofs_nbits(field: u32, v: u16) -> Subfield {
+        Subfield {
+            field: NxmHeader(field),
+            ofs: v >> 6,
+            n_bits: (v & 0x3f) + 1,
+        }
+    }
+}
+
+/// Where `ct` takes its zone from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CtZone {
+    /// An immediate zone number.
+    Imm(u16),
+    /// Bits of a field.
+    Field(Subfield),
+}
+
+/// `NXAST_CT`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ct {
+    /// `NX_CT_F_COMMIT` (1), `NX_CT_F_FORCE` (2).
+    pub flags: u16,
+    /// Conntrack zone.
+    pub zone: CtZone,
+    /// Table to recirculate to; 255 = none.
+    pub recirc_table: u8,
+    /// ALG port (21 = ftp, 69 = tftp), 0 = none.
+    pub alg: u16,
+    /// Nested actions (`nat`, `set_field` of `ct_mark`/`ct_label`).
+    pub actions: Vec<Action>,
+}
+
+/// `NX_CT_F_COMMIT`.
+pub const CT_COMMIT: u16 = 1;
+/// `NX_CT_F_FORCE`.
+pub const CT_FORCE: u16 = 2;
+
+/// Address and port ranges of a `nat` action; each bound is present only when set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct NatRange {
+    /// Lowest IPv4 address.
+    pub ipv4_min: Option<Ipv4Addr>,
+    /// Highest IPv4 address.
+    pub ipv4_max: Option<Ipv4Addr>,
+    /// Lowest IPv6 address.
+    pub ipv6_min: Option<Ipv6Addr>,
+    /// Highest IPv6 address.
+    pub ipv6_max: Option<Ipv6Addr>,
+    /// Lowest port.
+    pub proto_min: Option<u16>,
+    /// Highest port.
+    pub proto_max: Option<u16>,
+}
+
+/// `NXAST_NAT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Nat {
+    /// `NX_NAT_F_SRC` 1, `DST` 2, `PERSISTENT` 4, `PROTO_HASH` 8, `PROTO_RANDOM` 16.
+    pub flags: u16,
+    /// Ranges.
+    pub range: NatRange,
+}
+
+/// `NX_NAT_F_SRC`.
+pub const NAT_SRC: u16 = 1;
+/// `NX_NAT_F_DST`.
+pub const NAT_DST: u16 = 2;
+
+/// `NXAST_CONJUNCTION`: this flow is clause `clause` (0-based) of `n_clauses` of conjunction `id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Conjunction {
+    /// Conjunction id (matched by `conj_id`).
+    pub id: u32,
+    /// Clause index, 0-based on the wire (ovs-ofctl prints it 1-based).
+    pub clause: u8,
+    /// Number of clauses.
+    pub n_clauses: u8,
+}
+
+/// Source of a learned value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LearnSrc {
+    /// Bits of a field of the packet being processed (`n_bits` from the spec).
+    Field {
+        /// The field.
+        field: NxmHeader,
+        /// First bit.
+        ofs: u16,
+    },
+    /// An immediate value, `2 * ceil(n_bits / 16)` bytes big-endian.
+    Imm(Bytes),
+}
+
+/// Destination of a learned value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LearnDst {
+    /// Match on bits of a field in the learned flow.
+    Match {
+        /// The field.
+        field: NxmHeader,
+        /// First bit.
+        ofs: u16,
+    },
+    /// Load into bits of a field, as an action of the learned flow.
+    Load {
+        /// The field.
+        field: NxmHeader,
+        /// First bit.
+        ofs: u16,
+    },
+    /// Output to the port given by the source.
+    Output,
+}
+
+/// One `flow_mod_spec` of a learn action.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LearnSpec {
+    /// Number of bits copied.
+    pub n_bits: u16,
+    /// Source.
+    pub src: LearnSrc,
+    /// Destination.
+    pub dst: LearnDst,
+}
+
+/// `NXAST_LEARN`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Learn {
+    /// Learned flow's idle timeout.
+    pub idle_timeout: u16,
+    /// Learned flow's hard timeout.
+    pub hard_timeout: u16,
+    /// Learned flow's priority.
+    pub priority: u16,
+    /// Learned flow's cookie.
+    pub cookie: u64,
+    /// `NX_LEARN_F_*` flags.
+    pub flags: u16,
+    /// Table for the learned flow.
+    pub table_id: u8,
+    /// Learned flow's fin_idle_timeout.
+    pub fin_idle_timeout: u16,
+    /// Learned flow's fin_hard_timeout.
+    pub fin_hard_timeout: u16,
+    /// What to match and do.
+    pub specs: Vec<LearnSpec>,
+}
+
+/// `NXAST_CONTROLLER2`: a list of `NXAC2PT_*` properties kept as (type, payload).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Controller2 {
+    /// Properties in wire order; the payload excludes the 4-byte header and the padding.
+    pub props: Vec<(u16, Bytes)>,
+}
+
+/// `NXAC2PT_MAX_LEN`.
+pub const NXAC2PT_MAX_LEN: u16 = 0;
+/// `NXAC2PT_CONTROLLER_ID`.
+pub const NXAC2PT_CONTROLLER_ID: u16 = 1;
+/// `NXAC2PT_REASON`.
+pub const NXAC2PT_REASON: u16 = 2;
+/// `NXAC2PT_USERDATA`.
+pub const NXAC2PT_USERDATA: u16 = 3;
+/// `NXAC2PT_PAUSE`.
+pub const NXAC2PT_PAUSE: u16 = 4;
+/// `NXAC2PT_METER_ID`.
+pub const NXAC2PT_METER_ID: u16 = 5;
+
+impl Controller2 {
+    fn prop(&self, t: u16) -> Option<&[u8]> {
+        self.props
+            .iter()
+            .find(|(k, _)| *k == t)
+            .map(|(_, v)| &v[..])
+    }
+
+    fn prop_u16(&self, t: u16) -> Option<u16> {
+        self.prop(t)
+            .and_then(|v| v.get(..2))
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    /// `max_len`, if set.
+    pub fn max_len(&self) -> Option<u16> {
+        self.prop_u16(NXAC2PT_MAX_LEN)
+    }
+
+    /// `id` (controller connection id), if set.
+    pub fn controller_id(&self) -> Option<u16> {
+        self.prop_u16(NXAC2PT_CONTROLLER_ID)
+    }
+
+    /// `reason`, if set.
+    pub fn reason(&self) -> Option<u8> {
+        self.prop(NXAC2PT_REASON).and_then(|v| v.first().copied())
+    }
+
+    /// `userdata`, if set.
+    pub fn userdata(&self) -> Option<&[u8]> {
+        self.prop(NXAC2PT_USERDATA)
+    }
+
+    /// Whether `pause` is set.
+    pub fn pause(&self) -> bool {
+        self.prop(NXAC2PT_PAUSE).is_some()
+    }
+
+    /// `meter_id`, if set.
+    pub fn meter_id(&self) -> Option<u32> {
+        self.prop(NXAC2PT_METER_ID)
+            .and_then(|v| v.get(..4))
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// Builder: add a 16-bit property the way OVS pads it (2 value bytes + 2 zero bytes).
+    pub fn with_u16(mut self, t: u16, v: u16) -> Controller2 {
+        let b = v.to_be_bytes();
+        self.props
+            .push((t, Bytes::copy_from_slice(&[b[0], b[1], 0, 0])));
+        self
+    }
+
+    /// Builder: add `userdata`.
+    pub fn with_userdata(mut self, data: &[u8]) -> Controller2 {
+        self.props
+            .push((NXAC2PT_USERDATA, Bytes::copy_from_slice(data)));
+        self
+    }
+}
+
+/// Sampling actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sample {
+    /// `NXAST_SAMPLE` (29) or `NXAST_SAMPLE2` (38).
+    pub subtype: u16,
+    /// Packets sampled per 65535.
+    pub probability: u16,
+    /// IPFIX collector set.
+    pub collector_set_id: u32,
+    /// Observation domain id.
+    pub obs_domain_id: u32,
+    /// Observation point id.
+    pub obs_point_id: u32,
+    /// Sampling port (sample2 only).
+    pub sampling_port: u16,
+    /// Direction: 0 default, 1 ingress, 2 egress (sample2 only).
+    pub direction: u8,
+}
+
+mod subtype {
+    pub const RESUBMIT: u16 = 1;
+    pub const SET_TUNNEL: u16 = 2;
+    pub const POP_QUEUE: u16 = 5;
+    pub const REG_MOVE: u16 = 6;
+    pub const REG_LOAD: u16 = 7;
+    pub const NOTE: u16 = 8;
+    pub const SET_TUNNEL64: u16 = 9;
+    pub const RESUBMIT_TABLE: u16 = 14;
+    pub const OUTPUT_REG: u16 = 15;
+    pub const LEARN: u16 = 16;
+    pub const EXIT: u16 = 17;
+    pub const DEC_TTL: u16 = 18;
+    pub const FIN_TIMEOUT: u16 = 19;
+    pub const CONTROLLER: u16 = 20;
+    pub const DEC_TTL_CNT_IDS: u16 = 21;
+    pub const STACK_PUSH: u16 = 27;
+    pub const STACK_POP: u16 = 28;
+    pub const SAMPLE: u16 = 29;
+    pub const REG_LOAD2: u16 = 33;
+    pub const CONJUNCTION: u16 = 34;
+    pub const CT: u16 = 35;
+    pub const NAT: u16 = 36;
+    pub const CONTROLLER2: u16 = 37;
+    pub const SAMPLE2: u16 = 38;
+    pub const OUTPUT_TRUNC: u16 = 39;
+    pub const CT_CLEAR: u16 = 42;
+    pub const RESUBMIT_TABLE_CT: u16 = 44;
+}
+
+const NAT_RANGE_IPV4_MIN: u16 = 1;
+const NAT_RANGE_IPV4_MAX: u16 = 2;
+const NAT_RANGE_IPV6_MIN: u16 = 4;
+const NAT_RANGE_IPV6_MAX: u16 = 8;
+const NAT_RANGE_PROTO_MIN: u16 = 16;
+const NAT_RANGE_PROTO_MAX: u16 = 32;
+
+const LEARN_SRC_IMM: u16 = 1 << 13;
+const LEARN_DST_MASK: u16 = 3 << 11;
+const LEARN_DST_LOAD: u16 = 1 << 11;
+const LEARN_DST_OUTPUT: u16 = 2 << 11;
+
+/// Decode a Nicira action from what follows the experimenter id (subtype first).
+pub(crate) fn parse(data: &[u8]) -> Result<Action, DecodeError> {
+    use subtype::*;
+    let (b, st) = fixed(data, 2, "nicira action subtype", u16p)?;
+    let opaque = || Action::Experimenter {
+        experimenter: NX_EXPERIMENTER,
+        data: Bytes::copy_from_slice(data),
+    };
+    Ok(match st {
+        RESUBMIT | RESUBMIT_TABLE | RESUBMIT_TABLE_CT => {
+            let (_, (in_port, table)) = fixed(b, 3, "resubmit action", (u16p, u8p))?;
+            Action::Resubmit {
+                in_port,
+                table: (st != RESUBMIT).then_some(table),
+                ct: st == RESUBMIT_TABLE_CT,
+            }
+        }
+        SET_TUNNEL => Action::SetTunnel(fixed(b, 6, "set_tunnel action", (u16p, u32p))?.1.1),
+        SET_TUNNEL64 => {
+            Action::SetTunnel64(fixed(b, 14, "set_tunnel64 action", (u16p, u32p, u64p))?.1.2)
+        }
+        POP_QUEUE => Action::PopQueue,
+        EXIT => Action::Exit,
+        DEC_TTL => Action::DecTtl,
+        CT_CLEAR => Action::CtClear,
+        REG_MOVE => {
+            let (_, (n_bits, src_ofs, dst_ofs, src, dst)) =
+                fixed(b, 14, "reg_move action", (u16p, u16p, u16p, u32p, u32p))?;
+            Action::RegMove {
+                src: Subfield {
+                    field: NxmHeader(src),
+                    ofs: src_ofs,
+                    n_bits,
+                },
+                dst: Subfield {
+                    field: NxmHeader(dst),
+                    ofs: dst_ofs,
+                    n_bits,
+                },
+            }
+        }
+        REG_LOAD => {
+            let (_, (ofs_nbits, dst, value)) = fixed(b, 14, "reg_load action", (u16p, u32p, u64p))?;
+            Action::RegLoad {
+                dst: Subfield::from_ofs_nbits(dst, ofs_nbits),
+                value,
+            }
+        }
+        REG_LOAD2 => {
+            let (rest, oxm) = Oxm::parse(b)?;
+            if rest.iter().any(|x| *x != 0) {
+                return Ok(opaque());
+            }
+            Action::RegLoad2(oxm)
+        }
+        OUTPUT_REG => {
+            let (_, (ofs_nbits, src, max_len)) =
+                fixed(b, 8, "output_reg action", (u16p, u32p, u16p))?;
+            Action::OutputReg {
+                src: Subfield::from_ofs_nbits(src, ofs_nbits),
+                max_len,
+            }
+        }
+        NOTE => Action::Note(Bytes::copy_from_slice(b)),
+        FIN_TIMEOUT => {
+            let (_, (idle, hard)) = fixed(b, 4, "fin_timeout action", (u16p, u16p))?;
+            Action::FinTimeout { idle, hard }
+        }
+        CONTROLLER => {
+            let (_, (max_len, controller_id, reason)) =
+                fixed(b, 5, "controller action", (u16p, u16p, u8p))?;
+            Action::Controller {
+                max_len,
+                controller_id,
+                reason,
+            }
+        }
+        CONTROLLER2 => Action::Controller2(parse_controller2(b)?),
+        DEC_TTL_CNT_IDS => {
+            let (ids, n) = fixed(b, 6, "dec_ttl_cnt_ids action", u16p)?;
+            let (_, ids) = take(ids, usize::from(n) * 2, "dec_ttl_cnt_ids controller ids")?;
+            Action::DecTtlCntIds(
+                ids.chunks_exact(2)
+                    .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                    .collect(),
+            )
+        }
+        STACK_PUSH | STACK_POP => {
+            let (_, (ofs, field, n_bits)) = fixed(b, 8, "stack action", (u16p, u32p, u16p))?;
+            let sf = Subfield {
+                field: NxmHeader(field),
+                ofs,
+                n_bits,
+            };
+            if st == STACK_PUSH {
+                Action::StackPush(sf)
+            } else {
+                Action::StackPop(sf)
+            }
+        }
+        SAMPLE => {
+            let (_, (probability, collector_set_id, obs_domain_id, obs_point_id)) =
+                fixed(b, 14, "sample action", (u16p, u32p, u32p, u32p))?;
+            Action::Sample(Sample {
+                subtype: st,
+                probability,
+                collector_set_id,
+                obs_domain_id,
+                obs_point_id,
+                sampling_port: 0,
+                direction: 0,
+            })
+        }
+        SAMPLE2 => {
+            let (
+                _,
+                (
+                    probability,
+                    collector_set_id,
+                    obs_domain_id,
+                    obs_point_id,
+                    sampling_port,
+                    direction,
+                ),
+            ) = fixed(b, 17, "sample2 action", (u16p, u32p, u32p, u32p, u16p, u8p))?;
+            Action::Sample(Sample {
+                subtype: st,
+                probability,
+                collector_set_id,
+                obs_domain_id,
+                obs_point_id,
+                sampling_port,
+                direction,
+            })
+        }
+        CONJUNCTION => {
+            let (_, (clause, n_clauses, id)) = fixed(b, 6, "conjunction action", (u8p, u8p, u32p))?;
+            Action::Conjunction(Conjunction {
+                id,
+                clause,
+                n_clauses,
+            })
+        }
+        OUTPUT_TRUNC => {
+            let (_, (port, max_len)) = fixed(b, 6, "output_trunc action", (u16p, u32p))?;
+            Action::OutputTrunc { port, max_len }
+        }
+        CT => Action::Ct(parse_ct(b)?),
+        NAT => Action::Nat(parse_nat(b)?),
+        LEARN => Action::Learn(parse_learn(b)?),
+        _ => opaque(),
+    })
+}
+
+fn parse_ct(b: &[u8]) -> Result<Ct, DecodeError> {
+    let (nested, (flags, zone_src, zone_v, recirc_table, _pad1, _pad2, alg)) =
+        fixed(b, 14, "ct action", (u16p, u32p, u16p, u8p, u8p, u16p, u16p))?;
+    let zone = if zone_src == 0 {
+        CtZone::Imm(zone_v)
+    } else {
+        CtZone::Field(Subfield::from_ofs_nbits(zone_src, zone_v))
+    };
+    reject_nested_ct(nested)?;
+    Ok(Ct {
+        flags,
+        zone,
+        recirc_table,
+        alg,
+        actions: parse_actions(nested)?,
+    })
+}
+
+/// OVS forbids `ct` inside `ct`; refusing it here also bounds the decoder's recursion depth.
+fn reject_nested_ct(mut i: &[u8]) -> Result<(), DecodeError> {
+    while i.len() >= 10 {
+        let (_, (kind, len, exp, st)) = fixed(i, 10, "ct nested action", (u16p, u16p, u32p, u16p))?;
+        if kind == super::OFPAT_EXPERIMENTER && exp == NX_EXPERIMENTER && st == subtype::CT {
+            return Err(DecodeError::Invalid {
+                what: "ct action",
+                reason: "ct nested inside ct",
+            });
+        }
+        let len = usize::from(len).max(8).min(i.len());
+        i = &i[len..];
+    }
+    Ok(())
+}
+
+fn parse_nat(b: &[u8]) -> Result<Nat, DecodeError> {
+    let (mut i, (_pad, flags, present)) = fixed(b, 6, "nat action", (u16p, u16p, u16p))?;
+    let mut range = NatRange::default();
+    if present & NAT_RANGE_IPV4_MIN != 0 {
+        let (r, v) = fixed(i, 4, "nat ipv4_min", u32p)?;
+        range.ipv4_min = Some(Ipv4Addr::from(v));
+        i = r;
+    }
+    if present & NAT_RANGE_IPV4_MAX != 0 {
+        let (r, v) = fixed(i, 4, "nat ipv4_max", u32p)?;
+        range.ipv4_max = Some(Ipv4Addr::from(v));
+        i = r;
+    }
+    if present & NAT_RANGE_IPV6_MIN != 0 {
+        let (r, v) = take(i, 16, "nat ipv6_min")?;
+        range.ipv6_min = <[u8; 16]>::try_from(v).ok().map(Ipv6Addr::from);
+        i = r;
+    }
+    if present & NAT_RANGE_IPV6_MAX != 0 {
+        let (r, v) = take(i, 16, "nat ipv6_max")?;
+        range.ipv6_max = <[u8; 16]>::try_from(v).ok().map(Ipv6Addr::from);
+        i = r;
+    }
+    if present & NAT_RANGE_PROTO_MIN != 0 {
+        let (r, v) = fixed(i, 2, "nat proto_min", u16p)?;
+        range.proto_min = Some(v);
+        i = r;
+    }
+    if present & NAT_RANGE_PROTO_MAX != 0 {
+        let (_, v) = fixed(i, 2, "nat proto_max", u16p)?;
+        range.proto_max = Some(v);
+    }
+    Ok(Nat { flags, range })
+}
+
+fn parse_learn(b: &[u8]) -> Result<Learn, DecodeError> {
+    let (
+        mut i,
+        (
+            idle_timeout,
+            hard_timeout,
+            priority,
+            cookie,
+            flags,
+            table_id,
+            _pad,
+            fin_idle_timeout,
+            fin_hard_timeout,
+        ),
+    ) = fixed(
+        b,
+        22,
+        "learn action",
+        (u16p, u16p, u16p, u64p, u16p, u8p, u8p, u16p, u16p),
+    )?;
+    let mut specs = Vec::new();
+    while i.len() >= 2 {
+        let (r, h) = fixed(i, 2, "learn spec", u16p)?;
+        if h == 0 {
+            break;
+        }
+        let n_bits = h & 0x3ff;
+        let (r, src) = if h & LEARN_SRC_IMM != 0 {
+            let n = 2 * usize::from(n_bits).div_ceil(16);
+            let (r, v) = take(r, n, "learn spec immediate")?;
+            (r, LearnSrc::Imm(Bytes::copy_from_slice(v)))
+        } else {
+            let (r, (field, ofs)) = fixed(r, 6, "learn spec source", (u32p, u16p))?;
+            (
+                r,
+                LearnSrc::Field {
+                    field: NxmHeader(field),
+                    ofs,
+                },
+            )
+        };
+        let (r, dst) = match h & LEARN_DST_MASK {
+            LEARN_DST_OUTPUT => (r, LearnDst::Output),
+            kind => {
+                let (r, (field, ofs)) = fixed(r, 6, "learn spec destination", (u32p, u16p))?;
+                let field = NxmHeader(field);
+                if kind == LEARN_DST_LOAD {
+                    (r, LearnDst::Load { field, ofs })
+                } else {
+                    (r, LearnDst::Match { field, ofs })
+                }
+            }
+        };
+        specs.push(LearnSpec { n_bits, src, dst });
+        i = r;
+    }
+    Ok(Learn {
+        idle_timeout,
+        hard_timeout,
+        priority,
+        cookie,
+        flags,
+        table_id,
+        fin_idle_timeout,
+        fin_hard_timeout,
+        specs,
+    })
+}
+
+fn parse_controller2(b: &[u8]) -> Result<Controller2, DecodeError> {
+    let (mut i, _) = take(b, 6, "controller2 action")?;
+    let mut props = Vec::new();
+    while i.len() >= 4 {
+        let (_, (t, len)) = fixed(i, 4, "controller2 property", (u16p, u16p))?;
+        let len = usize::from(len);
+        let (r, p) = crate::wire::take_tlv(i, len, 4, "controller2 property")?;
+        props.push((t, Bytes::copy_from_slice(&p[4..])));
+        let pad = crate::wire::pad8(len).min(r.len());
+        i = &r[pad..];
+    }
+    Ok(Controller2 { props })
+}
+
+/// Encode the part of a Nicira action after the experimenter id; the caller pads and patches
+/// the length.
+pub(crate) fn emit(a: &Action, out: &mut BytesMut) {
+    use subtype::*;
+    match a {
+        Action::Resubmit { in_port, table, ct } => {
+            out.put_u16(match (table, ct) {
+                (_, true) => RESUBMIT_TABLE_CT,
+                (Some(_), false) => RESUBMIT_TABLE,
+                (None, false) => RESUBMIT,
+            });
+            out.put_u16(*in_port);
+            out.put_u8(table.unwrap_or(0));
+        }
+        Action::SetTunnel(id) => {
+            out.put_u16(SET_TUNNEL);
+            out.put_u16(0);
+            out.put_u32(*id);
+        }
+        Action::SetTunnel64(id) => {
+            out.put_u16(SET_TUNNEL64);
+            put_zeros(out, 6);
+            out.put_u64(*id);
+        }
+        Action::PopQueue => out.put_u16(POP_QUEUE),
+        Action::Exit => out.put_u16(EXIT),
+        Action::DecTtl => out.put_u16(DEC_TTL),
+        Action::CtClear => out.put_u16(CT_CLEAR),
+        Action::RegMove { src, dst } => {
+            out.put_u16(REG_MOVE);
+            out.put_u16(src.n_bits);
+            out.put_u16(src.ofs);
+            out.put_u16(dst.ofs);
+            out.put_u32(src.field.0);
+            out.put_u32(dst.field.0);
+        }
+        Action::RegLoad { dst, value } => {
+            out.put_u16(REG_LOAD);
+            out.put_u16(dst.ofs_nbits());
+            out.put_u32(dst.field.0);
+            out.put_u64(*value);
+        }
+        Action::RegLoad2(oxm) => {
+            out.put_u16(REG_LOAD2);
+            oxm.emit(out);
+        }
+        Action::OutputReg { src, max_len } => {
+            out.put_u16(OUTPUT_REG);
+            out.put_u16(src.ofs_nbits());
+            out.put_u32(src.field.0);
+            out.put_u16(*max_len);
+        }
+        Action::Note(b) => {
+            out.put_u16(NOTE);
+            out.put_slice(b);
+        }
+        Action::FinTimeout { idle, hard } => {
+            out.put_u16(FIN_TIMEOUT);
+            out.put_u16(*idle);
+            out.put_u16(*hard);
+        }
+        Action::Controller {
+            max_len,
+            controller_id,
+            reason,
+        } => {
+            out.put_u16(CONTROLLER);
+            out.put_u16(*max_len);
+            out.put_u16(*controller_id);
+            out.put_u8(*reason);
+        }
+        Action::Controller2(c) => {
+            out.put_u16(CONTROLLER2);
+            put_zeros(out, 6);
+            for (t, v) in &c.props {
+                let len = 4 + v.len();
+                out.put_u16(*t);
+                out.put_u16(len as u16);
+                out.put_slice(v);
+                put_zeros(out, crate::wire::pad8(len));
+            }
+        }
+        Action::DecTtlCntIds(ids) => {
+            out.put_u16(DEC_TTL_CNT_IDS);
+            out.put_u16(ids.len() as u16);
+            out.put_u32(0);
+            for id in ids {
+                out.put_u16(*id);
+            }
+        }
+        Action::StackPush(sf) | Action::StackPop(sf) => {
+            out.put_u16(if matches!(a, Action::StackPush(_)) {
+                STACK_PUSH
+            } else {
+                STACK_POP
+            });
+            out.put_u16(sf.ofs);
+            out.put_u32(sf.field.0);
+            out.put_u16(sf.n_bits);
+        }
+        Action::Sample(s) => {
+            out.put_u16(s.subtype);
+            out.put_u16(s.probability);
+            out.put_u32(s.collector_set_id);
+            out.put_u32(s.obs_domain_id);
+            out.put_u32(s.obs_point_id);
+            if s.subtype != SAMPLE {
+                out.put_u16(s.sampling_port);
+                out.put_u8(s.direction);
+            }
+        }
+        Action::Conjunction(c) => {
+            out.put_u16(CONJUNCTION);
+            out.put_u8(c.clause);
+            out.put_u8(c.n_clauses);
+            out.put_u32(c.id);
+        }
+        Action::OutputTrunc { port, max_len } => {
+            out.put_u16(OUTPUT_TRUNC);
+            out.put_u16(*port);
+            out.put_u32(*max_len);
+        }
+        Action::Ct(ct) => {
+            out.put_u16(CT);
+            out.put_u16(ct.flags);
+            match ct.zone {
+                CtZone::Imm(z) => {
+                    out.put_u32(0);
+                    out.put_u16(z);
+                }
+                CtZone::Field(sf) => {
+                    out.put_u32(sf.field.0);
+                    out.put_u16(sf.ofs_nbits());
+                }
+            }
+            out.put_u8(ct.recirc_table);
+            put_zeros(out, 3);
+            out.put_u16(ct.alg);
+            emit_actions(&ct.actions, out);
+        }
+        Action::Nat(nat) => {
+            out.put_u16(NAT);
+            out.put_u16(0);
+            out.put_u16(nat.flags);
+            let r = &nat.range;
+            let present = [
+                (r.ipv4_min.is_some(), NAT_RANGE_IPV4_MIN),
+                (r.ipv4_max.is_some(), NAT_RANGE_IPV4_MAX),
+                (r.ipv6_min.is_some(), NAT_RANGE_IPV6_MIN),
+                (r.ipv6_max.is_some(), NAT_RANGE_IPV6_MAX),
+                (r.proto_min.is_some(), NAT_RANGE_PROTO_MIN),
+                (r.proto_max.is_some(), NAT_RANGE_PROTO_MAX),
+            ]
+            .iter()
+            .filter(|(p, _)| *p)
+            .fold(0, |acc, (_, bit)| acc | bit);
+            out.put_u16(present);
+            for a in [r.ipv4_min, r.ipv4_max].into_iter().flatten() {
+                out.put_slice(&a.octets());
+            }
+            for a in [r.ipv6_min, r.ipv6_max].into_iter().flatten() {
+                out.put_slice(&a.octets());
+            }
+            for p in [r.proto_min, r.proto_max].into_iter().flatten() {
+                out.put_u16(p);
+            }
+        }
+        Action::Learn(l) => {
+            out.put_u16(LEARN);
+            out.put_u16(l.idle_timeout);
+            out.put_u16(l.hard_timeout);
+            out.put_u16(l.priority);
+            out.put_u64(l.cookie);
+            out.put_u16(l.flags);
+            out.put_u8(l.table_id);
+            out.put_u8(0);
+            out.put_u16(l.fin_idle_timeout);
+            out.put_u16(l.fin_hard_timeout);
+            for s in &l.specs {
+                let src_bit = if matches!(s.src, LearnSrc::Imm(_)) {
+                    LEARN_SRC_IMM
+                } else {
+                    0
+                };
+                let dst_bits = match s.dst {
+                    LearnDst::Match { .. } => 0,
+                    LearnDst::Load { .. } => LEARN_DST_LOAD,
+                    LearnDst::Output => LEARN_DST_OUTPUT,
+                };
+                out.put_u16(src_bit | dst_bits | (s.n_bits & 0x3ff));
+                match &s.src {
+                    LearnSrc::Imm(v) => out.put_slice(v),
+                    LearnSrc::Field { field, ofs } => {
+                        out.put_u32(field.0);
+                        out.put_u16(*ofs);
+                    }
+                }
+                match s.dst {
+                    LearnDst::Match { field, ofs } | LearnDst::Load { field, ofs } => {
+                        out.put_u32(field.0);
+                        out.put_u16(ofs);
+                    }
+                    LearnDst::Output => {}
+                }
+            }
+        }
+        // Standard actions and opaque experimenters never reach here (see Action::emit).
+        _ => {}
+    }
+}

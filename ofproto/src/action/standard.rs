@@ -1,0 +1,193 @@
+//! The OpenFlow 1.3 standard actions (`OFPAT_*`), decoded from and encoded to their fixed
+//! layouts. Padding is written as zeros.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::Action;
+use crate::oxm::Oxm;
+use crate::port::PortNo;
+use crate::wire::{DecodeError, fixed, pad8, put_zeros, u8p, u16p, u32p};
+
+/// `OFPAT_OUTPUT`.
+pub const OFPAT_OUTPUT: u16 = 0;
+/// `OFPAT_SET_FIELD`.
+pub const OFPAT_SET_FIELD: u16 = 25;
+
+/// Decode a standard action of type `kind` from its body (after the 4-byte header).
+pub(crate) fn parse(kind: u16, body: &[u8]) -> Result<Action, DecodeError> {
+    let u16_of = |what| fixed(body, 2, what, u16p).map(|(_, v)| v);
+    let u32_of = |what| fixed(body, 4, what, u32p).map(|(_, v)| v);
+    let u8_of = |what| fixed(body, 1, what, u8p).map(|(_, v)| v);
+    Ok(match kind {
+        0 => {
+            let (_, (port, max_len)) = fixed(body, 6, "output action", (u32p, u16p))?;
+            Action::Output {
+                port: PortNo(port),
+                max_len,
+            }
+        }
+        11 => Action::CopyTtlOut,
+        12 => Action::CopyTtlIn,
+        15 => Action::SetMplsTtl(u8_of("set_mpls_ttl action")?),
+        16 => Action::DecMplsTtl,
+        17 => Action::PushVlan(u16_of("push_vlan action")?),
+        18 => Action::PopVlan,
+        19 => Action::PushMpls(u16_of("push_mpls action")?),
+        20 => Action::PopMpls(u16_of("pop_mpls action")?),
+        21 => Action::SetQueue(u32_of("set_queue action")?),
+        22 => Action::Group(u32_of("group action")?),
+        23 => Action::SetNwTtl(u8_of("set_nw_ttl action")?),
+        24 => Action::DecNwTtl,
+        25 => {
+            let (_, oxm) = Oxm::parse(body)?;
+            Action::SetField(oxm)
+        }
+        26 => Action::PushPbb(u16_of("push_pbb action")?),
+        27 => Action::PopPbb,
+        _ => Action::Unknown {
+            kind,
+            data: Bytes::copy_from_slice(body),
+        },
+    })
+}
+
+fn head(out: &mut BytesMut, kind: u16, len: u16) {
+    out.put_u16(kind);
+    out.put_u16(len);
+}
+
+/// Encode `a` if it is a standard action; returns false for experimenter actions.
+pub(crate) fn emit(a: &Action, out: &mut BytesMut) -> bool {
+    match a {
+        Action::Output { port, max_len } => {
+            head(out, OFPAT_OUTPUT, 16);
+            out.put_u32(port.0);
+            out.put_u16(*max_len);
+            put_zeros(out, 6);
+        }
+        Action::CopyTtlOut => simple(out, 11),
+        Action::CopyTtlIn => simple(out, 12),
+        Action::SetMplsTtl(t) => u8_action(out, 15, *t),
+        Action::DecMplsTtl => simple(out, 16),
+        Action::PushVlan(e) => u16_action(out, 17, *e),
+        Action::PopVlan => simple(out, 18),
+        Action::PushMpls(e) => u16_action(out, 19, *e),
+        Action::PopMpls(e) => u16_action(out, 20, *e),
+        Action::SetQueue(q) => u32_action(out, 21, *q),
+        Action::Group(g) => u32_action(out, 22, *g),
+        Action::SetNwTtl(t) => u8_action(out, 23, *t),
+        Action::DecNwTtl => simple(out, 24),
+        Action::SetField(oxm) => {
+            let len = 4 + oxm.wire_len();
+            let padded = len + pad8(len);
+            head(out, OFPAT_SET_FIELD, padded as u16);
+            oxm.emit(out);
+            put_zeros(out, padded - len);
+        }
+        Action::PushPbb(e) => u16_action(out, 26, *e),
+        Action::PopPbb => simple(out, 27),
+        Action::Unknown { kind, data } => {
+            let len = 4 + data.len();
+            head(out, *kind, (len + pad8(len)) as u16);
+            out.put_slice(data);
+            put_zeros(out, pad8(len));
+        }
+        _ => return false,
+    }
+    true
+}
+
+fn simple(out: &mut BytesMut, kind: u16) {
+    head(out, kind, 8);
+    out.put_u32(0);
+}
+
+fn u8_action(out: &mut BytesMut, kind: u16, v: u8) {
+    head(out, kind, 8);
+    out.put_u8(v);
+    put_zeros(out, 3);
+}
+
+fn u16_action(out: &mut BytesMut, kind: u16, v: u16) {
+    head(out, kind, 8);
+    out.put_u16(v);
+    out.put_u16(0);
+}
+
+fn u32_action(out: &mut BytesMut, kind: u16, v: u32) {
+    head(out, kind, 8);
+    out.put_u32(v);
+}
+
+#[cfg(test)]
+mod test {
+    use super::super::*;
+    use crate::oxm::FieldId;
+
+    macro_rules! assert_action_round_trips {
+        ($action:expr, $bytes:expr) => {{
+            let bytes: &[u8] = &$bytes;
+            let (rest, a) = Action::parse(bytes).unwrap();
+            assert!(rest.is_empty());
+            assert_eq!(a, $action);
+            let mut out = BytesMut::new();
+            a.emit(&mut out);
+            assert_eq!(&out[..], bytes);
+        }};
+    }
+
+    #[test]
+    fn test_output() {
+        assert_action_round_trips!(
+            Action::Output {
+                port: PortNo(6),
+                max_len: 0xffff
+            },
+            [0, 0, 0, 16, 0, 0, 0, 6, 0xff, 0xff, 0, 0, 0, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn test_simple_actions() {
+        assert_action_round_trips!(Action::PopVlan, [0, 18, 0, 8, 0, 0, 0, 0]);
+        assert_action_round_trips!(Action::PushVlan(0x8100), [0, 17, 0, 8, 0x81, 0, 0, 0]);
+        assert_action_round_trips!(Action::Group(99), [0, 22, 0, 8, 0, 0, 0, 99]);
+        assert_action_round_trips!(Action::SetNwTtl(10), [0, 23, 0, 8, 10, 0, 0, 0]);
+    }
+
+    #[test]
+    fn test_set_field() {
+        assert_action_round_trips!(
+            Action::SetField(Oxm::int(FieldId::VLAN_VID, 258, None)),
+            [0, 25, 0, 16, 0x80, 0, 0x0c, 2, 1, 2, 0, 0, 0, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn test_unknown_kept() {
+        assert_action_round_trips!(
+            Action::Unknown {
+                kind: 99,
+                data: Bytes::from_static(&[1, 2, 3, 4])
+            },
+            [0, 99, 0, 8, 1, 2, 3, 4]
+        );
+    }
+
+    #[test]
+    fn malformed() {
+        assert!(
+            Action::parse(&[0, 0, 0, 16, 0, 0])
+                .unwrap_err()
+                .is_truncated()
+        );
+        assert!(matches!(
+            Action::parse(&[0, 0, 0, 4, 0, 0, 0, 0]),
+            Err(DecodeError::BadLength { .. })
+        ));
+        assert!(matches!(
+            Action::parse(&[0, 0, 0, 9, 0, 0, 0, 0, 0]),
+            Err(DecodeError::BadLength { .. })
+        ));
+    }
+}

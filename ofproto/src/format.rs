@@ -1,0 +1,1 @@
+//! ovs-ofctl text rendering (filled in below).

@@ -1,0 +1,224 @@
+//! The seven OpenFlow 1.3 instructions (`OFPIT_*`).
+//!
+//! Contract: an instruction list decodes in wire order; unknown or experimenter instructions are
+//! kept as bytes and re-encoded unchanged.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::action::{Action, emit_actions, parse_actions};
+use crate::wire::{
+    DecodeError, PResult, fixed, pad8, patch_len, put_zeros, take_tlv, u8p, u16p, u32p, u64p,
+};
+
+/// One instruction.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Instruction {
+    /// `OFPIT_GOTO_TABLE`.
+    GotoTable(u8),
+    /// `OFPIT_WRITE_METADATA`.
+    WriteMetadata {
+        /// Bits to write.
+        metadata: u64,
+        /// Which bits.
+        mask: u64,
+    },
+    /// `OFPIT_WRITE_ACTIONS`.
+    WriteActions(Vec<Action>),
+    /// `OFPIT_APPLY_ACTIONS`.
+    ApplyActions(Vec<Action>),
+    /// `OFPIT_CLEAR_ACTIONS`.
+    ClearActions,
+    /// `OFPIT_METER`.
+    Meter(u32),
+    /// `OFPIT_EXPERIMENTER`.
+    Experimenter {
+        /// Experimenter id.
+        experimenter: u32,
+        /// Body after the experimenter id.
+        data: Bytes,
+    },
+    /// An instruction type this crate does not know.
+    Unknown {
+        /// `ofp_instruction_type`.
+        kind: u16,
+        /// Body after the 4-byte header.
+        data: Bytes,
+    },
+}
+
+impl Instruction {
+    /// Parse one instruction.
+    pub fn parse(i: &[u8]) -> PResult<'_, Instruction> {
+        let (_, (kind, len)) = fixed(i, 4, "instruction header", (u16p, u16p))?;
+        let (rest, ins) = take_tlv(i, usize::from(len), 8, "instruction")?;
+        let body = &ins[4..];
+        let ins = match kind {
+            1 => Instruction::GotoTable(fixed(body, 1, "goto_table instruction", u8p)?.1),
+            2 => {
+                let (_, (_, metadata, mask)) =
+                    fixed(body, 20, "write_metadata instruction", (u32p, u64p, u64p))?;
+                Instruction::WriteMetadata { metadata, mask }
+            }
+            3 | 4 => {
+                let (actions, _) = crate::wire::take(body, 4, "actions instruction")?;
+                let actions = parse_actions(actions)?;
+                if kind == 3 {
+                    Instruction::WriteActions(actions)
+                } else {
+                    Instruction::ApplyActions(actions)
+                }
+            }
+            5 => Instruction::ClearActions,
+            6 => Instruction::Meter(fixed(body, 4, "meter instruction", u32p)?.1),
+            0xffff => {
+                let (data, experimenter) = fixed(body, 4, "experimenter instruction", u32p)?;
+                Instruction::Experimenter {
+                    experimenter,
+                    data: Bytes::copy_from_slice(data),
+                }
+            }
+            _ => Instruction::Unknown {
+                kind,
+                data: Bytes::copy_from_slice(body),
+            },
+        };
+        if matches!(
+            ins,
+            Instruction::GotoTable(_) | Instruction::Meter(_) | Instruction::ClearActions
+        ) && len != 8
+        {
+            return Err(DecodeError::BadLength {
+                what: "instruction",
+                len: usize::from(len),
+                reason: "goto_table, meter and clear_actions are 8 bytes",
+            });
+        }
+        Ok((rest, ins))
+    }
+
+    /// Append the instruction to `out`.
+    pub fn emit(&self, out: &mut BytesMut) {
+        let start = out.len();
+        match self {
+            Instruction::GotoTable(t) => {
+                out.put_u32(0x0001_0008);
+                out.put_u8(*t);
+                put_zeros(out, 3);
+            }
+            Instruction::WriteMetadata { metadata, mask } => {
+                out.put_u32(0x0002_0018);
+                out.put_u32(0);
+                out.put_u64(*metadata);
+                out.put_u64(*mask);
+            }
+            Instruction::WriteActions(a) | Instruction::ApplyActions(a) => {
+                out.put_u16(if matches!(self, Instruction::WriteActions(_)) {
+                    3
+                } else {
+                    4
+                });
+                out.put_u16(0);
+                out.put_u32(0);
+                emit_actions(a, out);
+                patch_len(out, start + 2, start);
+            }
+            Instruction::ClearActions => {
+                out.put_u32(0x0005_0008);
+                out.put_u32(0);
+            }
+            Instruction::Meter(m) => {
+                out.put_u32(0x0006_0008);
+                out.put_u32(*m);
+            }
+            Instruction::Experimenter { experimenter, data } => {
+                out.put_u16(0xffff);
+                out.put_u16(0);
+                out.put_u32(*experimenter);
+                out.put_slice(data);
+                put_zeros(out, pad8(out.len() - start));
+                patch_len(out, start + 2, start);
+            }
+            Instruction::Unknown { kind, data } => {
+                out.put_u16(*kind);
+                out.put_u16(0);
+                out.put_slice(data);
+                put_zeros(out, pad8(out.len() - start));
+                patch_len(out, start + 2, start);
+            }
+        }
+    }
+}
+
+/// Parse an instruction list filling all of `i`.
+pub fn parse_instructions(mut i: &[u8]) -> Result<Vec<Instruction>, DecodeError> {
+    let mut v = Vec::new();
+    while !i.is_empty() {
+        let (rest, ins) = Instruction::parse(i)?;
+        v.push(ins);
+        i = rest;
+    }
+    Ok(v)
+}
+
+/// Append every instruction.
+pub fn emit_instructions(ins: &[Instruction], out: &mut BytesMut) {
+    for x in ins {
+        x.emit(out);
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::port::PortNo;
+
+    static APPLY_BYTES: [u8; 24] = [
+        0, 4, 0, 24, 0, 0, 0, 0, // apply_actions header
+        0, 0, 0, 16, 0, 0, 0, 1, 0xff, 0xff, 0, 0, 0, 0, 0, 0, // output:1
+    ];
+    static GOTO_BYTES: [u8; 8] = [0, 1, 0, 8, 5, 0, 0, 0];
+
+    #[test]
+    fn test_parse_emit() {
+        for (bytes, expect) in [
+            (
+                &APPLY_BYTES[..],
+                Instruction::ApplyActions(vec![Action::Output {
+                    port: PortNo(1),
+                    max_len: 0xffff,
+                }]),
+            ),
+            (&GOTO_BYTES[..], Instruction::GotoTable(5)),
+        ] {
+            let (rest, ins) = Instruction::parse(bytes).unwrap();
+            assert!(rest.is_empty());
+            assert_eq!(ins, expect);
+            let mut out = BytesMut::new();
+            ins.emit(&mut out);
+            assert_eq!(&out[..], bytes);
+        }
+    }
+
+    #[test]
+    fn test_write_metadata() {
+        let ins = Instruction::WriteMetadata {
+            metadata: 0x10,
+            mask: 0xff,
+        };
+        let mut out = BytesMut::new();
+        ins.emit(&mut out);
+        assert_eq!(out.len(), 24);
+        assert_eq!(Instruction::parse(&out).unwrap().1, ins);
+    }
+
+    #[test]
+    fn malformed() {
+        assert!(
+            Instruction::parse(&APPLY_BYTES[..20])
+                .unwrap_err()
+                .is_truncated()
+        );
+        assert!(Instruction::parse(&[0, 1, 0, 16, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        assert!(Instruction::parse(&[0, 1, 0, 2, 5, 0, 0, 0]).is_err());
+    }
+}
