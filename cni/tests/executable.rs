@@ -15,7 +15,7 @@ fn config(version: &str, socket: &std::path::Path) -> String {
     .to_string()
 }
 
-fn add_vars<'a>(command: &'a str) -> Vec<(&'a str, &'a str)> {
+fn add_vars(command: &str) -> Vec<(&str, &str)> {
     vec![
         ("CNI_COMMAND", command),
         ("CNI_CONTAINERID", "cid-1"),
