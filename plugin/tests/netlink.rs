@@ -15,7 +15,6 @@ fn spec(pod: &Path, n: u32) -> PodInterfaceSpec {
     PodInterfaceSpec {
         netns: pod.to_path_buf(),
         host_name: format!("vvport{n}"),
-        pod_temp_name: format!("vport{n}"),
         ifname: "eth0".into(),
         mtu: 1450,
         mac: Some("02:02:0a:01:01:02".parse().unwrap()),
@@ -90,7 +89,9 @@ async fn pod_interface_is_plumbed_checked_and_removed() {
         routes6.contains("default via fd00:1::1 dev eth0"),
         "{routes6}"
     );
-    assert!(!link_names(&pod).contains(&"vport1".to_string()));
+    let mut in_pod = link_names(&pod);
+    in_pod.sort();
+    assert_eq!(in_pod, vec!["eth0", "lo"]);
 
     // On the host: the OVS end, up, same MTU; the pod end is gone from here.
     let host_links = links(&host);
@@ -98,7 +99,7 @@ async fn pod_interface_is_plumbed_checked_and_removed() {
     assert_eq!(vv["mtu"], 1450);
     assert!(vv["flags"].as_array().unwrap().contains(&Value::from("UP")));
     assert_eq!(vv["ifindex"].as_u64().unwrap(), u64::from(done.host.index));
-    assert!(!host_links.iter().any(|(n, _)| n == "vport1"));
+    assert_eq!(host_links.len(), 2, "only lo and vvport1 on the host");
 
     // CHECK's view.
     let state = pod_interface(&pod.path(), "eth0").await.unwrap().unwrap();
@@ -142,17 +143,36 @@ async fn a_failed_plumb_leaves_nothing_behind() {
     assert!(matches!(err, NetlinkError::Namespace { .. }), "{err}");
     assert_eq!(link_names(&host), vec!["lo".to_string()]);
 
-    // eth0 already exists in the pod (this kernel has no dummy links; a veth does): fails inside the pod namespace, after the move.
+    // eth0 already exists in the pod (this kernel has no dummy links; a veth does): the
+    // kernel refuses to create the pair, and the pod's own eth0 is untouched.
     pod.exec(&[
         "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
     ])
     .unwrap();
     let err = plumb(&host, spec(&pod.path(), 3)).await.unwrap_err();
-    assert!(err.to_string().contains("rename to eth0"), "{err}");
+    assert_eq!(err.errno(), Some(17), "EEXIST expected: {err}");
+    assert!(
+        err.to_string().contains("create veth pair vvport3"),
+        "{err}"
+    );
     assert_eq!(link_names(&host), vec!["lo".to_string()]);
     let mut in_pod = link_names(&pod);
     in_pod.sort();
     assert_eq!(in_pod, vec!["eth0", "eth0p", "lo"]);
+
+    // Failure after the pair exists (a gateway outside the pod's subnet cannot be routed):
+    // both ends are removed.
+    let other = Netns::new("pod").unwrap();
+    let mut unroutable = spec(&other.path(), 4);
+    unroutable.gateways = vec!["192.168.99.1".parse().unwrap()];
+    let err = plumb(&host, unroutable).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("add default route via 192.168.99.1"),
+        "{err}"
+    );
+    assert_eq!(link_names(&host), vec!["lo".to_string()]);
+    assert_eq!(link_names(&other), vec!["lo".to_string()]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,4 +230,33 @@ async fn lookups_and_deletes_of_missing_links_succeed() {
         .unwrap_err();
     assert!(matches!(err, NetlinkError::Invalid { .. }), "{err}");
     assert!("zz".parse::<MacAddr>().is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_link_operations() {
+    testbed::require!(Root, Ip);
+    let a = Netns::new("la").unwrap();
+    let b = Netns::new("lb").unwrap();
+    let b_path = b.path();
+    let mac: MacAddr = "02:00:00:00:00:0a".parse().unwrap();
+    in_netns(&a.path(), move |nl| async move {
+        nl.create_veth("left0", "right0").await?;
+        nl.set_mtu("left0", 1400).await?;
+        nl.set_mac("left0", mac).await?;
+        nl.rename("left0", "left1").await?;
+        nl.set_up("left1").await?;
+        nl.move_to_netns("right0", &b_path).await?;
+        let left = nl.require_link("left1").await?;
+        assert_eq!((left.mtu, left.mac, left.up), (1400, Some(mac), true));
+        assert!(nl.link("right0").await?.is_none(), "moved away");
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(link_names(&b).len(), 2);
+    assert!(link_names(&b).contains(&"right0".to_string()));
+    let a_links = links(&a);
+    let (_, left) = a_links.iter().find(|(n, _)| n == "left1").unwrap();
+    assert_eq!(left["address"], "02:00:00:00:00:0a");
+    assert_eq!(left["mtu"], 1400);
 }

@@ -22,9 +22,8 @@ pub struct PodInterfaceSpec {
     pub netns: PathBuf,
     /// The host end of the pair, added to OVS (`vvport<N>`).
     pub host_name: String,
-    /// The pod end's name while it is still in the host namespace (`vport<N>`).
-    pub pod_temp_name: String,
-    /// The pod end's final name (`CNI_IFNAME`).
+    /// The pod end's name (`CNI_IFNAME`); it is created under this name inside the pod
+    /// namespace, so no temporary name or rename is needed.
     pub ifname: String,
     /// MTU of both ends.
     pub mtu: u32,
@@ -55,13 +54,20 @@ pub struct PodInterfaceState {
 }
 
 impl Netlink {
-    /// Create and configure the pod's interface (see [`PodInterfaceSpec`]). A leftover pair
-    /// with the same host-side names (from an interrupted attempt) is replaced.
+    /// Create and configure the pod's interface (see [`PodInterfaceSpec`]). A leftover host
+    /// end with the same name (from an interrupted attempt) is replaced; an existing
+    /// `ifname` inside the pod fails the call (the pod is not ours to change).
     pub async fn plumb_pod(&self, spec: &PodInterfaceSpec) -> Result<PodInterface, NetlinkError> {
         self.delete_link(&spec.host_name).await?;
-        self.delete_link(&spec.pod_temp_name).await?;
-        self.create_veth(&spec.pod_temp_name, &spec.host_name)
-            .await?;
+        // The pod end is born in the pod namespace under its final name.
+        self.create_veth_into(
+            &spec.host_name,
+            &spec.ifname,
+            &spec.netns,
+            spec.mtu,
+            spec.mac,
+        )
+        .await?;
         match self.configure_pair(spec).await {
             Ok(done) => Ok(done),
             Err(e) => {
@@ -75,16 +81,9 @@ impl Netlink {
     }
 
     async fn configure_pair(&self, spec: &PodInterfaceSpec) -> Result<PodInterface, NetlinkError> {
-        self.set_mtu(&spec.host_name, spec.mtu).await?;
-        self.set_mtu(&spec.pod_temp_name, spec.mtu).await?;
-        if let Some(mac) = spec.mac {
-            self.set_mac(&spec.pod_temp_name, mac).await?;
-        }
         self.set_up(&spec.host_name).await?;
-        self.move_to_netns(&spec.pod_temp_name, &spec.netns).await?;
         let inside = spec.clone();
         let pod = in_netns(&spec.netns, move |nl| async move {
-            nl.rename(&inside.pod_temp_name, &inside.ifname).await?;
             for address in &inside.addresses {
                 nl.add_address(&inside.ifname, *address).await?;
             }
