@@ -199,6 +199,8 @@ struct Session {
     stream: UnixStream,
     /// Bytes read past the monitor reply.
     buffer: MessageBuffer,
+    /// Complete messages that arrived in the same read as the monitor reply, after it.
+    backlog: Vec<Value>,
     /// The monitor reply's `<table-updates>`.
     initial: Value,
 }
@@ -229,10 +231,11 @@ async fn establish(path: &Path) -> Result<Session, OvsdbError> {
             return Err(io_err(std::io::ErrorKind::UnexpectedEof.into()));
         }
         buffer.extend(&chunk[..n]);
-        for message in buffer
+        let mut messages = buffer
             .drain_messages()
             .map_err(|problem| OvsdbError::Decode { problem })?
-        {
+            .into_iter();
+        while let Some(message) = messages.next() {
             if message.get("id") == Some(&json!(0)) && message.get("method").is_none() {
                 if let Some(error) = message.get("error").filter(|e| !e.is_null()) {
                     return Err(OvsdbError::Rpc {
@@ -244,6 +247,7 @@ async fn establish(path: &Path) -> Result<Session, OvsdbError> {
                 return Ok(Session {
                     stream,
                     buffer,
+                    backlog: messages.collect(),
                     initial,
                 });
             }
@@ -285,8 +289,13 @@ async fn run(
 ) {
     let mut session = session;
     loop {
-        let Session { stream, buffer, .. } = session;
-        match serve(stream, buffer, &mut commands, &cache).await {
+        let Session {
+            stream,
+            buffer,
+            backlog,
+            ..
+        } = session;
+        match serve(stream, buffer, backlog, &mut commands, &cache).await {
             SessionEnd::HandlesDropped => return,
             SessionEnd::Lost(why) => {
                 tracing::warn!(socket = %path.display(), %why, "OVSDB connection lost; reconnecting");
@@ -332,6 +341,7 @@ async fn run(
 async fn serve(
     stream: UnixStream,
     mut buffer: MessageBuffer,
+    mut backlog: Vec<Value>,
     commands: &mut mpsc::Receiver<CommandBox>,
     cache: &watch::Sender<Cache>,
 ) -> SessionEnd {
@@ -341,9 +351,10 @@ async fn serve(
     let mut pending: HashMap<u64, Command> = HashMap::new();
     let mut chunk = vec![0u8; 64 * 1024];
     let end = 'session: loop {
-        // Process what is already buffered (bytes read past the monitor reply) before waiting.
-        let messages = match buffer.drain_messages() {
-            Ok(m) => m,
+        // Messages that came with the monitor reply, then whatever is buffered, before waiting.
+        let mut messages = std::mem::take(&mut backlog);
+        match buffer.drain_messages() {
+            Ok(m) => messages.extend(m),
             Err(problem) => break SessionEnd::Lost(problem),
         };
         for message in messages {
@@ -471,6 +482,76 @@ mod tests {
             matches!(err, OvsdbError::Transaction { op_index: 1, ref op, .. } if op == "commit"),
             "{err}"
         );
+    }
+
+    /// A scripted server: answers the monitor, then sends an `echo` request and an `update`,
+    /// and checks the client's reply to the echo.
+    #[tokio::test]
+    async fn answers_server_echo_applies_updates_and_fails_pending_on_close() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sock");
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        let server = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut buf = MessageBuffer::default();
+            let mut chunk = vec![0u8; 4096];
+            let mut next = async |conn: &mut UnixStream, buf: &mut MessageBuffer| loop {
+                if let Some(m) = buf.drain_messages().unwrap().into_iter().next() {
+                    return m;
+                }
+                let n = conn.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "client closed");
+                buf.extend(&chunk[..n]);
+            };
+            let monitor = next(&mut conn, &mut buf).await;
+            assert_eq!(monitor["method"], "monitor");
+            assert_eq!(monitor["params"][0], DATABASE);
+            let reply = json!({"id": 0, "error": null, "result": {
+                "Bridge": {"b1": {"new": {"name": "br0"}}}}});
+            conn.write_all(reply.to_string().as_bytes()).await.unwrap();
+            let echo = json!({"id": "echo", "method": "echo", "params": ["ping"]});
+            let update = json!({"id": null, "method": "update", "params": [MONITOR_ID,
+                {"Bridge": {"b2": {"new": {"name": "br1"}}}}]});
+            conn.write_all(format!("{echo}{update}").as_bytes())
+                .await
+                .unwrap();
+            let echo_reply = next(&mut conn, &mut buf).await;
+            assert_eq!(
+                echo_reply,
+                json!({"id": "echo", "result": ["ping"], "error": null})
+            );
+            // A transact that never gets an answer: the server goes away instead.
+            let transact = next(&mut conn, &mut buf).await;
+            assert_eq!(transact["method"], "transact");
+            drop(conn);
+        });
+        let client = OvsdbClient::connect(&path).await.unwrap();
+        assert!(client.read(|c| c.bridge("br0").is_some()));
+        client
+            .wait_for("the update", Duration::from_secs(5), |c| {
+                c.bridge("br1").map(|_| ())
+            })
+            .await
+            .unwrap();
+        let err = client
+            .transact(&[Operation::Comment("x".into())])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, OvsdbError::Disconnected { ref method } if method == "transact"),
+            "{err}"
+        );
+        server.await.unwrap();
+        client
+            .wait_for("disconnected", Duration::from_secs(5), |c| {
+                (!c.is_connected()).then_some(())
+            })
+            .await
+            .unwrap();
+        // While nobody listens, requests fail at once instead of hanging.
+        let err = client.echo().await.unwrap_err();
+        assert!(matches!(err, OvsdbError::Disconnected { .. }), "{err}");
     }
 
     #[test]
