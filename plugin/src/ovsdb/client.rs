@@ -205,8 +205,20 @@ struct Session {
     initial: Value,
 }
 
+/// A server that accepts but does not answer the monitor within this time is treated as down.
+const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Connect and send the `monitor` request; return when its reply has arrived.
 async fn establish(path: &Path) -> Result<Session, OvsdbError> {
+    tokio::time::timeout(ESTABLISH_TIMEOUT, establish_now(path))
+        .await
+        .map_err(|_| OvsdbError::Timeout {
+            what: format!("the monitor reply from {}", path.display()),
+            after: ESTABLISH_TIMEOUT,
+        })?
+}
+
+async fn establish_now(path: &Path) -> Result<Session, OvsdbError> {
     let io_err = |source| OvsdbError::Io {
         path: path.to_path_buf(),
         source,
