@@ -350,7 +350,7 @@ mod subtype {
     pub const CONTROLLER2: u16 = 37;
     pub const SAMPLE2: u16 = 38;
     pub const OUTPUT_TRUNC: u16 = 39;
-    pub const CT_CLEAR: u16 = 42;
+    pub const CT_CLEAR: u16 = 43;
     pub const RESUBMIT_TABLE_CT: u16 = 44;
 }
 
