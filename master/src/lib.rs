@@ -1,1 +1,29 @@
-//! master (work in progress).
+//! netmaster and netctl: the control plane of the Contiv-compatible network.
+//!
+//! Layout:
+//! * [`store`]: the state-store contract (etcd v3 and in-memory), optimistic transactions, key layout.
+//! * [`resources`]: bitsets, VLAN/VXLAN pools, IPv4/IPv6 address allocation, EPG ids, MACs.
+//! * [`state`]: the `/contiv.io/state` and `/contiv.io/oper` records netplugin consumes.
+//! * [`model`]: one module per REST object kind (JSON shape, validation, create/update/delete).
+//! * [`policy`]: compilation of policy rules into directional ofnet rules.
+//! * [`endpoint`]: the `/plugin/*` operations (address allocation, endpoint create/delete/update).
+//! * [`rest`]: the actix-web routes and error mapping.
+//! * [`registry`] and [`leader`]: service registration on leases and the leader lock/FSM.
+//! * [`daemon`]: netmaster's `run(config, shutdown)`.
+//! * [`client`]: the REST client used by netctl and netplugin; [`netctl`]: the CLI command tree.
+
+pub mod client;
+pub mod daemon;
+pub mod endpoint;
+pub mod error;
+pub mod leader;
+pub mod model;
+pub mod netctl;
+pub mod policy;
+pub mod registry;
+pub mod resources;
+pub mod rest;
+pub mod state;
+pub mod store;
+
+pub use error::{Error, Result};

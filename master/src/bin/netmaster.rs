@@ -1,0 +1,194 @@
+//! netmaster: parse flags and environment (reference §3), then run the daemon until SIGINT/SIGTERM.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use master::daemon::{self, Config};
+
+/// Contiv-compatible network master.
+#[derive(Debug, Parser)]
+#[command(name = "netmaster", version)]
+struct Flags {
+    /// Cluster mode: docker, kubernetes, swarm-mode or test.
+    #[arg(long = "mode", visible_aliases = ["plugin-mode", "cluster-mode"], env = "CONTIV_NETMASTER_MODE")]
+    mode: String,
+    /// Network mode: vlan or vxlan.
+    #[arg(
+        long = "netmode",
+        visible_alias = "network-mode",
+        env = "CONTIV_NETMASTER_NET_MODE"
+    )]
+    netmode: String,
+    /// Forwarding mode: bridge or routing.
+    #[arg(
+        long = "fwdmode",
+        visible_alias = "forward-mode",
+        env = "CONTIV_NETMASTER_FORWARD_MODE"
+    )]
+    fwdmode: String,
+    /// etcd endpoints (comma list of http:// URLs).
+    #[arg(
+        long = "etcd",
+        visible_alias = "etcd-endpoints",
+        env = "CONTIV_NETMASTER_ETCD_ENDPOINTS",
+        value_delimiter = ',',
+        default_value = "http://127.0.0.1:2379"
+    )]
+    etcd: Vec<String>,
+    /// Fabric type: default, aci or aci-opflex.
+    #[arg(
+        long = "infra",
+        visible_alias = "infra-type",
+        env = "CONTIV_NETMASTER_INFRA",
+        default_value = "default"
+    )]
+    infra: String,
+    /// Docker v2 plugin name (accepted for compatibility).
+    #[arg(
+        long = "name",
+        visible_alias = "plugin-name",
+        env = "CONTIV_NETMASTER_PLUGIN_NAME",
+        default_value = "netplugin"
+    )]
+    plugin_name: String,
+    /// External REST listener.
+    #[arg(
+        long = "listen-url",
+        visible_alias = "external-address",
+        env = "CONTIV_NETMASTER_EXTERNAL_ADDRESS",
+        default_value = "0.0.0.0:9999"
+    )]
+    listen_url: String,
+    /// Control address (ip:port) other netmasters and netplugins use; default <host ip>:<listen port>.
+    #[arg(
+        long = "control-url",
+        visible_alias = "internal-address",
+        env = "CONTIV_NETMASTER_INTERNAL_ADDRESS",
+        default_value = ""
+    )]
+    control_url: String,
+    /// Log level: DEBUG, INFO, WARN or ERROR.
+    #[arg(
+        long = "log-level",
+        env = "CONTIV_NETMASTER_LOG_LEVEL",
+        default_value = "INFO"
+    )]
+    log_level: String,
+    /// Log as JSON lines.
+    #[arg(
+        long = "use-json-log",
+        visible_alias = "json-log",
+        env = "CONTIV_NETMASTER_USE_JSON_LOG"
+    )]
+    json_log: bool,
+    /// Accepted for compatibility; logs go to stderr.
+    #[arg(
+        long = "use-syslog",
+        visible_alias = "syslog",
+        env = "CONTIV_NETMASTER_USE_SYSLOG"
+    )]
+    syslog: bool,
+    /// Accepted for compatibility.
+    #[arg(
+        long = "syslog-url",
+        env = "CONTIV_NETMASTER_SYSLOG_URL",
+        default_value = "udp://127.0.0.1:514"
+    )]
+    syslog_url: String,
+    /// Leader lock TTL in seconds.
+    #[arg(
+        long = "lock-ttl",
+        env = "CONTIV_NETMASTER_LOCK_TTL",
+        default_value_t = 30
+    )]
+    lock_ttl: u64,
+}
+
+/// Contiv's exit code for bad options.
+const EXIT_BAD_OPTION: u8 = 22;
+
+fn main() -> ExitCode {
+    let flags = match Flags::try_parse() {
+        Ok(f) => f,
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            ) =>
+        {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(EXIT_BAD_OPTION);
+        }
+    };
+    let level = match flags.log_level.to_ascii_uppercase().as_str() {
+        "DEBUG" => "debug",
+        "WARN" | "WARNING" => "warn",
+        "ERROR" => "error",
+        _ => "info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    if flags.json_log {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    tracing::debug!(plugin_name = %flags.plugin_name, syslog = flags.syslog, syslog_url = %flags.syslog_url, "compatibility flags");
+
+    let mut config = Config::new("", &flags.mode, &flags.netmode, &flags.fwdmode);
+    config.etcd_endpoints = flags.etcd;
+    config.infra = flags.infra;
+    config.listen_url = flags.listen_url;
+    config.control_url = flags.control_url;
+    config.lock_ttl = Duration::from_secs(flags.lock_ttl.max(2));
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("netmaster: cannot start runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(daemon::run(config, shutdown_signal()));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ daemon::DaemonError::Option { .. }) => {
+            eprintln!("netmaster: {e}");
+            ExitCode::from(EXIT_BAD_OPTION)
+        }
+        Err(e) => {
+            eprintln!("netmaster: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! netmaster's supervisor: connect the store, run the leader election and service registrations,
+//! serve the REST API, and on becoming leader make sure the `default` tenant and the `global` object
+//! exist. [`run`] takes a shutdown future so tests can start and stop netmaster in-process.
+
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::leader::{self, ElectionConfig, RoleView};
+use crate::model::{Global, Tenant, ops};
+use crate::registry::{self, ServiceInfo};
+use crate::rest::{self, AppState};
+use crate::store::txn::Db;
+use crate::store::{EtcdStore, StateStore, StoreError};
+
+/// The ofnet master RPC port registered as `netmaster.rpc`.
+pub const OFNET_MASTER_PORT: u16 = 9001;
+
+/// Everything netmaster is configured with (flags/env are parsed by the binary).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub etcd_endpoints: Vec<String>,
+    /// External listener, `host:port` (default `0.0.0.0:9999`).
+    pub listen_url: String,
+    /// Control address `ip:port`: put in the leader lock and the registry; followers proxy to it.
+    pub control_url: String,
+    /// Cluster mode: docker, kubernetes, swarm-mode, test.
+    pub mode: String,
+    /// vlan or vxlan.
+    pub netmode: String,
+    /// bridge or routing; used for the global object created at first leader start.
+    pub fwdmode: String,
+    /// default, aci or aci-opflex.
+    pub infra: String,
+    /// Leader lock TTL (Contiv: 30 s).
+    pub lock_ttl: Duration,
+    /// Service registration TTL in seconds (Contiv: 10).
+    pub service_ttl: i64,
+    /// HTTP worker threads.
+    pub workers: usize,
+}
+
+impl Config {
+    /// Defaults of the reference (§3) for the optional settings.
+    pub fn new(etcd: &str, mode: &str, netmode: &str, fwdmode: &str) -> Self {
+        Config {
+            etcd_endpoints: vec![etcd.to_string()],
+            listen_url: "0.0.0.0:9999".into(),
+            control_url: String::new(),
+            mode: mode.into(),
+            netmode: netmode.into(),
+            fwdmode: fwdmode.into(),
+            infra: "default".into(),
+            lock_ttl: Duration::from_secs(30),
+            service_ttl: 10,
+            workers: 2,
+        }
+    }
+}
+
+/// Why netmaster could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("invalid option {option}: {reason}")]
+    Option {
+        option: &'static str,
+        reason: String,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("HTTP server failed: {0}")]
+    Server(std::io::Error),
+}
+
+/// The host IP the default route leaves from (no packet is sent), or loopback.
+pub fn default_host_ip() -> String {
+    UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| {
+            s.connect("8.8.8.8:53")?;
+            s.local_addr()
+        })
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|_| "127.0.0.1".into())
+}
+
+fn check(config: &Config) -> Result<(), DaemonError> {
+    let one_of = |option: &'static str, value: &str, allowed: &[&str]| {
+        if allowed.contains(&value) {
+            Ok(())
+        } else {
+            Err(DaemonError::Option {
+                option,
+                reason: format!("{value:?} must be one of {allowed:?}"),
+            })
+        }
+    };
+    one_of(
+        "--mode",
+        &config.mode,
+        &["docker", "kubernetes", "swarm-mode", "test"],
+    )?;
+    one_of("--netmode", &config.netmode, &["vlan", "vxlan"])?;
+    one_of("--fwdmode", &config.fwdmode, &["bridge", "routing"])?;
+    one_of("--infra", &config.infra, &["default", "aci", "aci-opflex"])?;
+    if config.etcd_endpoints.is_empty() {
+        return Err(DaemonError::Option {
+            option: "--etcd",
+            reason: "no etcd endpoint".into(),
+        });
+    }
+    Ok(())
+}
+
+fn resolve(addr: &str) -> Result<SocketAddr, DaemonError> {
+    addr.to_socket_addrs()
+        .map_err(|e| DaemonError::Listen {
+            addr: addr.into(),
+            source: e,
+        })?
+        .next()
+        .ok_or_else(|| DaemonError::Listen {
+            addr: addr.into(),
+            source: std::io::Error::other("no address"),
+        })
+}
+
+/// The control address: as configured, or `<default-route ip>:<listen port>`.
+pub fn control_addr(config: &Config) -> Result<String, DaemonError> {
+    if !config.control_url.is_empty() {
+        return Ok(config.control_url.clone());
+    }
+    let port = resolve(&config.listen_url)?.port();
+    Ok(format!("{}:{port}", default_host_ip()))
+}
+
+async fn connect(config: &Config, cancel: &CancellationToken) -> Option<EtcdStore> {
+    loop {
+        match EtcdStore::connect(&config.etcd_endpoints).await {
+            Ok(s) => return Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, endpoints = ?config.etcd_endpoints, "cannot reach etcd; retrying")
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return None,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+/// What a new leader makes sure exists: the `default` tenant and the `global` object.
+pub async fn leader_defaults(db: &Db, config: &Config) -> Result<(), Error> {
+    match ops::get::<Global>(db, "global").await {
+        Ok(_) => {}
+        Err(Error::NotFound(_)) => {
+            ops::upsert(
+                db,
+                "global",
+                Global::defaults(&config.fwdmode, &config.infra),
+            )
+            .await?;
+        }
+        Err(e) => return Err(e),
+    }
+    match ops::get::<Tenant>(db, "default").await {
+        Ok(_) => Ok(()),
+        Err(Error::NotFound(_)) => ops::upsert(db, "default", Tenant::named("default"))
+            .await
+            .map(|_| ()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn leader_duties(
+    db: Db,
+    config: Config,
+    mut role: RoleView,
+    masters: Vec<registry::Registration>,
+) {
+    loop {
+        let view = role.current();
+        for reg in &masters {
+            reg.set_role(if view.is_leader { "leader" } else { "follower" });
+        }
+        if view.is_leader {
+            // Retry until it works or leadership moves on; a store outage must not skip this.
+            while role.current().is_leader {
+                match leader_defaults(&db, &config).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "leader start: cannot create default tenant/global; retrying");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        }
+        if !role.changed().await {
+            return;
+        }
+    }
+}
+
+/// Run netmaster until `shutdown` completes.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
+    check(&config)?;
+    let control = control_addr(&config)?;
+    let cancel = CancellationToken::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    let store = tokio::select! {
+        s = connect(&config, &cancel) => s,
+        _ = &mut shutdown => None,
+    };
+    let Some(store) = store else { return Ok(()) };
+    run_with_store(config, control, Arc::new(store), cancel, shutdown).await
+}
+
+/// Run netmaster on an already-built store (used by [`run`] and by tests with the memory store).
+pub async fn run_with_store(
+    config: Config,
+    control: String,
+    store: Arc<dyn StateStore>,
+    cancel: CancellationToken,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let db = Db::new(store.clone());
+    let (role, election) = leader::spawn(
+        store.clone(),
+        ElectionConfig {
+            id: control.clone(),
+            ttl: config.lock_ttl,
+        },
+        cancel.clone(),
+    );
+    let (host, port) = control
+        .rsplit_once(':')
+        .map_or((control.as_str(), 9999), |(h, p)| {
+            (h, p.parse().unwrap_or(9999))
+        });
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let info = |name: &str, port: u16| ServiceInfo {
+        ServiceName: name.into(),
+        Role: "follower".into(),
+        Version: env!("CARGO_PKG_VERSION").into(),
+        TTL: config.service_ttl,
+        HostAddr: host.to_string(),
+        Port: port,
+        Hostname: hostname.clone(),
+    };
+    let masters = vec![
+        registry::register(
+            store.clone(),
+            info(registry::NETMASTER, port),
+            cancel.clone(),
+        ),
+        registry::register(
+            store.clone(),
+            info(registry::NETMASTER_RPC, OFNET_MASTER_PORT),
+            cancel.clone(),
+        ),
+    ];
+    // Not spawned: the model transactions are not `Send` (async closures), so this runs on the
+    // caller's task next to the shutdown future.
+    let duties = leader_duties(db.clone(), config.clone(), role.clone(), masters);
+
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| DaemonError::Server(std::io::Error::other(e)))?;
+    let state = Arc::new(AppState {
+        db,
+        role,
+        control_addr: control.clone(),
+        http,
+    });
+    let app_state = state.clone();
+    let mut server = actix_web::HttpServer::new(move || rest::app(app_state.clone()))
+        .workers(config.workers.max(1))
+        .disable_signals()
+        .shutdown_timeout(5);
+    let listen = resolve(&config.listen_url)?;
+    server = server.bind(listen).map_err(|e| DaemonError::Listen {
+        addr: config.listen_url.clone(),
+        source: e,
+    })?;
+    let control_sock = resolve(&control)?;
+    let covered = control_sock.port() == listen.port()
+        && (listen.ip().is_unspecified() || listen.ip() == control_sock.ip());
+    if !covered {
+        server = server.bind(control_sock).map_err(|e| DaemonError::Listen {
+            addr: control.clone(),
+            source: e,
+        })?;
+    }
+    let server = server.run();
+    let handle = server.handle();
+    let serving = tokio::spawn(server);
+    tracing::info!(listen = %config.listen_url, control = %control, "netmaster serving");
+
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut duties = std::pin::pin!(duties);
+    tokio::select! {
+        _ = &mut shutdown => {}
+        _ = &mut duties => shutdown.await,
+    }
+    tracing::info!("netmaster shutting down");
+    handle.stop(true).await;
+    cancel.cancel();
+    let _ = election.await;
+    match serving.await {
+        Ok(Ok(())) | Err(_) => Ok(()),
+        Ok(Err(e)) => Err(DaemonError::Server(e)),
+    }
+}
+
+impl From<StoreError> for DaemonError {
+    fn from(e: StoreError) -> Self {
+        DaemonError::Server(std::io::Error::other(e))
+    }
+}

@@ -1,0 +1,613 @@
+//! The `/plugin/*` operations netplugin calls (reference §2.4): address allocation and release, and
+//! endpoint create/delete/update. Each is one optimistic transaction, so the address, the counters
+//! and the endpoint record commit together or not at all.
+//!
+//! Request and response bodies use Contiv's Go field names; they are public so the REST client (and
+//! netplugin through it) share them.
+
+#![allow(non_snake_case)]
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::model::endpoint_group::{load_state as load_epg_state, save_state as save_epg_state};
+use crate::model::network::{load_state as load_net_state, save_state as save_net_state};
+use crate::model::service_lb::refresh_providers;
+use crate::resources::ipv4::{self, mac_from_ipv4};
+use crate::resources::ipv6::{self, Ipv6Subnet};
+use crate::state::{CfgEndpointState, CfgNetworkState, CfgServiceLbState, EndpointGroupState};
+use crate::store::txn::Db;
+use crate::store::{Tx, keys};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct AddressAllocRequest {
+    pub NetworkID: String,
+    pub AddressPool: String,
+    pub PreferredIPv4Address: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct AddressAllocResponse {
+    pub NetworkID: String,
+    /// `a.b.c.d/len`.
+    pub IPv4Address: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct AddressReleaseRequest {
+    pub NetworkID: String,
+    pub IPv4Address: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct ConfigEp {
+    pub Container: String,
+    pub Host: String,
+    pub IPAddress: String,
+    pub IPv6Address: String,
+    pub ServiceName: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct CreateEndpointRequest {
+    pub TenantName: String,
+    pub NetworkName: String,
+    pub ServiceName: String,
+    pub EndpointID: String,
+    pub EPCommonName: String,
+    pub ConfigEP: ConfigEp,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct EndpointResponse {
+    pub EndpointConfig: CfgEndpointState,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct DeleteEndpointRequest {
+    pub TenantName: String,
+    pub NetworkName: String,
+    pub ServiceName: String,
+    pub EndpointID: String,
+    pub IPv4Address: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct UpdateEndpointRequest {
+    pub IPAddress: String,
+    pub ContainerID: String,
+    pub Labels: BTreeMap<String, String>,
+    pub Tenant: String,
+    pub Network: String,
+    /// `start` or `die`.
+    pub Event: String,
+    pub EndpointID: String,
+    pub EPCommonName: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct UpdateEndpointResponse {
+    pub IPAddress: String,
+}
+
+/// Contiv's `EndpointOper` JSON for one endpoint (empty fields omitted).
+pub fn endpoint_oper(ep: &CfgEndpointState) -> Value {
+    let mut ips = vec![ep.ip_address.clone()];
+    if !ep.ipv6_address.is_empty() {
+        ips.push(ep.ipv6_address.clone());
+    }
+    let labels = if ep.labels.is_empty() {
+        String::new()
+    } else {
+        let inner: Vec<String> = ep.labels.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+        format!("map[{}]", inner.join(" "))
+    };
+    let mut v = json!({
+        "containerID": ep.container_id,
+        "containerName": ep.ep_common_name,
+        "endpointGroupId": ep.endpoint_group_id,
+        "endpointGroupKey": ep.endpoint_group_key,
+        "endpointID": ep.endpoint_id,
+        "homingHost": ep.homing_host,
+        "intfName": ep.intf_name,
+        "ipAddress": ips,
+        "labels": labels,
+        "macAddress": ep.mac_address,
+        "network": ep.net_id,
+        "serviceName": ep.service_name,
+        "vtepIP": ep.vtep_ip,
+    });
+    if let Some(obj) = v.as_object_mut() {
+        obj.retain(|_, val| !matches!(val, Value::String(s) if s.is_empty()) && val != &json!(0));
+    }
+    v
+}
+
+/// Where an address comes from: a network's map, or an EPG pool inside it.
+struct Target {
+    net: CfgNetworkState,
+    epg: Option<EndpointGroupState>,
+}
+
+fn strip_len(addr: &str) -> &str {
+    addr.split('/').next().unwrap_or(addr)
+}
+
+fn parse_v4(field: &str, text: &str) -> Result<Ipv4Addr> {
+    strip_len(text)
+        .parse()
+        .map_err(|_| Error::invalid(field, format!("{text:?} is not an IPv4 address")))
+}
+
+async fn load_net_by_id(tx: &mut Tx<'_>, id: &str) -> Result<Option<CfgNetworkState>> {
+    Ok(tx
+        .get::<CfgNetworkState>(&CfgNetworkState::key_for(id), CfgNetworkState::KIND)
+        .await?)
+}
+
+/// Resolve `<net>.<tenant>`, `<net>:<epg>.<tenant>`, or (empty id) an `AddressPool` of
+/// `subnet/len[:tenant]`.
+async fn resolve_target(tx: &mut Tx<'_>, network_id: &str, pool: &str) -> Result<Target> {
+    if network_id.is_empty() {
+        let (subnet, tenant) = pool
+            .split_once(':')
+            .map_or((pool, None), |(s, t)| (s, Some(t)));
+        let (ip, len) = subnet.split_once('/').ok_or_else(|| {
+            Error::invalid(
+                "AddressPool",
+                format!("{pool:?} must be subnet/len[:tenant]"),
+            )
+        })?;
+        let nets = tx
+            .list::<CfgNetworkState>(
+                &keys::state_prefix(keys::category::NETS),
+                CfgNetworkState::KIND,
+            )
+            .await?;
+        let net = nets
+            .into_iter()
+            .find(|n| {
+                n.subnet_ip == ip
+                    && n.subnet_len.to_string() == len
+                    && tenant.is_none_or(|t| n.tenant == t)
+            })
+            .ok_or_else(|| Error::not_found(format!("no network with subnet {subnet}")))?;
+        return Ok(Target { net, epg: None });
+    }
+    if let Some((net_name, rest)) = network_id.split_once(':') {
+        // `<epg>.<tenant>`: names may contain dots, so try each split until an EPG exists.
+        for (i, _) in rest.match_indices('.') {
+            let (group, tenant) = (&rest[..i], &rest[i + 1..]);
+            let id = EndpointGroupState::id_for(tenant, group);
+            if let Some(epg) = tx
+                .get::<EndpointGroupState>(
+                    &EndpointGroupState::key_for(&id),
+                    EndpointGroupState::KIND,
+                )
+                .await?
+            {
+                let net = load_net_state(tx, tenant, net_name).await?;
+                return Ok(Target {
+                    net,
+                    epg: Some(epg),
+                });
+            }
+        }
+        return Err(Error::not_found(format!(
+            "endpoint group for {network_id} not found"
+        )));
+    }
+    let net = load_net_by_id(tx, network_id)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("network {network_id} not found")))?;
+    Ok(Target { net, epg: None })
+}
+
+/// Allocate (or claim `preferred`) in the target's map. Returns the address.
+fn take_address(t: &mut Target, preferred: Option<Ipv4Addr>) -> Result<Ipv4Addr> {
+    let subnet = t.net.subnet()?;
+    let ip = match &mut t.epg {
+        Some(epg) if !epg.ip_pool.is_empty() => {
+            ipv4::allocate(&mut epg.epg_ip_alloc_map, &subnet, preferred)?
+        }
+        _ => ipv4::allocate(&mut t.net.ip_alloc_map, &subnet, preferred)?,
+    };
+    t.net.ep_addr_count += 1;
+    Ok(ip)
+}
+
+fn give_back_address(t: &mut Target, ip: Ipv4Addr) -> Result<()> {
+    let subnet = t.net.subnet()?;
+    match &mut t.epg {
+        Some(epg) if !epg.ip_pool.is_empty() => {
+            ipv4::release(&mut epg.epg_ip_alloc_map, &subnet, ip)?
+        }
+        _ => ipv4::release(&mut t.net.ip_alloc_map, &subnet, ip)?,
+    }
+    t.net.ep_addr_count = t.net.ep_addr_count.saturating_sub(1);
+    Ok(())
+}
+
+fn save_target(tx: &mut Tx<'_>, t: &Target) -> Result<()> {
+    save_net_state(tx, &t.net)?;
+    if let Some(epg) = &t.epg {
+        save_epg_state(tx, epg)?;
+    }
+    Ok(())
+}
+
+/// `POST /plugin/allocAddress`.
+pub async fn alloc_address(db: &Db, req: &AddressAllocRequest) -> Result<AddressAllocResponse> {
+    let preferred = if req.PreferredIPv4Address.is_empty() {
+        None
+    } else {
+        Some(parse_v4("PreferredIPv4Address", &req.PreferredIPv4Address)?)
+    };
+    db.write(async |tx| {
+        let mut t = resolve_target(tx, &req.NetworkID, &req.AddressPool).await?;
+        let ip = take_address(&mut t, preferred)?;
+        save_target(tx, &t)?;
+        let network_id = if req.NetworkID.is_empty() {
+            t.net.id.clone()
+        } else {
+            req.NetworkID.clone()
+        };
+        Ok(AddressAllocResponse {
+            NetworkID: network_id,
+            IPv4Address: format!("{ip}/{}", t.net.subnet_len),
+        })
+    })
+    .await
+}
+
+/// `POST /plugin/releaseAddress`.
+pub async fn release_address(db: &Db, req: &AddressReleaseRequest) -> Result<()> {
+    let ip = parse_v4("IPv4Address", &req.IPv4Address)?;
+    db.write(async |tx| {
+        let mut t = resolve_target(tx, &req.NetworkID, "").await?;
+        give_back_address(&mut t, ip)?;
+        save_target(tx, &t)
+    })
+    .await
+}
+
+/// `POST /plugin/createEndpoint`. Idempotent: an existing endpoint is returned unchanged.
+pub async fn create_endpoint(db: &Db, req: &CreateEndpointRequest) -> Result<CfgEndpointState> {
+    crate::model::validate::name("TenantName", &req.TenantName, 64)?;
+    crate::model::validate::name("NetworkName", &req.NetworkName, 64)?;
+    let container = if req.ConfigEP.Container.is_empty() {
+        &req.EndpointID
+    } else {
+        &req.ConfigEP.Container
+    };
+    if container.is_empty() {
+        return Err(Error::invalid(
+            "ConfigEP.Container",
+            "is required (or EndpointID)",
+        ));
+    }
+    let preferred = if req.ConfigEP.IPAddress.is_empty() {
+        None
+    } else {
+        Some(parse_v4("ConfigEP.IPAddress", &req.ConfigEP.IPAddress)?)
+    };
+    let preferred6 = if req.ConfigEP.IPv6Address.is_empty() {
+        None
+    } else {
+        Some(
+            strip_len(&req.ConfigEP.IPv6Address)
+                .parse::<Ipv6Addr>()
+                .map_err(|_| {
+                    Error::invalid(
+                        "ConfigEP.IPv6Address",
+                        format!("{:?} is not an IPv6 address", req.ConfigEP.IPv6Address),
+                    )
+                })?,
+        )
+    };
+    let group = if req.ServiceName.is_empty() {
+        req.ConfigEP.ServiceName.clone()
+    } else {
+        req.ServiceName.clone()
+    };
+    db.write(async |tx| {
+        let net_id = CfgNetworkState::id_for(&req.TenantName, &req.NetworkName);
+        let ep_id = CfgEndpointState::id_for(&net_id, container);
+        let ep_key = CfgEndpointState::key_for(&ep_id);
+        if let Some(existing) = tx
+            .get::<CfgEndpointState>(&ep_key, CfgEndpointState::KIND)
+            .await?
+        {
+            return Ok(existing);
+        }
+        let net = load_net_state(tx, &req.TenantName, &req.NetworkName).await?;
+        let epg = if group.is_empty() {
+            None
+        } else {
+            Some(load_epg_state(tx, &req.TenantName, &group).await?)
+        };
+        if let Some(g) = &epg
+            && g.network_name != req.NetworkName
+        {
+            return Err(Error::invalid(
+                "ServiceName",
+                format!(
+                    "endpoint group {group} is on network {}, not {}",
+                    g.network_name, req.NetworkName
+                ),
+            ));
+        }
+        let mut t = Target { net, epg };
+        let ip = match preferred {
+            // An address handed out by allocAddress is already marked used: claim it as is.
+            Some(ip)
+                if t.net.subnet()?.index_of(ip).is_some_and(|i| {
+                    t.epg
+                        .as_ref()
+                        .filter(|g| !g.ip_pool.is_empty())
+                        .map_or(&t.net.ip_alloc_map, |g| &g.epg_ip_alloc_map)
+                        .test(i)
+                }) =>
+            {
+                ip
+            }
+            other => take_address(&mut t, other)?,
+        };
+        let mut ipv6_address = String::new();
+        if !t.net.ipv6_subnet_ip.is_empty() {
+            let s6 = Ipv6Subnet::parse(
+                "ipv6Subnet",
+                &format!("{}/{}", t.net.ipv6_subnet_ip, t.net.ipv6_subnet_len),
+            )?;
+            let mut last = t.net.ipv6_last_host.clone();
+            let ip6 = ipv6::allocate(&s6, &mut t.net.ipv6_alloc_map, &mut last, preferred6)?;
+            t.net.ipv6_last_host = last;
+            ipv6_address = ip6.to_string();
+        }
+        t.net.ep_count += 1;
+        if let Some(g) = &mut t.epg {
+            g.ep_count += 1;
+        }
+        let ep = CfgEndpointState {
+            id: ep_id.clone(),
+            net_id: net_id.clone(),
+            endpoint_id: if req.EndpointID.is_empty() {
+                container.clone()
+            } else {
+                req.EndpointID.clone()
+            },
+            service_name: group.clone(),
+            endpoint_group_id: t.epg.as_ref().map_or(0, |g| g.endpoint_group_id),
+            endpoint_group_key: t.epg.as_ref().map_or(String::new(), |g| g.id.clone()),
+            ip_address: ip.to_string(),
+            ipv6_address,
+            mac_address: mac_from_ipv4(ip),
+            homing_host: req.ConfigEP.Host.clone(),
+            container_id: container.clone(),
+            ep_common_name: req.EPCommonName.clone(),
+            ..Default::default()
+        };
+        save_target(tx, &t)?;
+        tx.put(&ep_key, CfgEndpointState::KIND, &ep)?;
+        Ok(ep)
+    })
+    .await
+}
+
+/// Delete an endpoint inside a transaction: free its addresses, fix counters, drop it from services.
+pub async fn delete_endpoint_in(tx: &mut Tx<'_>, ep_id: &str) -> Result<CfgEndpointState> {
+    let ep_key = CfgEndpointState::key_for(ep_id);
+    let ep = tx
+        .get::<CfgEndpointState>(&ep_key, CfgEndpointState::KIND)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("endpoint {ep_id} not found")))?;
+    let net = load_net_by_id(tx, &ep.net_id)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("network {} not found", ep.net_id)))?;
+    let epg = if ep.endpoint_group_key.is_empty() {
+        None
+    } else {
+        tx.get::<EndpointGroupState>(
+            &EndpointGroupState::key_for(&ep.endpoint_group_key),
+            EndpointGroupState::KIND,
+        )
+        .await?
+    };
+    let mut t = Target { net, epg };
+    if let Ok(ip) = ep.ip_address.parse::<Ipv4Addr>() {
+        give_back_address(&mut t, ip)?;
+    }
+    if let (Ok(ip6), false) = (
+        ep.ipv6_address.parse::<Ipv6Addr>(),
+        t.net.ipv6_subnet_ip.is_empty(),
+    ) {
+        let s6 = Ipv6Subnet::parse(
+            "ipv6Subnet",
+            &format!("{}/{}", t.net.ipv6_subnet_ip, t.net.ipv6_subnet_len),
+        )?;
+        ipv6::release(&s6, &mut t.net.ipv6_alloc_map, ip6);
+    }
+    t.net.ep_count = t.net.ep_count.saturating_sub(1);
+    if let Some(g) = &mut t.epg {
+        g.ep_count = g.ep_count.saturating_sub(1);
+    }
+    save_target(tx, &t)?;
+    tx.delete(&ep_key);
+    if !ep.labels.is_empty() {
+        refresh_tenant_services(tx, &t.net.tenant).await?;
+    }
+    Ok(ep)
+}
+
+async fn refresh_tenant_services(tx: &mut Tx<'_>, tenant: &str) -> Result<()> {
+    let services = tx
+        .list::<CfgServiceLbState>(
+            &keys::state_prefix(keys::category::SERVICE_LB),
+            CfgServiceLbState::KIND,
+        )
+        .await?;
+    for mut s in services.into_iter().filter(|s| s.tenantname == tenant) {
+        refresh_providers(tx, &mut s).await?;
+    }
+    Ok(())
+}
+
+/// `POST /plugin/deleteEndpoint`.
+pub async fn delete_endpoint(db: &Db, req: &DeleteEndpointRequest) -> Result<CfgEndpointState> {
+    let net_id = CfgNetworkState::id_for(&req.TenantName, &req.NetworkName);
+    let ep_id = CfgEndpointState::id_for(&net_id, &req.EndpointID);
+    db.write(async |tx| delete_endpoint_in(tx, &ep_id).await)
+        .await
+}
+
+/// `POST /plugin/updateEndpoint`: record a container's labels ("start") or forget them ("die"), and
+/// recompute the providers of the tenant's services.
+pub async fn update_endpoint(
+    db: &Db,
+    req: &UpdateEndpointRequest,
+) -> Result<UpdateEndpointResponse> {
+    db.write(async |tx| {
+        let net_id = CfgNetworkState::id_for(&req.Tenant, &req.Network);
+        let direct = CfgEndpointState::key_for(&CfgEndpointState::id_for(&net_id, &req.EndpointID));
+        let mut ep = match tx
+            .get::<CfgEndpointState>(&direct, CfgEndpointState::KIND)
+            .await?
+        {
+            Some(ep) => ep,
+            None => tx
+                .list::<CfgEndpointState>(
+                    &format!("{}{net_id}-", keys::state_prefix(keys::category::EPS)),
+                    CfgEndpointState::KIND,
+                )
+                .await?
+                .into_iter()
+                .find(|e| {
+                    e.endpoint_id == req.EndpointID
+                        || (!req.IPAddress.is_empty() && e.ip_address == strip_len(&req.IPAddress))
+                })
+                .ok_or_else(|| {
+                    Error::not_found(format!(
+                        "endpoint {} not found in network {net_id}",
+                        req.EndpointID
+                    ))
+                })?,
+        };
+        match req.Event.as_str() {
+            "start" => {
+                ep.labels = req.Labels.clone();
+                if !req.ContainerID.is_empty() {
+                    ep.container_id = req.ContainerID.clone();
+                }
+                if !req.EPCommonName.is_empty() {
+                    ep.ep_common_name = req.EPCommonName.clone();
+                }
+            }
+            "die" => ep.labels.clear(),
+            other => {
+                return Err(Error::invalid(
+                    "Event",
+                    format!("{other:?} must be start or die"),
+                ));
+            }
+        }
+        tx.put(
+            &CfgEndpointState::key_for(&ep.id),
+            CfgEndpointState::KIND,
+            &ep,
+        )?;
+        refresh_tenant_services(tx, &req.Tenant).await?;
+        Ok(UpdateEndpointResponse {
+            IPAddress: ep.ip_address,
+        })
+    })
+    .await
+}
+
+/// `GET /api/v1/inspect/endpoints/{key}/`: the first endpoint whose endpoint id, container id or
+/// common name contains `key`.
+pub async fn inspect_endpoint(db: &Db, key: &str) -> Result<Value> {
+    db.read(async |tx| {
+        let eps = tx
+            .list::<CfgEndpointState>(
+                &keys::state_prefix(keys::category::EPS),
+                CfgEndpointState::KIND,
+            )
+            .await?;
+        let ep = eps
+            .into_iter()
+            .find(|e| {
+                e.endpoint_id.contains(key)
+                    || e.container_id.contains(key)
+                    || e.ep_common_name.contains(key)
+            })
+            .ok_or_else(|| Error::not_found(format!("endpoint {key} not found")))?;
+        let mut oper = endpoint_oper(&ep);
+        if let Some(port) = tx
+            .get::<Value>(
+                &keys::oper(keys::category::EPS, &ep.id),
+                "OperEndpointState",
+            )
+            .await?
+            && let Some(name) = port.get("portName").and_then(Value::as_str)
+            && !name.is_empty()
+        {
+            oper["virtualPort"] = json!(format!("v{name}"));
+        }
+        Ok(json!({ "Oper": oper }))
+    })
+    .await
+}
+
+/// `DELETE /debug/epcleanup/tenant/{tenant}/{category}/{id}`: delete the endpoints of a network
+/// (`net`), a group (`group`) or whose endpoint id contains `id` (`ep`). Returns the deleted ones.
+pub async fn cleanup(
+    db: &Db,
+    tenant: &str,
+    category: &str,
+    id: &str,
+) -> Result<Vec<CfgEndpointState>> {
+    if !matches!(category, "net" | "group" | "ep") {
+        return Err(Error::invalid(
+            "category",
+            format!("{category:?} must be net, group or ep"),
+        ));
+    }
+    db.write(async |tx| {
+        let suffix = format!(".{tenant}");
+        let eps = tx
+            .list::<CfgEndpointState>(
+                &keys::state_prefix(keys::category::EPS),
+                CfgEndpointState::KIND,
+            )
+            .await?;
+        let victims: Vec<String> = eps
+            .into_iter()
+            .filter(|e| e.net_id.ends_with(&suffix))
+            .filter(|e| match category {
+                "net" => e.net_id == CfgNetworkState::id_for(tenant, id),
+                "group" => e.endpoint_group_key == EndpointGroupState::id_for(tenant, id),
+                _ => e.endpoint_id.contains(id),
+            })
+            .map(|e| e.id)
+            .collect();
+        let mut deleted = Vec::new();
+        for ep_id in victims {
+            deleted.push(delete_endpoint_in(tx, &ep_id).await?);
+        }
+        Ok(deleted)
+    })
+    .await
+}

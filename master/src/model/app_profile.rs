@@ -1,0 +1,121 @@
+//! `appProfile` (key `tenantName:appProfileName`): a set of EPGs of one tenant. Outside ACI mode it only
+//! maintains links (an EPG in an app profile cannot be deleted).
+
+use serde::{Deserialize, Serialize};
+
+use super::link::{self, Link, LinkSet};
+use super::{EndpointGroup, Object, Tenant, load_required, modify, modify_if_present, validate};
+use crate::error::{Error, Result};
+use crate::store::Tx;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct AppProfileLinkSets {
+    #[serde(rename = "EndpointGroups", skip_serializing_if = "LinkSet::is_empty")]
+    pub endpoint_groups: LinkSet,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct AppProfileLinks {
+    #[serde(rename = "Tenant", skip_serializing_if = "Link::is_empty")]
+    pub tenant: Link,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct AppProfile {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    #[serde(rename = "appProfileName", skip_serializing_if = "String::is_empty")]
+    pub app_profile_name: String,
+    #[serde(rename = "tenantName", skip_serializing_if = "String::is_empty")]
+    pub tenant_name: String,
+    #[serde(rename = "endpointGroups", skip_serializing_if = "Vec::is_empty")]
+    pub endpoint_groups: Vec<String>,
+    #[serde(rename = "link-sets")]
+    pub link_sets: AppProfileLinkSets,
+    pub links: AppProfileLinks,
+}
+
+async fn link_groups(tx: &mut Tx<'_>, ap: &mut AppProfile) -> Result<()> {
+    ap.link_sets.endpoint_groups.clear();
+    for g in ap.endpoint_groups.clone() {
+        let gk = format!("{}:{g}", ap.tenant_name);
+        let group = load_required::<EndpointGroup>(tx, &gk).await?;
+        if !group.links.app_profile.is_empty() && group.links.app_profile.key != ap.key {
+            return Err(Error::conflict(format!(
+                "endpoint group {g} already belongs to app profile {}",
+                group.links.app_profile.key
+            )));
+        }
+        link::add(&mut ap.link_sets.endpoint_groups, EndpointGroup::TYPE, &gk);
+        let key = ap.key.clone();
+        modify::<EndpointGroup>(tx, &gk, |e| {
+            e.links.app_profile = Link::to(AppProfile::TYPE, &key)
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+async fn unlink_groups(tx: &mut Tx<'_>, ap: &AppProfile) -> Result<()> {
+    for g in &ap.endpoint_groups {
+        let gk = format!("{}:{g}", ap.tenant_name);
+        modify_if_present::<EndpointGroup>(tx, &gk, |e| e.links.app_profile = Link::default())
+            .await?;
+    }
+    Ok(())
+}
+
+impl Object for AppProfile {
+    const TYPE: &'static str = "appProfile";
+    const PLURAL: &'static str = "appProfiles";
+
+    fn derived_key(&self) -> String {
+        format!("{}:{}", self.tenant_name, self.app_profile_name)
+    }
+    fn key(&self) -> &str {
+        &self.key
+    }
+    fn set_key(&mut self, key: String) {
+        self.key = key;
+    }
+    fn validate(&self) -> Result<()> {
+        validate::name("appProfileName", &self.app_profile_name, 64)?;
+        validate::name("tenantName", &self.tenant_name, 64)?;
+        for g in &self.endpoint_groups {
+            validate::name("endpointGroups", g, 64)?;
+        }
+        Ok(())
+    }
+    fn keep_links(&mut self, stored: &Self) {
+        self.link_sets = stored.link_sets.clone();
+        self.links = stored.links.clone();
+    }
+
+    async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {
+        load_required::<Tenant>(tx, &obj.tenant_name).await?;
+        link_groups(tx, obj).await?;
+        obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
+        let key = obj.key.clone();
+        modify::<Tenant>(tx, &obj.tenant_name, |t| {
+            link::add(&mut t.link_sets.app_profiles, AppProfile::TYPE, &key)
+        })
+        .await
+    }
+
+    async fn update(tx: &mut Tx<'_>, old: &Self, new: &mut Self) -> Result<()> {
+        unlink_groups(tx, old).await?;
+        link_groups(tx, new).await
+    }
+
+    async fn delete(tx: &mut Tx<'_>, obj: &Self) -> Result<()> {
+        unlink_groups(tx, obj).await?;
+        let key = obj.key.clone();
+        modify_if_present::<Tenant>(tx, &obj.tenant_name, |t| {
+            link::remove(&mut t.link_sets.app_profiles, &key)
+        })
+        .await
+    }
+}

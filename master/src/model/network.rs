@@ -1,0 +1,376 @@
+//! `network` (key `tenantName:networkName`). Creating a network takes its VLAN, or VNI plus local
+//! VLAN, and writes `CfgNetworkState` with a fresh address map; networks are immutable afterwards and
+//! cannot be deleted while endpoints, EPGs or services use them.
+
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::link::{self, Link, LinkSet};
+use super::{
+    EndpointGroup, Object, ServiceLb, Tenant, list_with_prefix, load, load_required, modify,
+    modify_if_present, validate,
+};
+use crate::endpoint::endpoint_oper;
+use crate::error::{Error, Result};
+use crate::model::global;
+use crate::resources::ipv4::{SubnetSpec, format_ip_list};
+use crate::resources::ipv6::Ipv6Subnet;
+use crate::state::{CfgEndpointState, CfgNetworkState};
+use crate::store::{Tx, keys};
+
+/// Largest packet tag accepted for a VXLAN network (24-bit VNI).
+pub const MAX_PKT_TAG: i64 = 16_777_216;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct NetworkLinkSets {
+    #[serde(rename = "EndpointGroups", skip_serializing_if = "LinkSet::is_empty")]
+    pub endpoint_groups: LinkSet,
+    #[serde(rename = "Servicelbs", skip_serializing_if = "LinkSet::is_empty")]
+    pub servicelbs: LinkSet,
+    #[serde(rename = "Services", skip_serializing_if = "LinkSet::is_empty")]
+    pub services: LinkSet,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct NetworkLinks {
+    #[serde(rename = "Tenant", skip_serializing_if = "Link::is_empty")]
+    pub tenant: Link,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Network {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    #[serde(rename = "networkName", skip_serializing_if = "String::is_empty")]
+    pub network_name: String,
+    #[serde(rename = "tenantName", skip_serializing_if = "String::is_empty")]
+    pub tenant_name: String,
+    #[serde(rename = "nwType", skip_serializing_if = "String::is_empty")]
+    pub nw_type: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub encap: String,
+    #[serde(rename = "pktTag", skip_serializing_if = "is_zero")]
+    pub pkt_tag: i64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subnet: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub gateway: String,
+    #[serde(rename = "ipv6Subnet", skip_serializing_if = "String::is_empty")]
+    pub ipv6_subnet: String,
+    #[serde(rename = "ipv6Gateway", skip_serializing_if = "String::is_empty")]
+    pub ipv6_gateway: String,
+    #[serde(rename = "cfgdTag", skip_serializing_if = "String::is_empty")]
+    pub cfgd_tag: String,
+    #[serde(rename = "link-sets")]
+    pub link_sets: NetworkLinkSets,
+    pub links: NetworkLinks,
+}
+
+pub(crate) fn is_zero(v: &i64) -> bool {
+    *v == 0
+}
+
+impl Network {
+    pub fn state_id(&self) -> String {
+        CfgNetworkState::id_for(&self.tenant_name, &self.network_name)
+    }
+}
+
+/// The network's config state; `NotFound` if the network does not exist.
+pub async fn load_state(tx: &mut Tx<'_>, tenant: &str, network: &str) -> Result<CfgNetworkState> {
+    let id = CfgNetworkState::id_for(tenant, network);
+    tx.get::<CfgNetworkState>(&CfgNetworkState::key_for(&id), CfgNetworkState::KIND)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("network {network} not found in tenant {tenant}")))
+}
+
+pub fn save_state(tx: &mut Tx<'_>, state: &CfgNetworkState) -> Result<()> {
+    Ok(tx.put(
+        &CfgNetworkState::key_for(&state.id),
+        CfgNetworkState::KIND,
+        state,
+    )?)
+}
+
+/// Endpoints of a network (their ids start with `<network>.<tenant>-`).
+pub async fn endpoints_of(tx: &mut Tx<'_>, net_id: &str) -> Result<Vec<CfgEndpointState>> {
+    let prefix = format!("{}{net_id}-", keys::state_prefix(keys::category::EPS));
+    Ok(tx
+        .list::<CfgEndpointState>(&prefix, CfgEndpointState::KIND)
+        .await?)
+}
+
+/// Addresses of the map that are allocated (excluding network/broadcast and out-of-range hosts).
+pub fn allocated_and_available(state: &CfgNetworkState) -> Result<(Vec<Ipv4Addr>, Vec<Ipv4Addr>)> {
+    let subnet = state.subnet()?;
+    let (first, last) = match subnet.range {
+        Some((a, b)) => (
+            subnet.index_of(a).unwrap_or(1),
+            subnet.index_of(b).unwrap_or(subnet.size() - 2),
+        ),
+        None => (1, subnet.size().saturating_sub(2)),
+    };
+    let mut allocated = Vec::new();
+    let mut available = Vec::new();
+    for i in first..=last {
+        if state.ip_alloc_map.test(i) {
+            allocated.push(subnet.ip_at(i));
+        } else {
+            available.push(subnet.ip_at(i));
+        }
+    }
+    Ok((allocated, available))
+}
+
+impl Object for Network {
+    const TYPE: &'static str = "network";
+    const PLURAL: &'static str = "networks";
+
+    fn derived_key(&self) -> String {
+        format!("{}:{}", self.tenant_name, self.network_name)
+    }
+    fn key(&self) -> &str {
+        &self.key
+    }
+    fn set_key(&mut self, key: String) {
+        self.key = key;
+    }
+    fn normalize(&mut self) {
+        if self.nw_type.is_empty() {
+            self.nw_type = "data".into();
+        }
+    }
+    fn validate(&self) -> Result<()> {
+        validate::name("networkName", &self.network_name, 64)?;
+        validate::name("tenantName", &self.tenant_name, 64)?;
+        validate::one_of("nwType", &self.nw_type, &["infra", "data"])?;
+        validate::one_of("encap", &self.encap, &["vlan", "vxlan"])?;
+        let max_tag = if self.encap == "vlan" {
+            4094
+        } else {
+            MAX_PKT_TAG
+        };
+        validate::range("pktTag", self.pkt_tag, 0, max_tag)?;
+        if self.subnet.is_empty() {
+            return Err(Error::invalid("subnet", "is required"));
+        }
+        let subnet = SubnetSpec::parse("subnet", &self.subnet)?;
+        if let Some(gw) = validate::optional_ipv4("gateway", &self.gateway)?
+            && !subnet.contains(gw)
+        {
+            return Err(Error::invalid(
+                "gateway",
+                format!("{gw} is outside subnet {}", self.subnet),
+            ));
+        }
+        if !self.ipv6_subnet.is_empty() {
+            let s6 = Ipv6Subnet::parse("ipv6Subnet", &self.ipv6_subnet)?;
+            if let Some(gw) = validate::optional_ipv6("ipv6Gateway", &self.ipv6_gateway)?
+                && !s6.contains(gw)
+            {
+                return Err(Error::invalid(
+                    "ipv6Gateway",
+                    format!("{gw} is outside {}", self.ipv6_subnet),
+                ));
+            }
+        } else if !self.ipv6_gateway.is_empty() {
+            return Err(Error::invalid("ipv6Gateway", "requires ipv6Subnet"));
+        }
+        validate::optional_name("cfgdTag", &self.cfgd_tag, 128)
+    }
+    fn keep_links(&mut self, stored: &Self) {
+        self.link_sets = stored.link_sets.clone();
+        self.links = stored.links.clone();
+    }
+
+    async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {
+        let glob = global::current(tx).await?.ok_or_else(|| {
+            Error::conflict("Global configuration is not ready: create the global object first")
+        })?;
+        if glob.fwd_mode.is_empty() {
+            return Err(Error::conflict(
+                "Global configuration is not ready: fwdMode is not set",
+            ));
+        }
+        let ranges = if obj.encap == "vlan" {
+            &glob.vlans
+        } else {
+            &glob.vxlans
+        };
+        if ranges.is_empty() {
+            return Err(Error::conflict(format!(
+                "Global configuration is not ready: no {} range",
+                obj.encap
+            )));
+        }
+        load_required::<Tenant>(tx, &obj.tenant_name).await?;
+        if load::<EndpointGroup>(tx, &obj.key).await?.is_some() {
+            return Err(Error::conflict(format!(
+                "an endpoint group named {} already exists",
+                obj.key
+            )));
+        }
+        let subnet = SubnetSpec::parse("subnet", &obj.subnet)?;
+        let subnet6 = if obj.ipv6_subnet.is_empty() {
+            None
+        } else {
+            Some(Ipv6Subnet::parse("ipv6Subnet", &obj.ipv6_subnet)?)
+        };
+        for other in list_with_prefix::<Network>(tx, &format!("{}:", obj.tenant_name)).await? {
+            if other.network_name == obj.network_name {
+                continue;
+            }
+            if SubnetSpec::parse("subnet", &other.subnet)?.overlaps(&subnet) {
+                return Err(Error::conflict(format!(
+                    "network {} conflicts with subnet {}",
+                    other.network_name, obj.subnet
+                )));
+            }
+            if let Some(s6) = &subnet6
+                && !other.ipv6_subnet.is_empty()
+                && Ipv6Subnet::parse("ipv6Subnet", &other.ipv6_subnet)?.overlaps(s6)
+            {
+                return Err(Error::conflict(format!(
+                    "network {} conflicts with subnet {}",
+                    other.network_name, obj.ipv6_subnet
+                )));
+            }
+        }
+
+        let requested = u32::try_from(obj.pkt_tag).unwrap_or(0);
+        let (pkt_tag, ext_pkt_tag) = if obj.encap == "vlan" {
+            let mut pool = global::vlan_pool(tx).await?;
+            let vlan = pool.allocate(requested)?;
+            global::save_vlan_pool(tx, &pool)?;
+            (vlan, 0)
+        } else {
+            let mut pool = global::vxlan_pool(tx).await?;
+            let (vni, local) = pool.allocate(requested)?;
+            global::save_vxlan_pool(tx, &pool)?;
+            (local, vni)
+        };
+
+        let gateway = validate::optional_ipv4("gateway", &obj.gateway)?;
+        let state = CfgNetworkState {
+            id: obj.state_id(),
+            tenant: obj.tenant_name.clone(),
+            network_name: obj.network_name.clone(),
+            nw_type: obj.nw_type.clone(),
+            pkt_tag_type: obj.encap.clone(),
+            pkt_tag,
+            ext_pkt_tag,
+            subnet_ip: subnet.network.to_string(),
+            subnet_len: subnet.len,
+            gateway: obj.gateway.clone(),
+            ip_addr_range: subnet.range_text(),
+            ep_addr_count: 0,
+            ep_count: 0,
+            ip_alloc_map: subnet.new_alloc_map(gateway),
+            ipv6_subnet_ip: subnet6.map(|s| s.network.to_string()).unwrap_or_default(),
+            ipv6_subnet_len: subnet6.map_or(0, |s| s.len),
+            ipv6_gateway: obj.ipv6_gateway.clone(),
+            ipv6_alloc_map: Default::default(),
+            ipv6_last_host: String::new(),
+            network_tag: if obj.cfgd_tag.is_empty() {
+                obj.state_id()
+            } else {
+                obj.cfgd_tag.clone()
+            },
+        };
+        let mut state = state;
+        if let (Some(s6), Some(gw6)) = (
+            subnet6,
+            validate::optional_ipv6("ipv6Gateway", &obj.ipv6_gateway)?,
+        ) {
+            let host = u128::from(gw6) - u128::from(s6.network);
+            state.ipv6_alloc_map.insert(host.to_string(), true);
+        }
+        save_state(tx, &state)?;
+        obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
+        let key = obj.key.clone();
+        modify::<Tenant>(tx, &obj.tenant_name, |t| {
+            link::add(&mut t.link_sets.networks, Network::TYPE, &key)
+        })
+        .await
+    }
+
+    async fn update(_tx: &mut Tx<'_>, old: &Self, _new: &mut Self) -> Result<()> {
+        Err(Error::conflict(format!(
+            "cannot change parameters of network {} after it is created",
+            old.key
+        )))
+    }
+
+    async fn delete(tx: &mut Tx<'_>, obj: &Self) -> Result<()> {
+        let epgs: Vec<String> =
+            list_with_prefix::<EndpointGroup>(tx, &format!("{}:", obj.tenant_name))
+                .await?
+                .into_iter()
+                .filter(|g| g.network_name == obj.network_name)
+                .map(|g| g.group_name)
+                .collect();
+        if !epgs.is_empty() {
+            return Err(Error::conflict(format!(
+                "network {} is used by endpoint groups {}",
+                obj.key,
+                epgs.join(", ")
+            )));
+        }
+        let svcs: Vec<String> = list_with_prefix::<ServiceLb>(tx, &format!("{}:", obj.tenant_name))
+            .await?
+            .into_iter()
+            .filter(|s| s.network_name == obj.network_name)
+            .map(|s| s.service_name)
+            .collect();
+        if !svcs.is_empty() {
+            return Err(Error::conflict(format!(
+                "network {} is used by services {}",
+                obj.key,
+                svcs.join(", ")
+            )));
+        }
+        let state = load_state(tx, &obj.tenant_name, &obj.network_name).await?;
+        if state.ep_count > 0 {
+            return Err(Error::conflict(format!(
+                "network {} has {} active endpoints",
+                obj.key, state.ep_count
+            )));
+        }
+        if state.pkt_tag_type == "vlan" {
+            let mut pool = global::vlan_pool(tx).await?;
+            pool.release(state.pkt_tag);
+            global::save_vlan_pool(tx, &pool)?;
+        } else {
+            let mut pool = global::vxlan_pool(tx).await?;
+            pool.release(state.ext_pkt_tag, state.pkt_tag);
+            global::save_vxlan_pool(tx, &pool)?;
+        }
+        tx.delete(&CfgNetworkState::key_for(&state.id));
+        let key = obj.key.clone();
+        modify_if_present::<Tenant>(tx, &obj.tenant_name, |t| {
+            link::remove(&mut t.link_sets.networks, &key)
+        })
+        .await
+    }
+
+    async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {
+        let state = load_state(tx, &obj.tenant_name, &obj.network_name).await?;
+        let (allocated, available) = allocated_and_available(&state)?;
+        let eps = endpoints_of(tx, &state.id).await?;
+        Ok(json!({
+            "pktTag": state.pkt_tag,
+            "externalPktTag": state.ext_pkt_tag,
+            "numEndpoints": state.ep_count,
+            "allocatedAddressesCount": allocated.len(),
+            "allocatedIPAddresses": format_ip_list(allocated),
+            "availableIPAddresses": format_ip_list(available),
+            "networkTag": state.network_tag,
+            "endpoints": eps.iter().map(endpoint_oper).collect::<Vec<_>>(),
+        }))
+    }
+}

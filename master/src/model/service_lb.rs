@@ -1,0 +1,341 @@
+//! `serviceLB` (key `tenantName:serviceName`): a VIP allocated from a network, selectors that pick
+//! provider endpoints by label, and `svcPort:provPort:proto` ports. Writes `CfgServiceLBState` and
+//! `SvcProvider` for netplugin.
+//!
+//! Fixes over Contiv: every port entry is validated (Contiv checked only the first and crashed on a
+//! short one), and the protocol is stored upper-case because the datapath only accepts `TCP`/`UDP`.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::link::{self, Link};
+use super::network::{load_state as load_net_state, save_state as save_net_state};
+use super::{Network, Object, Tenant, load_required, modify, modify_if_present, validate};
+use crate::endpoint::endpoint_oper;
+use crate::error::{Error, Result};
+use crate::resources::ipv4;
+use crate::state::{CfgEndpointState, CfgServiceLbState, Provider, SvcProvider};
+use crate::store::{Tx, keys};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct ServiceLbLinks {
+    #[serde(rename = "Network", skip_serializing_if = "Link::is_empty")]
+    pub network: Link,
+    #[serde(rename = "Tenant", skip_serializing_if = "Link::is_empty")]
+    pub tenant: Link,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct ServiceLb {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    #[serde(rename = "serviceName", skip_serializing_if = "String::is_empty")]
+    pub service_name: String,
+    #[serde(rename = "tenantName", skip_serializing_if = "String::is_empty")]
+    pub tenant_name: String,
+    #[serde(rename = "networkName", skip_serializing_if = "String::is_empty")]
+    pub network_name: String,
+    #[serde(rename = "ipAddress", skip_serializing_if = "String::is_empty")]
+    pub ip_address: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub selectors: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<String>,
+    pub links: ServiceLbLinks,
+}
+
+/// Parse `k=v` selectors into a map.
+pub fn parse_selectors(selectors: &[String]) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for s in selectors {
+        match s.split('=').collect::<Vec<_>>().as_slice() {
+            [k, v] if !k.is_empty() => {
+                out.insert((*k).to_string(), (*v).to_string());
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "selectors",
+                    format!("{s:?} must be key=value with exactly one '='"),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Validate `svcPort:provPort:proto` and return it with the protocol upper-cased.
+pub fn normalize_port(entry: &str) -> Result<String> {
+    let bad = || {
+        Error::invalid(
+            "ports",
+            format!("{entry:?} must be svcPort:provPort:TCP|UDP"),
+        )
+    };
+    let parts: Vec<&str> = entry.split(':').collect();
+    let [svc, prov, proto] = parts.as_slice() else {
+        return Err(bad());
+    };
+    for p in [svc, prov] {
+        match p.parse::<u16>() {
+            Ok(n) if n > 0 => {}
+            _ => return Err(bad()),
+        }
+    }
+    let proto = proto.to_ascii_uppercase();
+    if proto != "TCP" && proto != "UDP" {
+        return Err(bad());
+    }
+    Ok(format!("{svc}:{prov}:{proto}"))
+}
+
+/// Whether an endpoint's labels carry every selector.
+pub fn selects(selectors: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    !selectors.is_empty() && selectors.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// Endpoints of a tenant (ids `<net>.<tenant>-...`).
+async fn tenant_endpoints(tx: &mut Tx<'_>, tenant: &str) -> Result<Vec<CfgEndpointState>> {
+    let suffix = format!(".{tenant}");
+    Ok(tx
+        .list::<CfgEndpointState>(
+            &keys::state_prefix(keys::category::EPS),
+            CfgEndpointState::KIND,
+        )
+        .await?
+        .into_iter()
+        .filter(|e| e.net_id.ends_with(&suffix))
+        .collect())
+}
+
+/// Recompute a service's providers from the endpoints' labels and write both state records.
+pub async fn refresh_providers(tx: &mut Tx<'_>, state: &mut CfgServiceLbState) -> Result<()> {
+    state.providers.clear();
+    for ep in tenant_endpoints(tx, &state.tenantname).await? {
+        if selects(&state.selectors, &ep.labels) && !ep.ip_address.is_empty() {
+            state.providers.insert(
+                format!("{}:{}", ep.ip_address, state.tenantname),
+                Provider {
+                    IPAddress: ep.ip_address.clone(),
+                    ContainerID: ep.container_id.clone(),
+                    Labels: ep.labels.clone(),
+                    Tenant: state.tenantname.clone(),
+                    Network: ep.net_id.clone(),
+                    Services: vec![state.servicename.clone()],
+                    Container: ep.container_id.clone(),
+                    EpIDKey: ep.id.clone(),
+                },
+            );
+        }
+    }
+    save_service_state(tx, state)
+}
+
+/// Write `CfgServiceLBState` and the matching `SvcProvider`.
+pub fn save_service_state(tx: &mut Tx<'_>, state: &CfgServiceLbState) -> Result<()> {
+    tx.put(
+        &CfgServiceLbState::key_for(&state.id),
+        CfgServiceLbState::KIND,
+        state,
+    )?;
+    let providers = SvcProvider {
+        id: state.id.clone(),
+        ServiceName: state.id.clone(),
+        Providers: state
+            .providers
+            .values()
+            .map(|p| p.IPAddress.clone())
+            .collect(),
+    };
+    tx.put(
+        &SvcProvider::key_for(&state.id),
+        SvcProvider::KIND,
+        &providers,
+    )?;
+    Ok(())
+}
+
+async fn allocate_vip(tx: &mut Tx<'_>, obj: &ServiceLb) -> Result<Ipv4Addr> {
+    let mut net = load_net_state(tx, &obj.tenant_name, &obj.network_name).await?;
+    let subnet = net.subnet()?;
+    let preferred = validate::optional_ipv4("ipAddress", &obj.ip_address)?;
+    let vip = ipv4::allocate(&mut net.ip_alloc_map, &subnet, preferred)?;
+    save_net_state(tx, &net)?;
+    Ok(vip)
+}
+
+async fn release_vip(tx: &mut Tx<'_>, tenant: &str, network: &str, vip: &str) -> Result<()> {
+    let Ok(ip) = vip.parse::<Ipv4Addr>() else {
+        return Ok(());
+    };
+    let mut net = load_net_state(tx, tenant, network).await?;
+    let subnet = net.subnet()?;
+    ipv4::release(&mut net.ip_alloc_map, &subnet, ip)?;
+    save_net_state(tx, &net)
+}
+
+impl ServiceLb {
+    fn state_id(&self) -> String {
+        CfgServiceLbState::id_for(&self.tenant_name, &self.service_name)
+    }
+    fn network_key(&self) -> String {
+        format!("{}:{}", self.tenant_name, self.network_name)
+    }
+}
+
+async fn load_state(tx: &mut Tx<'_>, obj: &ServiceLb) -> Result<CfgServiceLbState> {
+    tx.get::<CfgServiceLbState>(
+        &CfgServiceLbState::key_for(&obj.state_id()),
+        CfgServiceLbState::KIND,
+    )
+    .await?
+    .ok_or_else(|| Error::not_found(format!("service {} has no state", obj.key)))
+}
+
+impl Object for ServiceLb {
+    const TYPE: &'static str = "serviceLB";
+    const PLURAL: &'static str = "serviceLBs";
+
+    fn derived_key(&self) -> String {
+        format!("{}:{}", self.tenant_name, self.service_name)
+    }
+    fn key(&self) -> &str {
+        &self.key
+    }
+    fn set_key(&mut self, key: String) {
+        self.key = key;
+    }
+    fn validate(&self) -> Result<()> {
+        validate::name("serviceName", &self.service_name, 256)?;
+        validate::name("tenantName", &self.tenant_name, 64)?;
+        validate::name("networkName", &self.network_name, 64)?;
+        validate::optional_ipv4("ipAddress", &self.ip_address)?;
+        if self.selectors.is_empty() {
+            return Err(Error::invalid(
+                "selectors",
+                "at least one selector is required",
+            ));
+        }
+        parse_selectors(&self.selectors)?;
+        for p in &self.ports {
+            normalize_port(p)?;
+        }
+        Ok(())
+    }
+    fn keep_links(&mut self, stored: &Self) {
+        self.links = stored.links.clone();
+    }
+
+    async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {
+        load_required::<Tenant>(tx, &obj.tenant_name).await?;
+        load_required::<Network>(tx, &obj.network_key()).await?;
+        let vip = allocate_vip(tx, obj).await?;
+        let mut state = CfgServiceLbState {
+            id: obj.state_id(),
+            servicename: obj.service_name.clone(),
+            tenantname: obj.tenant_name.clone(),
+            subnet: obj.network_name.clone(),
+            ports: obj
+                .ports
+                .iter()
+                .map(|p| normalize_port(p))
+                .collect::<Result<_>>()?,
+            selectors: parse_selectors(&obj.selectors)?,
+            ipaddress: vip.to_string(),
+            providers: BTreeMap::new(),
+        };
+        refresh_providers(tx, &mut state).await?;
+        obj.links.network = Link::to(Network::TYPE, &obj.network_key());
+        obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
+        let key = obj.key.clone();
+        modify::<Network>(tx, &obj.network_key(), |n| {
+            link::add(&mut n.link_sets.servicelbs, ServiceLb::TYPE, &key)
+        })
+        .await?;
+        modify::<Tenant>(tx, &obj.tenant_name, |t| {
+            link::add(&mut t.link_sets.servicelbs, ServiceLb::TYPE, &key)
+        })
+        .await
+    }
+
+    async fn update(tx: &mut Tx<'_>, old: &Self, new: &mut Self) -> Result<()> {
+        if new.network_name != old.network_name {
+            return Err(Error::conflict(format!(
+                "cannot move service {} to another network",
+                old.key
+            )));
+        }
+        let mut state = load_state(tx, old).await?;
+        if new.ip_address != old.ip_address && new.ip_address != state.ipaddress {
+            release_vip(tx, &old.tenant_name, &old.network_name, &state.ipaddress).await?;
+            state.ipaddress = allocate_vip(tx, new).await?.to_string();
+        }
+        state.ports = new
+            .ports
+            .iter()
+            .map(|p| normalize_port(p))
+            .collect::<Result<_>>()?;
+        state.selectors = parse_selectors(&new.selectors)?;
+        refresh_providers(tx, &mut state).await
+    }
+
+    async fn delete(tx: &mut Tx<'_>, obj: &Self) -> Result<()> {
+        if let Ok(state) = load_state(tx, obj).await {
+            release_vip(tx, &obj.tenant_name, &obj.network_name, &state.ipaddress).await?;
+        }
+        tx.delete(&CfgServiceLbState::key_for(&obj.state_id()));
+        tx.delete(&SvcProvider::key_for(&obj.state_id()));
+        let key = obj.key.clone();
+        modify_if_present::<Network>(tx, &obj.network_key(), |n| {
+            link::remove(&mut n.link_sets.servicelbs, &key)
+        })
+        .await?;
+        modify_if_present::<Tenant>(tx, &obj.tenant_name, |t| {
+            link::remove(&mut t.link_sets.servicelbs, &key)
+        })
+        .await
+    }
+
+    async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {
+        let state = load_state(tx, obj).await?;
+        let mut providers = Vec::new();
+        for p in state.providers.values() {
+            if let Some(ep) = tx
+                .get::<CfgEndpointState>(
+                    &CfgEndpointState::key_for(&p.EpIDKey),
+                    CfgEndpointState::KIND,
+                )
+                .await?
+            {
+                providers.push(endpoint_oper(&ep));
+            }
+        }
+        Ok(
+            json!({ "serviceVip": state.ipaddress, "numProviders": state.providers.len(), "providers": providers }),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_and_selectors() {
+        assert_eq!(normalize_port("80:8080:tcp").unwrap(), "80:8080:TCP");
+        assert!(normalize_port("80:8080").is_err());
+        assert!(normalize_port("80:x:TCP").is_err());
+        assert!(normalize_port("80:8080:SCTP").is_err());
+        assert!(parse_selectors(&["a=b=c".into()]).is_err());
+        let sel = parse_selectors(&["app=web".into()]).unwrap();
+        let mut labels = BTreeMap::new();
+        assert!(!selects(&sel, &labels));
+        labels.insert("app".into(), "web".into());
+        labels.insert("x".into(), "y".into());
+        assert!(selects(&sel, &labels));
+    }
+}

@@ -1,0 +1,122 @@
+//! `/version`, `/info`, `/services`, `/service/{id}` and `/debug/epcleanup/...` (reference §2.4).
+
+use std::time::Duration;
+
+use actix_web::{HttpResponse, web};
+use serde_json::json;
+
+use super::AppState;
+use crate::endpoint;
+use crate::error::Error;
+use crate::registry;
+use crate::state::CfgServiceLbState;
+use crate::store::keys;
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/version", web::get().to(version));
+    cfg.route("/info", web::get().to(info));
+    cfg.route("/services", web::get().to(services));
+    cfg.route("/service/{id}", web::get().to(service));
+    cfg.route(
+        "/debug/epcleanup/tenant/{tenant}/{category}/{id}",
+        web::delete().to(epcleanup),
+    );
+}
+
+/// Version information reported by `/version` and `netctl version`.
+pub fn version_json() -> serde_json::Value {
+    json!({
+        "GitCommit": option_env!("GIT_COMMIT").unwrap_or("unknown"),
+        "Version": env!("CARGO_PKG_VERSION"),
+        "BuildTime": option_env!("BUILD_TIME").unwrap_or("unknown"),
+    })
+}
+
+async fn version() -> HttpResponse {
+    HttpResponse::Ok().json(version_json())
+}
+
+async fn info(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
+    let view = state.role.current();
+    let hosts = |list: Vec<registry::ServiceInfo>| -> Vec<String> {
+        let mut v: Vec<String> = list.into_iter().map(|s| s.HostAddr).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let plugins = registry::list(state.db.store(), registry::NETPLUGIN)
+        .await
+        .unwrap_or_default();
+    let masters = registry::list(state.db.store(), registry::NETMASTER)
+        .await
+        .unwrap_or_default();
+    Ok(HttpResponse::Ok().json(json!({
+        "local-ip": state.control_addr,
+        "leader-ip": view.leader.unwrap_or_default(),
+        "current-state": if view.is_leader { "leader" } else { "follower" },
+        "netplugin-nodes": hosts(plugins),
+        "netmaster-nodes": hosts(masters),
+    })))
+}
+
+async fn all_services(state: &AppState) -> Result<Vec<CfgServiceLbState>, Error> {
+    let prefix = keys::state_prefix(keys::category::SERVICE_LB);
+    state
+        .db
+        .read(async |tx| {
+            Ok::<_, Error>(
+                tx.list::<CfgServiceLbState>(&prefix, CfgServiceLbState::KIND)
+                    .await?,
+            )
+        })
+        .await
+}
+
+async fn services(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
+    Ok(HttpResponse::Ok().json(all_services(&state).await?))
+}
+
+async fn service(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, Error> {
+    let found: Vec<CfgServiceLbState> = all_services(&state)
+        .await?
+        .into_iter()
+        .filter(|s| s.id == *id)
+        .collect();
+    if found.is_empty() {
+        return Err(Error::not_found(format!("service {id} not found")));
+    }
+    Ok(HttpResponse::Ok().json(found))
+}
+
+async fn epcleanup(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String, String)>,
+) -> Result<HttpResponse, Error> {
+    let (tenant, category, id) = path.into_inner();
+    let deleted = endpoint::cleanup(&state.db, &tenant, &category, &id).await?;
+    // Ask each owning host to reclaim its side; best effort, the config state is already gone.
+    for ep in &deleted {
+        let host = if ep.vtep_ip.is_empty() {
+            &ep.homing_host
+        } else {
+            &ep.vtep_ip
+        };
+        if host.is_empty() {
+            continue;
+        }
+        let url = format!("http://{host}:9090/debug/reclaimEndpoint/{}", ep.id);
+        if let Err(e) = state
+            .http
+            .delete(&url)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+        {
+            tracing::warn!(%url, error = %e, "netplugin did not confirm endpoint reclaim");
+        }
+    }
+    Ok(HttpResponse::Ok().body(format!(
+        "deleted {} endpoints of {category} {id} in tenant {tenant}\n",
+        deleted.len()
+    )))
+}

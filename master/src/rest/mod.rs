@@ -1,0 +1,97 @@
+//! The HTTP API (actix-web): contiv-compatible routes, error mapping, and the follower proxy.
+//!
+//! * [`objects`]: `/api/v1/<objs>/` list/get/create-or-update/delete and `/api/v1/inspect/...`.
+//! * [`plugin`]: `/plugin/*` for netplugin.
+//! * [`misc`]: `/version`, `/info`, `/services`, `/service/{id}`, `/debug/epcleanup/...`.
+//! * [`proxy`]: a follower forwards every request except `/version` and `/info` to the leader.
+//!
+//! Errors are answered with the status of [`Error::http_status`] and the message as a plain-text body
+//! (contiv clients print the body).
+
+pub mod misc;
+pub mod objects;
+pub mod plugin;
+pub mod proxy;
+
+use std::sync::Arc;
+
+use actix_web::body::BoxBody;
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError, web};
+
+use crate::error::Error;
+use crate::leader::RoleView;
+use crate::store::txn::Db;
+
+/// Shared state of every handler.
+pub struct AppState {
+    pub db: Db,
+    /// Current leader/follower role and the leader's address.
+    pub role: RoleView,
+    /// This netmaster's control address (`ip:port`), what it registers and puts in the lock.
+    pub control_addr: String,
+    /// Client used by the follower proxy and for calls to netplugins.
+    pub http: reqwest::Client,
+}
+
+impl ResponseError for Error {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::from_u16(self.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn error_response(&self) -> HttpResponse<BoxBody> {
+        HttpResponse::build(self.status_code())
+            .content_type("text/plain; charset=utf-8")
+            .body(self.to_string())
+    }
+}
+
+/// Register every route on `cfg`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    use crate::model::*;
+    objects::routes::<Tenant>(cfg);
+    objects::routes::<Network>(cfg);
+    objects::routes::<EndpointGroup>(cfg);
+    objects::routes::<Policy>(cfg);
+    objects::routes::<Rule>(cfg);
+    objects::routes::<Netprofile>(cfg);
+    objects::routes::<ServiceLb>(cfg);
+    objects::routes::<Global>(cfg);
+    objects::routes::<Bgp>(cfg);
+    objects::routes::<AppProfile>(cfg);
+    objects::routes::<ExtContractsGroup>(cfg);
+    objects::routes::<AciGw>(cfg);
+    cfg.route(
+        "/api/v1/inspect/endpoints/{key}/",
+        web::get().to(objects::inspect_endpoint),
+    );
+    cfg.route(
+        "/api/v1/inspect/endpoints/{key}",
+        web::get().to(objects::inspect_endpoint),
+    );
+    plugin::routes(cfg);
+    misc::routes(cfg);
+}
+
+/// Build the actix `App` for `state`, with the follower proxy in front of the routes.
+pub fn app(
+    state: Arc<AppState>,
+) -> actix_web::App<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = actix_web::dev::ServiceResponse<BoxBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    let data = web::Data::from(state.clone());
+    actix_web::App::new()
+        .app_data(data)
+        .app_data(web::PayloadConfig::new(16 * 1024 * 1024))
+        .configure(configure)
+        .default_service(web::to(|| async {
+            HttpResponse::NotFound().body("no such route")
+        }))
+        .wrap_fn(move |req, srv| proxy::leader_or_proxy(state.clone(), req, srv))
+}

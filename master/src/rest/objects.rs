@@ -1,0 +1,78 @@
+//! Generic handlers for the model objects (reference §2.2). The body of POST/PUT is parsed here so a
+//! malformed body answers 400 with the JSON error, not actix's default text.
+
+use actix_web::{HttpResponse, web};
+
+use super::AppState;
+use crate::endpoint;
+use crate::error::Error;
+use crate::model::{Object, ops};
+
+/// `GET/POST/PUT/DELETE /api/v1/<objs>/{key}/` and `GET /api/v1/inspect/<objs>/{key}/` for `T`
+/// (each with and without the trailing slash).
+pub fn routes<T: Object>(cfg: &mut web::ServiceConfig) {
+    let base = format!("/api/v1/{}", T::PLURAL);
+    cfg.route(&format!("{base}/"), web::get().to(list::<T>));
+    cfg.route(&base, web::get().to(list::<T>));
+    for path in [format!("{base}/{{key}}/"), format!("{base}/{{key}}")] {
+        cfg.route(&path, web::get().to(get::<T>));
+        cfg.route(&path, web::post().to(upsert::<T>));
+        cfg.route(&path, web::put().to(upsert::<T>));
+        cfg.route(&path, web::delete().to(delete::<T>));
+    }
+    let inspect_base = format!("/api/v1/inspect/{}", T::PLURAL);
+    cfg.route(
+        &format!("{inspect_base}/{{key}}/"),
+        web::get().to(inspect::<T>),
+    );
+    cfg.route(
+        &format!("{inspect_base}/{{key}}"),
+        web::get().to(inspect::<T>),
+    );
+}
+
+async fn list<T: Object>(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
+    Ok(HttpResponse::Ok().json(ops::list::<T>(&state.db).await?))
+}
+
+async fn get<T: Object>(
+    state: web::Data<AppState>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, Error> {
+    Ok(HttpResponse::Ok().json(ops::get::<T>(&state.db, &key).await?))
+}
+
+async fn upsert<T: Object>(
+    state: web::Data<AppState>,
+    key: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, Error> {
+    let obj: T = serde_json::from_slice(&body)
+        .map_err(|e| Error::invalid("body", format!("not a valid {} object: {e}", T::TYPE)))?;
+    let stored = ops::upsert::<T>(&state.db, &key, obj).await?;
+    tracing::info!(kind = T::TYPE, key = %key, "object stored");
+    Ok(HttpResponse::Ok().json(stored))
+}
+
+async fn delete<T: Object>(
+    state: web::Data<AppState>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, Error> {
+    ops::delete::<T>(&state.db, &key).await?;
+    tracing::info!(kind = T::TYPE, key = %key, "object deleted");
+    Ok(HttpResponse::Ok().json(key.into_inner()))
+}
+
+async fn inspect<T: Object>(
+    state: web::Data<AppState>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, Error> {
+    Ok(HttpResponse::Ok().json(ops::inspect::<T>(&state.db, &key).await?))
+}
+
+pub async fn inspect_endpoint(
+    state: web::Data<AppState>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, Error> {
+    Ok(HttpResponse::Ok().json(endpoint::inspect_endpoint(&state.db, &key).await?))
+}

@@ -1,0 +1,139 @@
+//! The state store: a small key/value contract that both etcd v3 and the in-memory test store meet.
+//!
+//! Contract:
+//! * Every key carries a `mod_revision` (the store-wide revision of its last write); an absent key has
+//!   revision 0. Revisions only grow.
+//! * [`StateStore::txn`] applies a batch of puts/deletes atomically, and only if every [`Guard`] still
+//!   holds; this is the compare-and-swap that keeps two requests (or two netmasters) from handing out
+//!   the same address. Higher-level read-modify-write code goes through [`txn::run`].
+//! * [`StateStore::watch`] streams changes under a prefix starting at a revision, so a reader that listed
+//!   at revision R and watches from R+1 misses nothing.
+//! * Leases expire keys that are not kept alive (service registry, leader lock).
+//! * An unreachable store is [`StoreError::Unavailable`]; the REST layer turns it into HTTP 503.
+
+pub mod etcd;
+pub mod keys;
+pub mod memory;
+pub mod txn;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+
+pub use etcd::EtcdStore;
+pub use memory::MemoryStore;
+pub use txn::{Tx, run as run_txn};
+
+/// A stored key with its value and revisions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: String,
+    pub value: Vec<u8>,
+    /// Revision of the last write to this key.
+    pub mod_revision: i64,
+}
+
+/// The result of a prefix listing: the entries and the store revision they were read at.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    pub entries: Vec<KeyValue>,
+    pub revision: i64,
+}
+
+/// A condition a transaction checks before it applies its writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guard {
+    /// The key's `mod_revision` equals this value (0 = the key must be absent).
+    ModRevision { key: String, revision: i64 },
+    /// No key under `prefix` was written after `revision` (catches keys created since a listing).
+    PrefixUnchangedSince { prefix: String, revision: i64 },
+}
+
+/// A write inside a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Put {
+        key: String,
+        value: Vec<u8>,
+        lease: Option<LeaseId>,
+    },
+    Delete {
+        key: String,
+    },
+}
+
+/// Outcome of [`StateStore::txn`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnOutcome {
+    /// Whether every guard held (and therefore the writes were applied).
+    pub succeeded: bool,
+    /// Store revision after the transaction.
+    pub revision: i64,
+}
+
+/// A lease id (etcd lease).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaseId(pub i64);
+
+/// One change seen by a watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchEvent {
+    Put { kv: KeyValue },
+    Delete { key: String, revision: i64 },
+}
+
+/// Store failures. `Unavailable` is transient (retry / 503); the others are not.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("state store unavailable: {0}")]
+    Unavailable(String),
+    #[error("lease {0} not found or expired")]
+    LeaseNotFound(i64),
+    #[error("state store watch at revision {revision} failed: {reason}")]
+    Watch { revision: i64, reason: String },
+    #[error("stored value at {key} is not valid JSON for {kind}: {reason}")]
+    Corrupt {
+        key: String,
+        kind: &'static str,
+        reason: String,
+    },
+    #[error("cannot encode {kind} for {key}: {reason}")]
+    Encode {
+        key: String,
+        kind: &'static str,
+        reason: String,
+    },
+    #[error("transaction on {key} kept conflicting after {attempts} attempts")]
+    Contention { key: String, attempts: u32 },
+    #[error("state store error: {0}")]
+    Other(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The key/value operations netmaster needs. Implemented by [`EtcdStore`] and [`MemoryStore`].
+///
+/// Methods return boxed futures so the trait can be used as `Arc<dyn StateStore>`.
+pub trait StateStore: Send + Sync + 'static {
+    /// Read one key.
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<KeyValue>>>;
+    /// Read every key starting with `prefix`, sorted by key.
+    fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Listing>>;
+    /// Unconditional write; returns the new revision.
+    fn put<'a>(&'a self, key: &'a str, value: Vec<u8>) -> BoxFuture<'a, StoreResult<i64>>;
+    /// Unconditional delete; returns whether the key existed.
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>>;
+    /// Apply `ops` atomically if every guard holds.
+    fn txn(&self, guards: Vec<Guard>, ops: Vec<Op>) -> BoxFuture<'_, StoreResult<TxnOutcome>>;
+    /// Stream changes under `prefix` from `from_revision` (inclusive).
+    fn watch(
+        &self,
+        prefix: String,
+        from_revision: i64,
+    ) -> BoxFuture<'_, StoreResult<BoxStream<'static, StoreResult<WatchEvent>>>>;
+    /// Create a lease that expires after `ttl_secs` without keep-alive.
+    fn grant_lease(&self, ttl_secs: i64) -> BoxFuture<'_, StoreResult<LeaseId>>;
+    /// Refresh a lease once. `LeaseNotFound` once it has expired.
+    fn keep_alive(&self, lease: LeaseId) -> BoxFuture<'_, StoreResult<()>>;
+    /// Revoke a lease, deleting its keys.
+    fn revoke_lease(&self, lease: LeaseId) -> BoxFuture<'_, StoreResult<()>>;
+}
