@@ -1,0 +1,464 @@
+//! The [`Bridge`] actor: owns the desired state of one bridge and keeps the switch equal to it.
+//!
+//! Callers change the desired state with [`BridgeHandle::apply`]; while the switch is connected
+//! the change goes out as one transaction (an ONF bundle by default) and is recorded only once
+//! the switch confirmed it; while it is not, the change is recorded and goes out on connect.
+//!
+//! On every connect (a switch restart, a reconnect, or this process restarting) the bridge
+//! reconciles, without the caller doing anything, in one atomic bundle:
+//! 1. read the flows and groups the switch has;
+//! 2. pick a new generation, above both the one stored by the caller's hook and every
+//!    generation seen on the switch;
+//! 3. re-add every desired group (modify if present) and flow under the new generation: an add
+//!    with the same table, priority and match replaces the flow in place, so traffic never sees
+//!    a gap;
+//! 4. delete each older generation with one cookie-mask delete, and groups nobody wants.
+//!
+//! Afterwards only the current generation is on the switch, and the new generation is handed
+//! to the [`GenerationStore`] (netplugin keeps it in the bridge's OVSDB `external_ids`).
+//! Applies that arrive during a reconcile wait for it (the mailbox is paused), so every change
+//! is computed against the state the switch really has.
+
+use crate::cookie::{Cookie, next_generation};
+use crate::desired::{Change, DesiredState, Flow, Group, Plan};
+use crate::error::{SwitchError, TxError};
+use crate::switch::{SwitchEvent, SwitchHandle, TxMode};
+use crate::table::{MISS_CATEGORY, MISS_PRIORITY, Miss, TableSpec};
+use actix::prelude::*;
+use futures::future::LocalBoxFuture;
+use ofproto::flow_mod::FlowMod;
+use ofproto::group::{GroupMod, GroupModCommand, OFPG_ALL};
+use ofproto::instruction::Instruction;
+use ofproto::matches::Match;
+use ofproto::port::{OFPP_CONTROLLER, OFPP_NORMAL};
+use ofproto::{Action, Message};
+use std::collections::{BTreeSet, HashSet};
+use tokio::sync::oneshot;
+
+/// `OFPTT_ALL`: every table (for deletes).
+const ALL_TABLES: u8 = 0xff;
+
+/// Where the caller keeps the bridge's flow generation across restarts of this process.
+pub trait GenerationStore: 'static {
+    /// The generation stored last, if any.
+    fn load(&self) -> LocalBoxFuture<'static, Option<u16>>;
+    /// Remember a generation (called after each successful reconcile).
+    fn store(&self, generation: u16) -> LocalBoxFuture<'static, ()>;
+}
+
+/// How to run a bridge.
+pub struct BridgeConfig {
+    /// For logs and inspect output.
+    pub name: String,
+    /// The pipeline's tables; each gets its miss flow.
+    pub tables: Vec<TableSpec>,
+    /// How changes are confirmed.
+    pub mode: TxMode,
+    /// Only this datapath may drive the bridge; `None` takes the first switch that connects.
+    pub dpid: Option<u64>,
+    pub generations: Option<Box<dyn GenerationStore>>,
+}
+
+impl BridgeConfig {
+    pub fn new(name: impl Into<String>, tables: Vec<TableSpec>) -> BridgeConfig {
+        BridgeConfig {
+            name: name.into(),
+            tables,
+            mode: TxMode::Bundle,
+            dpid: None,
+            generations: None,
+        }
+    }
+}
+
+/// What [`BridgeHandle::apply`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The switch confirmed this many operations.
+    Installed(usize),
+    /// No switch is connected; the change is recorded and goes out on connect.
+    Deferred,
+}
+
+/// A snapshot of the bridge for inspect output and tests.
+#[derive(Debug, Clone)]
+pub struct BridgeStatus {
+    pub name: String,
+    pub dpid: Option<u64>,
+    pub generation: u16,
+    /// True once the connected switch holds exactly the desired state.
+    pub synced: bool,
+    pub flows: usize,
+    pub groups: usize,
+    pub reconciles: u64,
+}
+
+/// Handle to a running [`Bridge`].
+#[derive(Clone)]
+pub struct BridgeHandle {
+    addr: Addr<Bridge>,
+}
+
+impl BridgeHandle {
+    /// Start the bridge actor (inside an actix system). Subscribe the returned handle's
+    /// [`BridgeHandle::events`] to a [`crate::Listener`].
+    pub fn start(config: BridgeConfig) -> BridgeHandle {
+        BridgeHandle {
+            addr: Bridge::new(config).start(),
+        }
+    }
+
+    /// Where the listener should send switch events.
+    pub fn events(&self) -> Recipient<SwitchEvent> {
+        self.addr.clone().recipient()
+    }
+
+    /// Apply changes to the desired state (see the module documentation).
+    pub async fn apply(&self, changes: Vec<Change>) -> Result<Applied, TxError> {
+        let rx = self
+            .addr
+            .send(Apply(changes))
+            .await
+            .map_err(|_| TxError::Switch(SwitchError::Disconnected))?;
+        rx.await
+            .map_err(|_| TxError::Switch(SwitchError::Disconnected))?
+    }
+
+    /// A group id no desired group uses.
+    pub async fn allocate_group_id(&self) -> Option<u32> {
+        self.addr.send(AllocateGroupId).await.ok()
+    }
+
+    pub async fn status(&self) -> Option<BridgeStatus> {
+        self.addr.send(Status).await.ok()
+    }
+
+    /// The connected switch, for packet-outs and statistics.
+    pub async fn switch(&self) -> Option<SwitchHandle> {
+        self.addr.send(CurrentSwitch).await.ok().flatten()
+    }
+}
+
+/// The actor. See the module documentation.
+pub struct Bridge {
+    config: BridgeConfig,
+    desired: DesiredState,
+    switch: Option<SwitchHandle>,
+    generation: u16,
+    synced: bool,
+    reconciles: u64,
+}
+
+impl Bridge {
+    fn new(config: BridgeConfig) -> Bridge {
+        let mut desired = DesiredState::new();
+        let misses: Vec<Change> = config
+            .tables
+            .iter()
+            .map(|t| Change::AddFlow(miss_flow(t)))
+            .collect();
+        let plan = desired.plan(&misses);
+        desired.commit(&plan);
+        Bridge {
+            config,
+            desired,
+            switch: None,
+            generation: 0,
+            synced: false,
+            reconciles: 0,
+        }
+    }
+
+    fn reconcile(&mut self, switch: SwitchHandle, ctx: &mut Context<Self>) {
+        let desired = self.desired.clone();
+        let mode = self.config.mode;
+        let stored = self.config.generations.as_ref().map(|g| g.load());
+        let name = self.config.name.clone();
+        let fut = async move {
+            let stored = match stored {
+                Some(f) => f.await,
+                None => None,
+            };
+            reconcile(&switch, &desired, stored, mode).await
+        };
+        // Pause the mailbox: applies must see the state the switch really has.
+        ctx.wait(fut.into_actor(self).map(move |result, this, _| match result {
+            Ok(generation) => {
+                this.generation = generation;
+                this.synced = true;
+                this.reconciles += 1;
+                tracing::info!(bridge = %name, generation, flows = this.desired.flow_count(), "switch reconciled");
+                if let Some(store) = &this.config.generations {
+                    actix::spawn(store.store(generation));
+                }
+            }
+            Err(e) => {
+                this.synced = false;
+                tracing::warn!(bridge = %name, error = %e, "reconcile failed; retrying on the next connect");
+                if let Some(s) = &this.switch {
+                    // A fresh connection gets a fresh chance.
+                    s.close();
+                }
+            }
+        }));
+    }
+}
+
+impl Actor for Bridge {
+    type Context = Context<Self>;
+}
+
+impl Handler<SwitchEvent> for Bridge {
+    type Result = ();
+
+    fn handle(&mut self, event: SwitchEvent, ctx: &mut Context<Self>) {
+        match event {
+            SwitchEvent::Connected(handle) => {
+                if self.config.dpid.is_some_and(|d| d != handle.dpid()) {
+                    return;
+                }
+                if let Some(current) = &self.switch
+                    && current.connected()
+                    && current.dpid() != handle.dpid()
+                {
+                    tracing::warn!(
+                        bridge = %self.config.name,
+                        "ignoring a second switch {:#x}; {:#x} drives this bridge",
+                        handle.dpid(),
+                        current.dpid()
+                    );
+                    return;
+                }
+                self.switch = Some(handle.clone());
+                self.synced = false;
+                self.reconcile(handle, ctx);
+            }
+            SwitchEvent::Disconnected { dpid, .. } => {
+                if self
+                    .switch
+                    .as_ref()
+                    .is_some_and(|s| s.dpid() == dpid && !s.connected())
+                {
+                    self.switch = None;
+                    self.synced = false;
+                }
+            }
+            SwitchEvent::PortStatus { .. }
+            | SwitchEvent::PacketIn { .. }
+            | SwitchEvent::FlowRemoved { .. } => {}
+        }
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "oneshot::Receiver<Result<Applied, TxError>>")]
+struct Apply(Vec<Change>);
+
+impl Handler<Apply> for Bridge {
+    type Result = MessageResult<Apply>;
+
+    fn handle(&mut self, Apply(changes): Apply, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        let plan = self.desired.plan(&changes);
+        if plan.is_empty() {
+            let _ = tx.send(Ok(Applied::Installed(0)));
+            return MessageResult(rx);
+        }
+        let switch = match &self.switch {
+            Some(s) if s.connected() && self.synced => s.clone(),
+            _ => {
+                self.desired.commit(&plan);
+                let _ = tx.send(Ok(Applied::Deferred));
+                return MessageResult(rx);
+            }
+        };
+        let messages = plan_messages(&plan, self.generation);
+        let count = messages.len();
+        let mode = self.config.mode;
+        let fut = async move { switch.transact(messages, mode).await };
+        ctx.wait(fut.into_actor(self).map(move |result, this, _| {
+            let outcome = match result {
+                Ok(()) => {
+                    this.desired.commit(&plan);
+                    Ok(Applied::Installed(count))
+                }
+                // The connection went away mid-transaction: keep the change, it goes out with
+                // the reconcile on the next connect.
+                Err(TxError::Switch(SwitchError::Disconnected)) => {
+                    this.desired.commit(&plan);
+                    this.synced = false;
+                    Ok(Applied::Deferred)
+                }
+                Err(e) => Err(e),
+            };
+            let _ = tx.send(outcome);
+        }));
+        MessageResult(rx)
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "u32")]
+struct AllocateGroupId;
+
+impl Handler<AllocateGroupId> for Bridge {
+    type Result = u32;
+
+    fn handle(&mut self, _: AllocateGroupId, _: &mut Context<Self>) -> u32 {
+        let used: HashSet<u32> = self.desired.groups().map(|g| g.id).collect();
+        (1..OFPG_ALL)
+            .find(|id| !used.contains(id))
+            .unwrap_or(OFPG_ALL - 1)
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "BridgeStatus")]
+struct Status;
+
+impl Handler<Status> for Bridge {
+    type Result = MessageResult<Status>;
+
+    fn handle(&mut self, _: Status, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(BridgeStatus {
+            name: self.config.name.clone(),
+            dpid: self.switch.as_ref().map(SwitchHandle::dpid),
+            generation: self.generation,
+            synced: self.synced && self.switch.as_ref().is_some_and(SwitchHandle::connected),
+            flows: self.desired.flow_count(),
+            groups: self.desired.groups().count(),
+            reconciles: self.reconciles,
+        })
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "Option<SwitchHandle>")]
+struct CurrentSwitch;
+
+impl Handler<CurrentSwitch> for Bridge {
+    type Result = Option<SwitchHandle>;
+
+    fn handle(&mut self, _: CurrentSwitch, _: &mut Context<Self>) -> Self::Result {
+        self.switch.clone().filter(SwitchHandle::connected)
+    }
+}
+
+/// Steps 1–4 of the module documentation; returns the new generation.
+async fn reconcile(
+    switch: &SwitchHandle,
+    desired: &DesiredState,
+    stored: Option<u16>,
+    mode: TxMode,
+) -> Result<u16, TxError> {
+    let present = switch.all_flows().await?;
+    let present_groups = switch.group_desc().await?;
+    let seen = present
+        .iter()
+        .map(|f| Cookie(f.cookie).generation())
+        .max()
+        .unwrap_or(0);
+    let generation = next_generation(stored.unwrap_or(0).max(seen));
+
+    let have_groups: HashSet<u32> = present_groups.iter().map(|g| g.group_id).collect();
+    let want_groups: HashSet<u32> = desired.groups().map(|g| g.id).collect();
+    let mut messages = Vec::new();
+    for g in desired.groups() {
+        let command = if have_groups.contains(&g.id) {
+            GroupModCommand::Modify
+        } else {
+            GroupModCommand::Add
+        };
+        messages.push(group_mod(g, command));
+    }
+    for f in desired.full().add_flows {
+        messages.push(Message::FlowMod(flow_mod(&f, generation)));
+    }
+    let stale: BTreeSet<u16> = present
+        .iter()
+        .map(|f| Cookie(f.cookie).generation())
+        .filter(|g| *g != generation)
+        .collect();
+    for g in stale {
+        messages.push(Message::FlowMod(
+            FlowMod::delete(ALL_TABLES)
+                .cookie_masked(Cookie::new(g, 0, 0).0, Cookie::GENERATION_MASK),
+        ));
+    }
+    for id in have_groups.difference(&want_groups) {
+        messages.push(Message::GroupMod(GroupMod {
+            command: GroupModCommand::Delete,
+            group_type: ofproto::group::GroupType::All,
+            group_id: *id,
+            buckets: Vec::new(),
+        }));
+    }
+    switch.transact(messages, mode).await?;
+    Ok(generation)
+}
+
+/// The messages for a plan, groups before the flows that use them and after the flows that
+/// stop using them.
+pub fn plan_messages(plan: &Plan, generation: u16) -> Vec<Message> {
+    let mut out = Vec::with_capacity(plan.len());
+    for g in &plan.add_groups {
+        out.push(group_mod(g, GroupModCommand::Add));
+    }
+    for g in &plan.modify_groups {
+        out.push(group_mod(g, GroupModCommand::Modify));
+    }
+    for f in &plan.add_flows {
+        out.push(Message::FlowMod(flow_mod(f, generation)));
+    }
+    for k in &plan.remove_flows {
+        out.push(Message::FlowMod(
+            FlowMod::delete_strict(k.table, k.priority).matching(k.matches.clone()),
+        ));
+    }
+    for id in &plan.remove_groups {
+        out.push(Message::GroupMod(GroupMod {
+            command: GroupModCommand::Delete,
+            group_type: ofproto::group::GroupType::All,
+            group_id: *id,
+            buckets: Vec::new(),
+        }));
+    }
+    out
+}
+
+/// The FLOW_MOD that installs (or replaces) `flow` under `generation`.
+pub fn flow_mod(flow: &Flow, generation: u16) -> FlowMod {
+    let mut fm = FlowMod::add(flow.key.table, flow.key.priority)
+        .cookie(flow.cookie(generation).0)
+        .matching(flow.key.matches.clone())
+        .idle_timeout(flow.idle_timeout)
+        .hard_timeout(flow.hard_timeout);
+    if flow.notify_removed {
+        fm = fm.flags(ofproto::flow_mod::OFPFF_SEND_FLOW_REM);
+    }
+    fm.instructions = flow.instructions.clone();
+    fm
+}
+
+fn group_mod(g: &Group, command: GroupModCommand) -> Message {
+    Message::GroupMod(GroupMod {
+        command,
+        group_type: g.group_type,
+        group_id: g.id,
+        buckets: g.buckets.clone(),
+    })
+}
+
+/// The priority-0 flow implementing a table's miss behaviour.
+pub fn miss_flow(table: &TableSpec) -> Flow {
+    let instructions = match table.miss {
+        Miss::Drop => Vec::new(),
+        Miss::Goto(next) => vec![Instruction::GotoTable(next)],
+        Miss::Normal => vec![Instruction::ApplyActions(vec![Action::output(OFPP_NORMAL)])],
+        Miss::Controller => vec![Instruction::ApplyActions(vec![Action::output(
+            OFPP_CONTROLLER,
+        )])],
+    };
+    Flow::new(table.id, MISS_PRIORITY, Match::new(), instructions)
+        .owned_by(MISS_CATEGORY, u64::from(table.id))
+}

@@ -1,0 +1,809 @@
+//! The per-connection actor: one [`Switch`] owns one OpenFlow connection.
+//!
+//! It runs the handshake (HELLO with OpenFlow 1.3 only, FEATURES for the datapath id, the
+//! switch config, PORT_DESC), keeps the connection alive with echoes both ways and drops a peer
+//! that stays silent, allocates xids and correlates replies (reassembling multipart replies),
+//! and runs transactions that resolve only once the switch confirmed them: as one ONF bundle
+//! (atomic) or as messages fenced by a barrier. Everything the switch says unasked (packet-in,
+//! port status, flow removed) goes to the subscribers as a [`SwitchEvent`].
+//!
+//! Other code holds a [`SwitchHandle`], never the actor type.
+
+use crate::error::{RequestFailure, SwitchError, TxError};
+use crate::wire::{Incoming, SwitchCodec};
+use actix::io::{FramedWrite, WriteHandler};
+use actix::prelude::*;
+use bytes::Bytes;
+use ofproto::bundle::{BUNDLE_ATOMIC, BUNDLE_ORDERED, BundleAdd, BundleControl, BundleCtrlType};
+use ofproto::codec::{CodecError, OfCodec};
+use ofproto::config::SwitchConfig;
+use ofproto::error::ErrorMsg;
+use ofproto::features::FeaturesReply;
+use ofproto::flow_removed::FlowRemoved;
+use ofproto::hello::Hello;
+use ofproto::multipart::{
+    FlowStats, FlowStatsRequest, GroupDesc, MultipartReply, MultipartReplyBody, MultipartRequest,
+    MultipartRequestBody, PortStats,
+};
+use ofproto::packet_in::PacketIn;
+use ofproto::packet_out::PacketOut;
+use ofproto::port::{Port, PortStatus};
+use ofproto::{Action, Message};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, WriteHalf};
+use tokio::sync::oneshot;
+use tokio_util::codec::FramedRead;
+
+/// Timers of a switch connection.
+#[derive(Debug, Clone, Copy)]
+pub struct SwitchOptions {
+    /// Send an echo request after this long.
+    pub echo_interval: Duration,
+    /// Drop the connection when nothing was received for this long.
+    pub dead_after: Duration,
+    /// Drop the connection when the handshake has not finished after this long.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for SwitchOptions {
+    fn default() -> Self {
+        SwitchOptions {
+            echo_interval: Duration::from_secs(5),
+            dead_after: Duration::from_secs(15),
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How a transaction is confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxMode {
+    /// One ONF bundle, committed atomically: all or nothing.
+    Bundle,
+    /// The messages one after another, then a barrier; earlier ones stay applied if a later
+    /// one fails.
+    Barrier,
+}
+
+/// What the handshake learned about the switch.
+#[derive(Debug, Clone)]
+pub struct SwitchInfo {
+    /// The datapath id: the switch's identity.
+    pub dpid: u64,
+    /// Where the connection comes from (`127.0.0.1:40312`, `unix`).
+    pub peer: String,
+    pub features: FeaturesReply,
+    /// Ports at connect time (later changes arrive as [`SwitchEvent::PortStatus`]).
+    pub ports: Vec<Port>,
+}
+
+/// Something a switch told us, delivered to every subscriber.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub enum SwitchEvent {
+    /// The handshake finished; the handle is ready for requests.
+    Connected(SwitchHandle),
+    /// The connection ended (closed, timed out or failed).
+    Disconnected {
+        dpid: u64,
+        peer: String,
+    },
+    PortStatus {
+        dpid: u64,
+        status: PortStatus,
+    },
+    PacketIn {
+        dpid: u64,
+        packet_in: PacketIn,
+    },
+    FlowRemoved {
+        dpid: u64,
+        removed: FlowRemoved,
+    },
+}
+
+/// A cheap, cloneable reference to a connected switch.
+#[derive(Clone)]
+pub struct SwitchHandle {
+    addr: Addr<Switch>,
+    info: Arc<SwitchInfo>,
+}
+
+impl std::fmt::Debug for SwitchHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SwitchHandle(dpid={:#018x}, peer={})",
+            self.info.dpid, self.info.peer
+        )
+    }
+}
+
+impl SwitchHandle {
+    pub fn dpid(&self) -> u64 {
+        self.info.dpid
+    }
+
+    pub fn info(&self) -> &SwitchInfo {
+        &self.info
+    }
+
+    /// True while the connection is up.
+    pub fn connected(&self) -> bool {
+        self.addr.connected()
+    }
+
+    /// Send a request and wait for its reply (all parts of a multipart reply).
+    pub async fn request(&self, msg: Message) -> Result<Vec<Message>, SwitchError> {
+        self.addr
+            .send(Request(msg))
+            .await
+            .map_err(|_| SwitchError::Disconnected)?
+    }
+
+    /// Send a message that has no reply; an error the switch sends later is only logged.
+    pub async fn send(&self, msg: Message) -> Result<(), SwitchError> {
+        self.addr
+            .send(Send(msg))
+            .await
+            .map_err(|_| SwitchError::Disconnected)?
+    }
+
+    /// Send flow, group and meter mods and resolve once the switch confirmed all of them.
+    /// Meter mods go first and outside the bundle (Open vSwitch refuses them inside one).
+    pub async fn transact(&self, requests: Vec<Message>, mode: TxMode) -> Result<(), TxError> {
+        let (meters, rest): (Vec<_>, Vec<_>) = requests
+            .into_iter()
+            .partition(|m| matches!(m, Message::MeterMod(_)));
+        if !meters.is_empty() {
+            self.run_tx(meters, TxMode::Barrier).await?;
+        }
+        self.run_tx(rest, mode).await
+    }
+
+    async fn run_tx(&self, requests: Vec<Message>, mode: TxMode) -> Result<(), TxError> {
+        if requests.is_empty() {
+            return Ok(());
+        }
+        self.addr
+            .send(Transact { requests, mode })
+            .await
+            .map_err(|_| TxError::Switch(SwitchError::Disconnected))?
+    }
+
+    /// A barrier round trip: everything sent before it has been processed.
+    pub async fn barrier(&self) -> Result<(), SwitchError> {
+        self.request(Message::BarrierRequest).await.map(|_| ())
+    }
+
+    /// Flow statistics for the flows `request` selects.
+    pub async fn flow_stats(
+        &self,
+        request: FlowStatsRequest,
+    ) -> Result<Vec<FlowStats>, SwitchError> {
+        let parts = self
+            .request(Message::MultipartRequest(MultipartRequest::new(
+                MultipartRequestBody::Flow(request),
+            )))
+            .await?;
+        let mut out = Vec::new();
+        for part in parts {
+            match part {
+                Message::MultipartReply(MultipartReply {
+                    body: MultipartReplyBody::Flow(entries),
+                    ..
+                }) => out.extend(entries),
+                other => return Err(SwitchError::unexpected(&other)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every flow of every table.
+    pub async fn all_flows(&self) -> Result<Vec<FlowStats>, SwitchError> {
+        self.flow_stats(FlowStatsRequest::default()).await
+    }
+
+    /// Port counters for one port, or every port with `OFPP_ANY`.
+    pub async fn port_stats(&self, port_no: u32) -> Result<Vec<PortStats>, SwitchError> {
+        let parts = self
+            .request(Message::MultipartRequest(MultipartRequest::new(
+                MultipartRequestBody::PortStats { port_no },
+            )))
+            .await?;
+        let mut out = Vec::new();
+        for part in parts {
+            match part {
+                Message::MultipartReply(MultipartReply {
+                    body: MultipartReplyBody::PortStats(entries),
+                    ..
+                }) => out.extend(entries),
+                other => return Err(SwitchError::unexpected(&other)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every group the switch holds.
+    pub async fn group_desc(&self) -> Result<Vec<GroupDesc>, SwitchError> {
+        let parts = self
+            .request(Message::MultipartRequest(MultipartRequest::new(
+                MultipartRequestBody::GroupDesc,
+            )))
+            .await?;
+        let mut out = Vec::new();
+        for part in parts {
+            match part {
+                Message::MultipartReply(MultipartReply {
+                    body: MultipartReplyBody::GroupDesc(entries),
+                    ..
+                }) => out.extend(entries),
+                other => return Err(SwitchError::unexpected(&other)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Send a packet out: `data` is the whole frame, processed as if it came in on `in_port`
+    /// (`OFPP_CONTROLLER` when it comes from nowhere).
+    pub async fn packet_out(
+        &self,
+        in_port: u32,
+        actions: Vec<Action>,
+        data: Bytes,
+    ) -> Result<(), SwitchError> {
+        let mut po = PacketOut::new(actions, data);
+        po.in_port = in_port.into();
+        self.send(Message::PacketOut(po)).await
+    }
+
+    /// Close the connection.
+    pub fn close(&self) {
+        self.addr.do_send(Close);
+    }
+}
+
+/// Start the actor for an accepted connection.
+pub(crate) fn spawn<T>(
+    stream: T,
+    peer: String,
+    options: SwitchOptions,
+    subscribers: Vec<Recipient<SwitchEvent>>,
+) -> Addr<Switch>
+where
+    T: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let (r, w) = tokio::io::split(Box::new(stream) as Box<dyn Transport>);
+    Switch::create(|ctx| {
+        ctx.add_stream(FramedRead::new(r, SwitchCodec::default()));
+        Switch {
+            writer: FramedWrite::new(w, OfCodec, ctx),
+            peer,
+            options,
+            subscribers,
+            phase: Phase::AwaitHello,
+            features: None,
+            ports: Vec::new(),
+            handshake_xid: 0,
+            info: None,
+            next_xid: 1,
+            next_bundle: 1,
+            next_tx: 1,
+            replies: HashMap::new(),
+            tx_xids: HashMap::new(),
+            txs: HashMap::new(),
+            last_rx: Instant::now(),
+        }
+    })
+}
+
+/// Both halves of a switch connection (TCP or unix socket).
+pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> Transport for T {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    AwaitHello,
+    AwaitFeatures,
+    AwaitPortDesc,
+    Ready,
+}
+
+/// A request waiting for its reply.
+struct PendingReply {
+    request: Message,
+    parts: Vec<Message>,
+    reply: oneshot::Sender<Result<Vec<Message>, SwitchError>>,
+}
+
+/// What an xid of a transaction stands for.
+#[derive(Debug, Clone, Copy)]
+enum TxRole {
+    /// The bundle open request.
+    Open,
+    /// Request number `n` of the transaction.
+    Request(usize),
+    /// The barrier or bundle commit that ends the transaction.
+    Final,
+}
+
+struct PendingTx {
+    requests: Vec<Message>,
+    xids: Vec<u32>,
+    failures: Vec<RequestFailure>,
+    bundle_error: Option<ErrorMsg>,
+    reply: oneshot::Sender<Result<(), TxError>>,
+}
+
+/// The actor. See the module documentation.
+pub struct Switch {
+    writer: FramedWrite<(u32, Message), WriteHalf<Box<dyn Transport>>, OfCodec>,
+    peer: String,
+    options: SwitchOptions,
+    subscribers: Vec<Recipient<SwitchEvent>>,
+    phase: Phase,
+    features: Option<FeaturesReply>,
+    ports: Vec<Port>,
+    handshake_xid: u32,
+    /// Set once the handshake finished.
+    info: Option<Arc<SwitchInfo>>,
+    next_xid: u32,
+    next_bundle: u32,
+    next_tx: u64,
+    replies: HashMap<u32, PendingReply>,
+    tx_xids: HashMap<u32, (u64, TxRole)>,
+    txs: HashMap<u64, PendingTx>,
+    last_rx: Instant,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<Vec<Message>, SwitchError>")]
+struct Request(Message);
+
+#[derive(Message)]
+#[rtype(result = "Result<(), SwitchError>")]
+struct Send(Message);
+
+#[derive(Message)]
+#[rtype(result = "Result<(), TxError>")]
+struct Transact {
+    requests: Vec<Message>,
+    mode: TxMode,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Close;
+
+impl Actor for Switch {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        tracing::debug!(peer = %self.peer, "switch connected, sending HELLO");
+        let xid = self.xid();
+        self.writer.write((xid, Message::Hello(Hello::of13())));
+        ctx.run_interval(self.options.echo_interval, |this, ctx| {
+            if this.last_rx.elapsed() > this.options.dead_after {
+                tracing::warn!(
+                    peer = %this.peer,
+                    silent_s = this.last_rx.elapsed().as_secs(),
+                    "switch stopped answering; dropping the connection"
+                );
+                ctx.stop();
+                return;
+            }
+            let xid = this.xid();
+            this.writer.write((xid, Message::EchoRequest(Bytes::new())));
+        });
+        ctx.run_later(self.options.handshake_timeout, |this, ctx| {
+            if this.phase != Phase::Ready {
+                tracing::warn!(peer = %this.peer, phase = ?this.phase, "handshake timed out");
+                ctx.stop();
+            }
+        });
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        for (_, p) in self.replies.drain() {
+            let _ = p.reply.send(Err(SwitchError::Disconnected));
+        }
+        for (_, t) in self.txs.drain() {
+            let _ = t
+                .reply
+                .send(Err(TxError::Switch(SwitchError::Disconnected)));
+        }
+        if let Some(info) = &self.info {
+            tracing::info!(dpid = %format_args!("{:#x}", info.dpid), peer = %self.peer, "switch disconnected");
+            self.notify(SwitchEvent::Disconnected {
+                dpid: info.dpid,
+                peer: self.peer.clone(),
+            });
+        }
+    }
+}
+
+impl WriteHandler<CodecError> for Switch {
+    fn error(&mut self, err: CodecError, _: &mut Context<Self>) -> Running {
+        tracing::warn!(peer = %self.peer, error = %err, "writing to the switch failed");
+        Running::Stop
+    }
+}
+
+impl StreamHandler<Result<Incoming, CodecError>> for Switch {
+    fn handle(&mut self, item: Result<Incoming, CodecError>, ctx: &mut Context<Self>) {
+        self.last_rx = Instant::now();
+        match item {
+            Ok(Incoming::Message(xid, msg)) => self.on_message(xid, msg, ctx),
+            Ok(Incoming::Undecodable {
+                xid,
+                msg_type,
+                error,
+            }) => {
+                // One message we cannot read does not make the connection unusable.
+                tracing::warn!(peer = %self.peer, xid, %msg_type, %error, "ignoring a message that does not decode");
+                if let Some(p) = self.replies.remove(&xid) {
+                    let _ = p.reply.send(Err(SwitchError::BadReply(error.to_string())));
+                }
+            }
+            Ok(Incoming::WrongVersion(version)) => {
+                tracing::warn!(
+                    peer = %self.peer,
+                    version,
+                    "peer speaks OpenFlow version {version:#04x}; only OpenFlow 1.3 (0x04) is supported"
+                );
+                let err = hello_incompatible(
+                    "only OpenFlow 1.3 is supported; configure the bridge with protocols=OpenFlow13",
+                );
+                self.writer.write((0, Message::Error(err)));
+                self.writer.close();
+                ctx.stop();
+            }
+            Err(e) => {
+                tracing::warn!(peer = %self.peer, error = %e, "switch connection failed");
+                ctx.stop();
+            }
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+impl Handler<Request> for Switch {
+    type Result = ResponseFuture<Result<Vec<Message>, SwitchError>>;
+
+    fn handle(&mut self, Request(msg): Request, _: &mut Context<Self>) -> Self::Result {
+        if let Err(e) = msg.check() {
+            let e = SwitchError::Invalid {
+                request: crate::error::describe(&msg),
+                reason: e.to_string(),
+            };
+            return Box::pin(async move { Err(e) });
+        }
+        let (tx, rx) = oneshot::channel();
+        let xid = self.xid();
+        self.writer.write((xid, msg.clone()));
+        self.replies.insert(
+            xid,
+            PendingReply {
+                request: msg,
+                parts: Vec::new(),
+                reply: tx,
+            },
+        );
+        Box::pin(async move { rx.await.unwrap_or(Err(SwitchError::Disconnected)) })
+    }
+}
+
+impl Handler<Send> for Switch {
+    type Result = Result<(), SwitchError>;
+
+    fn handle(&mut self, Send(msg): Send, _: &mut Context<Self>) -> Self::Result {
+        msg.check().map_err(|e| SwitchError::Invalid {
+            request: crate::error::describe(&msg),
+            reason: e.to_string(),
+        })?;
+        let xid = self.xid();
+        self.writer.write((xid, msg));
+        Ok(())
+    }
+}
+
+impl Handler<Transact> for Switch {
+    type Result = ResponseFuture<Result<(), TxError>>;
+
+    fn handle(&mut self, tx: Transact, _: &mut Context<Self>) -> Self::Result {
+        // Refuse the whole transaction before sending anything if one request is malformed.
+        for (index, msg) in tx.requests.iter().enumerate() {
+            if let Err(e) = msg.check() {
+                let e = TxError::Invalid {
+                    index,
+                    request: crate::error::describe(msg),
+                    reason: e.to_string(),
+                };
+                return Box::pin(async move { Err(e) });
+            }
+        }
+        let (reply, rx) = oneshot::channel();
+        let id = self.next_tx;
+        self.next_tx += 1;
+        let mut xids = Vec::with_capacity(tx.requests.len() + 2);
+        match tx.mode {
+            TxMode::Barrier => {
+                for (i, msg) in tx.requests.iter().enumerate() {
+                    let xid = self.xid();
+                    self.writer.write((xid, msg.clone()));
+                    self.tx_xids.insert(xid, (id, TxRole::Request(i)));
+                    xids.push(xid);
+                }
+                let xid = self.xid();
+                self.writer.write((xid, Message::BarrierRequest));
+                self.tx_xids.insert(xid, (id, TxRole::Final));
+                xids.push(xid);
+            }
+            TxMode::Bundle => {
+                let bundle_id = self.next_bundle;
+                self.next_bundle = self.next_bundle.wrapping_add(1);
+                let flags = BUNDLE_ATOMIC | BUNDLE_ORDERED;
+                let xid = self.xid();
+                self.writer.write((
+                    xid,
+                    Message::BundleControl(BundleControl::new(
+                        bundle_id,
+                        BundleCtrlType::OpenRequest,
+                        flags,
+                    )),
+                ));
+                self.tx_xids.insert(xid, (id, TxRole::Open));
+                xids.push(xid);
+                for (i, msg) in tx.requests.iter().enumerate() {
+                    let xid = self.xid();
+                    let add = BundleAdd {
+                        bundle_id,
+                        flags,
+                        // Open vSwitch reports a failing bundled message under this xid and
+                        // requires it to equal the outer one.
+                        xid,
+                        message: Box::new(msg.clone()),
+                        properties: Bytes::new(),
+                    };
+                    self.writer.write((xid, Message::BundleAdd(add)));
+                    self.tx_xids.insert(xid, (id, TxRole::Request(i)));
+                    xids.push(xid);
+                }
+                let xid = self.xid();
+                self.writer.write((
+                    xid,
+                    Message::BundleControl(BundleControl::new(
+                        bundle_id,
+                        BundleCtrlType::CommitRequest,
+                        flags,
+                    )),
+                ));
+                self.tx_xids.insert(xid, (id, TxRole::Final));
+                xids.push(xid);
+            }
+        }
+        self.txs.insert(
+            id,
+            PendingTx {
+                requests: tx.requests,
+                xids,
+                failures: Vec::new(),
+                bundle_error: None,
+                reply,
+            },
+        );
+        Box::pin(async move {
+            rx.await
+                .unwrap_or(Err(TxError::Switch(SwitchError::Disconnected)))
+        })
+    }
+}
+
+impl Handler<Close> for Switch {
+    type Result = ();
+
+    fn handle(&mut self, _: Close, ctx: &mut Context<Self>) {
+        self.writer.close();
+        ctx.stop();
+    }
+}
+
+impl Switch {
+    fn xid(&mut self) -> u32 {
+        let xid = self.next_xid;
+        // Zero is left out: some switches use it for unsolicited messages.
+        self.next_xid = self.next_xid.checked_add(1).unwrap_or(1);
+        xid
+    }
+
+    fn notify(&self, event: SwitchEvent) {
+        for s in &self.subscribers {
+            s.do_send(event.clone());
+        }
+    }
+
+    fn on_message(&mut self, xid: u32, msg: Message, ctx: &mut Context<Self>) {
+        match msg {
+            Message::EchoRequest(data) => self.writer.write((xid, Message::EchoReply(data))),
+            Message::Hello(hello) if self.phase == Phase::AwaitHello => {
+                if !hello.supports(ofproto::header::OFP_VERSION) {
+                    tracing::warn!(peer = %self.peer, "switch does not offer OpenFlow 1.3 in its HELLO");
+                    let err = hello_incompatible("only OpenFlow 1.3 is supported");
+                    self.writer.write((xid, Message::Error(err)));
+                    ctx.stop();
+                    return;
+                }
+                self.handshake_xid = self.xid();
+                self.writer
+                    .write((self.handshake_xid, Message::FeaturesRequest));
+                self.phase = Phase::AwaitFeatures;
+            }
+            Message::FeaturesReply(f) if self.phase == Phase::AwaitFeatures => {
+                self.features = Some(f);
+                // Table misses sent to the controller carry the whole packet.
+                let xid = self.xid();
+                self.writer.write((
+                    xid,
+                    Message::SetConfig(SwitchConfig {
+                        flags: 0,
+                        miss_send_len: 0xffff,
+                    }),
+                ));
+                self.handshake_xid = self.xid();
+                self.writer.write((
+                    self.handshake_xid,
+                    Message::MultipartRequest(MultipartRequest::new(
+                        MultipartRequestBody::PortDesc,
+                    )),
+                ));
+                self.phase = Phase::AwaitPortDesc;
+            }
+            Message::MultipartReply(reply)
+                if self.phase == Phase::AwaitPortDesc && xid == self.handshake_xid =>
+            {
+                let more = reply.more();
+                if let MultipartReplyBody::PortDesc(ports) = reply.body {
+                    self.ports.extend(ports);
+                }
+                if !more {
+                    self.handshake_done(ctx);
+                }
+            }
+            Message::PacketIn(packet_in) => {
+                if let Some(info) = &self.info {
+                    self.notify(SwitchEvent::PacketIn {
+                        dpid: info.dpid,
+                        packet_in,
+                    });
+                }
+            }
+            Message::PortStatus(status) => {
+                if let Some(info) = &self.info {
+                    self.notify(SwitchEvent::PortStatus {
+                        dpid: info.dpid,
+                        status,
+                    });
+                }
+            }
+            Message::FlowRemoved(removed) => {
+                if let Some(info) = &self.info {
+                    self.notify(SwitchEvent::FlowRemoved {
+                        dpid: info.dpid,
+                        removed,
+                    });
+                }
+            }
+            Message::Error(err) => self.on_error(xid, err),
+            Message::EchoReply(_) => {}
+            other => self.on_reply(xid, other),
+        }
+    }
+
+    fn handshake_done(&mut self, ctx: &mut Context<Self>) {
+        let Some(features) = self.features.clone() else {
+            ctx.stop();
+            return;
+        };
+        let info = Arc::new(SwitchInfo {
+            dpid: features.datapath_id,
+            peer: self.peer.clone(),
+            features,
+            ports: std::mem::take(&mut self.ports),
+        });
+        tracing::info!(dpid = %format_args!("{:#x}", info.dpid), peer = %self.peer, ports = info.ports.len(), "switch ready");
+        self.info = Some(info.clone());
+        self.phase = Phase::Ready;
+        self.notify(SwitchEvent::Connected(SwitchHandle {
+            addr: ctx.address(),
+            info,
+        }));
+    }
+
+    fn on_reply(&mut self, xid: u32, msg: Message) {
+        if let Some(&(tx, role)) = self.tx_xids.get(&xid) {
+            match role {
+                TxRole::Final => self.finish_tx(tx),
+                TxRole::Open | TxRole::Request(_) => {}
+            }
+            return;
+        }
+        let Some(mut pending) = self.replies.remove(&xid) else {
+            tracing::debug!(peer = %self.peer, xid, "reply nobody waits for: {}", crate::error::describe(&msg));
+            return;
+        };
+        let more = matches!(&msg, Message::MultipartReply(r) if r.more());
+        pending.parts.push(msg);
+        if more {
+            self.replies.insert(xid, pending);
+        } else {
+            let _ = pending.reply.send(Ok(pending.parts));
+        }
+    }
+
+    fn on_error(&mut self, xid: u32, err: ErrorMsg) {
+        if let Some(&(tx, role)) = self.tx_xids.get(&xid) {
+            if let Some(t) = self.txs.get_mut(&tx) {
+                match role {
+                    TxRole::Request(index) => t.failures.push(RequestFailure {
+                        index,
+                        xid,
+                        request: t.requests[index].clone(),
+                        error: err,
+                    }),
+                    TxRole::Open => t.bundle_error = Some(err),
+                    TxRole::Final => {
+                        t.bundle_error.get_or_insert(err);
+                        self.finish_tx(tx);
+                    }
+                }
+            }
+            return;
+        }
+        match self.replies.remove(&xid) {
+            Some(p) => {
+                let _ = p.reply.send(Err(SwitchError::Rejected {
+                    request: crate::error::describe(&p.request),
+                    error: err,
+                }));
+            }
+            None => {
+                tracing::warn!(peer = %self.peer, xid, error = %err, "switch reported an error for a message nobody waits for")
+            }
+        }
+    }
+
+    fn finish_tx(&mut self, id: u64) {
+        let Some(t) = self.txs.remove(&id) else {
+            return;
+        };
+        for xid in &t.xids {
+            self.tx_xids.remove(xid);
+        }
+        let result = if t.failures.is_empty() && t.bundle_error.is_none() {
+            Ok(())
+        } else {
+            Err(TxError::Rejected {
+                failures: t.failures,
+                bundle: t.bundle_error,
+            })
+        };
+        let _ = t.reply.send(result);
+    }
+}
+
+/// OFPET_HELLO_FAILED / OFPHFC_INCOMPATIBLE with a human explanation (the spec asks for ASCII
+/// text in the data of a hello failure).
+fn hello_incompatible(why: &'static str) -> ErrorMsg {
+    ErrorMsg {
+        kind: ofproto::ErrorKind::Standard {
+            err_type: 0,
+            code: 0,
+        },
+        data: Bytes::from_static(why.as_bytes()),
+    }
+}
