@@ -705,7 +705,7 @@ impl Switch {
     }
 
     fn handshake_done(&mut self, ctx: &mut Context<Self>) {
-        let Some(features) = self.features.clone() else {
+        let Some(features) = self.features else {
             ctx.stop();
             return;
         };
