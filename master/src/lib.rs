@@ -23,6 +23,8 @@ pub mod policy;
 pub mod registry;
 pub mod resources;
 pub mod rest;
+#[cfg(test)]
+mod scenarios;
 pub mod state;
 pub mod store;
 

@@ -167,6 +167,12 @@ fn single_range(
     text: &str,
     kind: TagKind,
 ) -> Result<crate::resources::tags::TagRange> {
+    if !text.contains('-') {
+        return Err(Error::invalid(
+            field,
+            format!("{text:?} must be a range \"min-max\""),
+        ));
+    }
     let ranges = parse_tag_ranges(text, kind)?;
     match ranges.as_slice() {
         [one] => Ok(*one),
