@@ -18,12 +18,17 @@ use ofproto::Message;
 fn vectors_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("OFPROTO_VECTORS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors/os-ken-4.2.2"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors/os-ken-4.2.2")
+        });
     if dir.join("packet_data_of13").is_dir() {
         return Some(dir);
     }
     if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("os-ken vectors not found at {} (set OFPROTO_VECTORS)", dir.display());
+        panic!(
+            "os-ken vectors not found at {} (set OFPROTO_VECTORS)",
+            dir.display()
+        );
     }
     eprintln!("SKIP: os-ken vectors not found at {}", dir.display());
     None
@@ -58,18 +63,31 @@ fn os_ken_of13_vectors() {
             Err(e) => failures.push(format!("{name}: {e}")),
         }
     }
-    println!("os-ken OpenFlow 1.3 vectors: {passed}/{} passed", names.len());
+    println!(
+        "os-ken OpenFlow 1.3 vectors: {passed}/{} passed",
+        names.len()
+    );
     for f in &failures {
         println!("FAIL {f}");
     }
-    assert!(failures.is_empty(), "{} of {} vectors failed:\n{}", failures.len(), names.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} vectors failed:\n{}",
+        failures.len(),
+        names.len(),
+        failures.join("\n")
+    );
 }
 
 fn check_packet(dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), String> {
     let (xid, msg) = Message::decode(bytes).map_err(|e| format!("decode: {e}"))?;
     let again = msg.encode_to_vec(xid);
     if again != bytes {
-        let at = again.iter().zip(bytes).position(|(a, b)| a != b).unwrap_or(again.len().min(bytes.len()));
+        let at = again
+            .iter()
+            .zip(bytes)
+            .position(|(a, b)| a != b)
+            .unwrap_or(again.len().min(bytes.len()));
         return Err(format!(
             "re-encoding differs at byte {at} (len {} vs {}): ours {:02x?} theirs {:02x?}",
             again.len(),
@@ -79,9 +97,11 @@ fn check_packet(dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), S
         ));
     }
     let json_path = dir.join("json_of13").join(format!("{name}.json"));
-    let expect: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json_path).map_err(|e| format!("{}: {e}", json_path.display()))?)
-            .map_err(|e| format!("json: {e}"))?;
+    let expect: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&json_path)
+            .map_err(|e| format!("{}: {e}", json_path.display()))?,
+    )
+    .map_err(|e| format!("json: {e}"))?;
     if UNMODELLED.contains(&name) {
         return Ok(());
     }

@@ -13,8 +13,8 @@ use ofproto::hello::HelloElem;
 use ofproto::instruction::Instruction;
 use ofproto::meter::MeterBand;
 use ofproto::multipart::{
-    MultipartReply, MultipartReplyBody as R, MultipartRequest, MultipartRequestBody as Q, TableFeatureProp,
-    TableFeatures,
+    MultipartReply, MultipartReplyBody as R, MultipartRequest, MultipartRequestBody as Q,
+    TableFeatureProp, TableFeatures,
 };
 use ofproto::oxm::{CLASS_BASIC, CLASS_NXM0, CLASS_NXM1, FieldId, Oxm};
 use ofproto::queue::QueueProp;
@@ -28,7 +28,9 @@ fn b64(data: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut s = String::new();
     for c in data.chunks(3) {
-        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
         for k in 0..4 {
             if k <= c.len() {
                 s.push(T[((n >> (18 - 6 * k)) & 63) as usize] as char);
@@ -41,17 +43,57 @@ fn b64(data: &[u8]) -> String {
 }
 
 fn mac(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":")
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// os-ken's name for a field.
 fn field_name(id: FieldId) -> String {
     const BASIC: [&str; 42] = [
-        "in_port", "in_phy_port", "metadata", "eth_dst", "eth_src", "eth_type", "vlan_vid", "vlan_pcp", "ip_dscp",
-        "ip_ecn", "ip_proto", "ipv4_src", "ipv4_dst", "tcp_src", "tcp_dst", "udp_src", "udp_dst", "sctp_src",
-        "sctp_dst", "icmpv4_type", "icmpv4_code", "arp_op", "arp_spa", "arp_tpa", "arp_sha", "arp_tha", "ipv6_src",
-        "ipv6_dst", "ipv6_flabel", "icmpv6_type", "icmpv6_code", "ipv6_nd_target", "ipv6_nd_sll", "ipv6_nd_tll",
-        "mpls_label", "mpls_tc", "mpls_bos", "pbb_isid", "tunnel_id", "ipv6_exthdr", "field40", "pbb_uca",
+        "in_port",
+        "in_phy_port",
+        "metadata",
+        "eth_dst",
+        "eth_src",
+        "eth_type",
+        "vlan_vid",
+        "vlan_pcp",
+        "ip_dscp",
+        "ip_ecn",
+        "ip_proto",
+        "ipv4_src",
+        "ipv4_dst",
+        "tcp_src",
+        "tcp_dst",
+        "udp_src",
+        "udp_dst",
+        "sctp_src",
+        "sctp_dst",
+        "icmpv4_type",
+        "icmpv4_code",
+        "arp_op",
+        "arp_spa",
+        "arp_tpa",
+        "arp_sha",
+        "arp_tha",
+        "ipv6_src",
+        "ipv6_dst",
+        "ipv6_flabel",
+        "icmpv6_type",
+        "icmpv6_code",
+        "ipv6_nd_target",
+        "ipv6_nd_sll",
+        "ipv6_nd_tll",
+        "mpls_label",
+        "mpls_tc",
+        "mpls_bos",
+        "pbb_isid",
+        "tunnel_id",
+        "ipv6_exthdr",
+        "field40",
+        "pbb_uca",
     ];
     match (id.class, id.field) {
         (CLASS_BASIC, f) if usize::from(f) < BASIC.len() => BASIC[usize::from(f)].to_string(),
@@ -65,7 +107,10 @@ fn field_name(id: FieldId) -> String {
         (CLASS_NXM1, 16) => "tunnel_id_nxm".into(),
         (CLASS_NXM1, 31) => "tun_ipv4_src".into(),
         (CLASS_NXM1, 32) => "tun_ipv4_dst".into(),
-        _ => id.info().map_or_else(|| format!("field_{:#x}_{}", id.class, id.field), |i| i.name.to_string()),
+        _ => id.info().map_or_else(
+            || format!("field_{:#x}_{}", id.class, id.field),
+            |i| i.name.to_string(),
+        ),
     }
 }
 
@@ -92,8 +137,14 @@ fn oxm(o: &Oxm) -> Value {
     // os-ken's ONF pbb_uca for OpenFlow 1.3: ONF experimenter field 0 with a 16-bit exp_type
     // (2560) ahead of the 1-byte value.
     let v = o.value.as_slice();
-    if o.field == FieldId::experimenter(ofproto::oxm::ONF_EXPERIMENTER, 0) && v.len() == 3 && v[..2] == [0x0a, 0] {
-        return cls("OXMTlv", json!({"field": "pbb_uca", "value": v[2], "mask": null}));
+    if o.field == FieldId::experimenter(ofproto::oxm::ONF_EXPERIMENTER, 0)
+        && v.len() == 3
+        && v[..2] == [0x0a, 0]
+    {
+        return cls(
+            "OXMTlv",
+            json!({"field": "pbb_uca", "value": v[2], "mask": null}),
+        );
     }
     cls(
         "OXMTlv",
@@ -144,7 +195,12 @@ fn action(a: &Action) -> Value {
     use Action as A;
     let e = json!({});
     match a {
-        A::Output { port, max_len } => std_action("OFPActionOutput", 0, a, json!({"port": port.0, "max_len": max_len})),
+        A::Output { port, max_len } => std_action(
+            "OFPActionOutput",
+            0,
+            a,
+            json!({"port": port.0, "max_len": max_len}),
+        ),
         A::CopyTtlOut => std_action("OFPActionCopyTtlOut", 11, a, e),
         A::CopyTtlIn => std_action("OFPActionCopyTtlIn", 12, a, e),
         A::SetMplsTtl(t) => std_action("OFPActionSetMplsTtl", 15, a, json!({"mpls_ttl": t})),
@@ -160,8 +216,12 @@ fn action(a: &Action) -> Value {
         A::SetField(o) => std_action("OFPActionSetField", 25, a, json!({"field": oxm(o)})),
         A::PushPbb(t) => std_action("OFPActionPushPbb", 26, a, json!({"ethertype": t})),
         A::PopPbb => std_action("OFPActionPopPbb", 27, a, e),
-        A::Unknown { kind, data } => std_action("OFPActionUnknown", *kind, a, json!({"data": b64(data)})),
-        A::Experimenter { experimenter, data } if *experimenter == NX_EXPERIMENTER && data.len() >= 2 => {
+        A::Unknown { kind, data } => {
+            std_action("OFPActionUnknown", *kind, a, json!({"data": b64(data)}))
+        }
+        A::Experimenter { experimenter, data }
+            if *experimenter == NX_EXPERIMENTER && data.len() >= 2 =>
+        {
             let st = u16::from_be_bytes([data[0], data[1]]);
             nx("NXActionUnknown", st, a, json!({"data": b64(&data[2..])}))
         }
@@ -186,7 +246,12 @@ fn action(a: &Action) -> Value {
             a,
             json!({"dst": nxm_name(dst.field), "ofs_nbits": (dst.ofs << 6) | (dst.n_bits - 1), "value": value}),
         ),
-        A::RegLoad2(o) => nx("NXActionRegLoad2", 33, a, json!({"field": field_name(o.field)})),
+        A::RegLoad2(o) => nx(
+            "NXActionRegLoad2",
+            33,
+            a,
+            json!({"field": field_name(o.field)}),
+        ),
         A::RegMove { src, dst } => nx(
             "NXActionRegMove",
             6,
@@ -280,9 +345,12 @@ fn action(a: &Action) -> Value {
         A::SetTunnel64(t) => nx("NXActionSetTunnel64", 9, a, json!({"tun_id": t})),
         A::PopQueue => nx("NXActionPopQueue", 5, a, e),
         A::Exit => nx("NXActionExit", 17, a, e),
-        A::OutputTrunc { port, max_len } => {
-            nx("NXActionOutputTrunc", 39, a, json!({"port": port, "max_len": max_len}))
-        }
+        A::OutputTrunc { port, max_len } => nx(
+            "NXActionOutputTrunc",
+            39,
+            a,
+            json!({"port": port, "max_len": max_len}),
+        ),
         A::Sample(s) => {
             let mut v = json!({"probability": s.probability, "collector_set_id": s.collector_set_id,
                                "obs_domain_id": s.obs_domain_id, "obs_point_id": s.obs_point_id});
@@ -318,26 +386,38 @@ fn instruction(i: &Instruction) -> Value {
     i.emit(&mut out);
     let len = out.len();
     match i {
-        Instruction::GotoTable(t) => cls("OFPInstructionGotoTable", json!({"type": 1, "len": len, "table_id": t})),
+        Instruction::GotoTable(t) => cls(
+            "OFPInstructionGotoTable",
+            json!({"type": 1, "len": len, "table_id": t}),
+        ),
         Instruction::WriteMetadata { metadata, mask } => cls(
             "OFPInstructionWriteMetadata",
             json!({"type": 2, "len": len, "metadata": metadata, "metadata_mask": mask}),
         ),
-        Instruction::WriteActions(a) => {
-            cls("OFPInstructionActions", json!({"type": 3, "len": len, "actions": actions(a)}))
-        }
-        Instruction::ApplyActions(a) => {
-            cls("OFPInstructionActions", json!({"type": 4, "len": len, "actions": actions(a)}))
-        }
-        Instruction::ClearActions => cls("OFPInstructionActions", json!({"type": 5, "len": len, "actions": []})),
-        Instruction::Meter(m) => cls("OFPInstructionMeter", json!({"type": 6, "len": len, "meter_id": m})),
+        Instruction::WriteActions(a) => cls(
+            "OFPInstructionActions",
+            json!({"type": 3, "len": len, "actions": actions(a)}),
+        ),
+        Instruction::ApplyActions(a) => cls(
+            "OFPInstructionActions",
+            json!({"type": 4, "len": len, "actions": actions(a)}),
+        ),
+        Instruction::ClearActions => cls(
+            "OFPInstructionActions",
+            json!({"type": 5, "len": len, "actions": []}),
+        ),
+        Instruction::Meter(m) => cls(
+            "OFPInstructionMeter",
+            json!({"type": 6, "len": len, "meter_id": m}),
+        ),
         Instruction::Experimenter { experimenter, data } => cls(
             "OFPInstructionExperimenter",
             json!({"type": 0xffff, "len": len, "experimenter": experimenter, "data": b64(data)}),
         ),
-        Instruction::Unknown { kind, data } => {
-            cls("OFPInstructionUnknown", json!({"type": kind, "len": len, "data": b64(data)}))
-        }
+        Instruction::Unknown { kind, data } => cls(
+            "OFPInstructionUnknown",
+            json!({"type": kind, "len": len, "data": b64(data)}),
+        ),
     }
 }
 
@@ -374,7 +454,9 @@ fn band(b: &MeterBand) -> Value {
             burst_size,
             data,
         } => {
-            let exp = data.get(..4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            let exp = data
+                .get(..4)
+                .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
             cls(
                 "OFPMeterBandExperimenter",
                 json!({"type": kind, "len": 12 + data.len(), "rate": rate, "burst_size": burst_size,
@@ -654,10 +736,14 @@ pub fn message(msg: &Message) -> Value {
             }).collect::<Vec<_>>()}),
         ),
         M::Error(err) => match err.kind {
-            ErrorKind::Standard { err_type, code } => {
-                cls("OFPErrorMsg", json!({"type": err_type, "code": code, "data": b64(&err.data)}))
-            }
-            ErrorKind::Experimenter { exp_type, experimenter } => cls(
+            ErrorKind::Standard { err_type, code } => cls(
+                "OFPErrorMsg",
+                json!({"type": err_type, "code": code, "data": b64(&err.data)}),
+            ),
+            ErrorKind::Experimenter {
+                exp_type,
+                experimenter,
+            } => cls(
                 "OFPErrorMsg",
                 json!({"type": 0xffff, "code": null, "exp_type": exp_type, "experimenter": experimenter,
                        "data": b64(&err.data)}),
@@ -680,8 +766,14 @@ pub fn message(msg: &Message) -> Value {
                    "auxiliary_id": f.auxiliary_id, "capabilities": f.capabilities}),
         ),
         M::GetConfigRequest => cls("OFPGetConfigRequest", e),
-        M::GetConfigReply(c) => cls("OFPGetConfigReply", json!({"flags": c.flags, "miss_send_len": c.miss_send_len})),
-        M::SetConfig(c) => cls("OFPSetConfig", json!({"flags": c.flags, "miss_send_len": c.miss_send_len})),
+        M::GetConfigReply(c) => cls(
+            "OFPGetConfigReply",
+            json!({"flags": c.flags, "miss_send_len": c.miss_send_len}),
+        ),
+        M::SetConfig(c) => cls(
+            "OFPSetConfig",
+            json!({"flags": c.flags, "miss_send_len": c.miss_send_len}),
+        ),
         M::PacketIn(p) => cls(
             "OFPPacketIn",
             json!({"buffer_id": p.buffer_id, "total_len": p.total_len, "reason": p.reason.code(),
@@ -695,7 +787,10 @@ pub fn message(msg: &Message) -> Value {
                    "idle_timeout": f.idle_timeout, "hard_timeout": f.hard_timeout,
                    "packet_count": f.packet_count, "byte_count": f.byte_count, "match": matching(&f.matching)}),
         ),
-        M::PortStatus(p) => cls("OFPPortStatus", json!({"reason": p.reason.code(), "desc": port(&p.desc)})),
+        M::PortStatus(p) => cls(
+            "OFPPortStatus",
+            json!({"reason": p.reason.code(), "desc": port(&p.desc)}),
+        ),
         M::PacketOut(p) => cls(
             "OFPPacketOut",
             json!({"buffer_id": p.buffer_id, "in_port": p.in_port.0,
@@ -720,7 +815,10 @@ pub fn message(msg: &Message) -> Value {
             json!({"port_no": p.port_no, "hw_addr": mac(&p.hw_addr), "config": p.config, "mask": p.mask,
                    "advertise": p.advertise}),
         ),
-        M::TableMod(t) => cls("OFPTableMod", json!({"table_id": t.table_id, "config": t.config})),
+        M::TableMod(t) => cls(
+            "OFPTableMod",
+            json!({"table_id": t.table_id, "config": t.config}),
+        ),
         M::MultipartRequest(m) => mp_request(m),
         M::MultipartReply(m) => mp_reply(m),
         M::BarrierRequest => cls("OFPBarrierRequest", e),
@@ -750,10 +848,17 @@ pub fn message(msg: &Message) -> Value {
             "OFPRoleRequest",
             json!({"role": r.role.code(), "generation_id": r.generation_id}),
         ),
-        M::RoleReply(r) => cls("OFPRoleReply", json!({"role": r.role.code(), "generation_id": r.generation_id})),
+        M::RoleReply(r) => cls(
+            "OFPRoleReply",
+            json!({"role": r.role.code(), "generation_id": r.generation_id}),
+        ),
         M::GetAsyncRequest => cls("OFPGetAsyncRequest", e),
         M::GetAsyncReply(a) | M::SetAsync(a) | M::NxSetAsyncConfig(a) => cls(
-            if matches!(msg, M::GetAsyncReply(_)) { "OFPGetAsyncReply" } else { "OFPSetAsync" },
+            if matches!(msg, M::GetAsyncReply(_)) {
+                "OFPGetAsyncReply"
+            } else {
+                "OFPSetAsync"
+            },
             json!({"packet_in_mask": a.packet_in_mask, "port_status_mask": a.port_status_mask,
                    "flow_removed_mask": a.flow_removed_mask}),
         ),
@@ -781,7 +886,9 @@ pub fn compare(expect: &Value, ours: &Value, path: &str) -> Result<(), String> {
         (Value::Object(e), Value::String(_)) if e.contains_key("Packet") => Ok(()),
         (Value::Object(e), Value::Object(o)) => {
             for (k, ev) in e {
-                let ov = o.get(k).ok_or_else(|| format!("{path}.{k}: missing in ours (expected {ev})"))?;
+                let ov = o
+                    .get(k)
+                    .ok_or_else(|| format!("{path}.{k}: missing in ours (expected {ev})"))?;
                 compare(ev, ov, &format!("{path}.{k}"))?;
             }
             if let Some(k) = o.keys().find(|k| !e.contains_key(*k)) {
@@ -791,9 +898,16 @@ pub fn compare(expect: &Value, ours: &Value, path: &str) -> Result<(), String> {
         }
         (Value::Array(e), Value::Array(o)) => {
             if e.len() != o.len() {
-                return Err(format!("{path}: {} elements expected, {} found", e.len(), o.len()));
+                return Err(format!(
+                    "{path}: {} elements expected, {} found",
+                    e.len(),
+                    o.len()
+                ));
             }
-            e.iter().zip(o).enumerate().try_for_each(|(n, (ev, ov))| compare(ev, ov, &format!("{path}[{n}]")))
+            e.iter()
+                .zip(o)
+                .enumerate()
+                .try_for_each(|(n, (ev, ov))| compare(ev, ov, &format!("{path}[{n}]")))
         }
         (Value::Number(_), Value::Number(_)) if numbers_equal(expect, ours) => Ok(()),
         _ if expect == ours => Ok(()),
