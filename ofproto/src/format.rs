@@ -699,7 +699,7 @@ fn subfield(s: &mut String, field: NxmHeader, ofs: u16, n_bits: u16) {
         Some(i) => s.push_str(i.nxm_name),
         None => s.push_str("<unknown>"),
     }
-    let width = id.bits().unwrap_or(field.bits());
+    let width = ovs_bits(id).unwrap_or(field.bits());
     if ofs == 0 && n_bits == width {
         s.push_str("[]");
     } else if n_bits == 1 {
@@ -707,6 +707,22 @@ fn subfield(s: &mut String, field: NxmHeader, ofs: u16, n_bits: u16) {
     } else {
         let _ = write!(s, "[{}..{}]", ofs, u32::from(ofs) + u32::from(n_bits) - 1);
     }
+}
+
+/// Width of a field in OVS's meta-flow, which is narrower than its OXM encoding for some fields.
+fn ovs_bits(id: FieldId) -> Option<u16> {
+    Some(match (id.class, id.field) {
+        (CLASS_BASIC, 6) => 12,
+        (CLASS_BASIC, 7) | (CLASS_BASIC, 35) => 3,
+        (CLASS_BASIC, 8) => 6,
+        (CLASS_BASIC, 9) | (CLASS_NXM1, 28) => 2,
+        (CLASS_BASIC, 28) | (CLASS_NXM1, 27) | (CLASS_BASIC, 34) => 20,
+        (CLASS_BASIC, 36) => 1,
+        (CLASS_BASIC, 37) => 24,
+        (CLASS_NXM1, 34) => 12,
+        (CLASS_NXM0, 0) => 16,
+        _ => return id.bits(),
+    })
 }
 
 fn sub(s: &mut String, sf: &Subfield) {
@@ -1121,7 +1137,7 @@ fn format_learn(s: &mut String, l: &crate::action::Learn) {
             }
             (LearnSrc::Imm(v), LearnDst::Match { field, ofs }) => {
                 let id = field.field();
-                let whole = ofs == 0 && Some(spec.n_bits) == id.bits();
+                let whole = ofs == 0 && Some(spec.n_bits) == ovs_bits(id);
                 if whole {
                     let (name, _) = mf_name(id);
                     let width = usize::from(id.info().map_or(0, |i| i.len));
@@ -1289,10 +1305,13 @@ impl fmt::Display for FlowMod {
         if !s.ends_with(' ') {
             s.push(' ');
         }
-        if self.cookie_mask != 0 {
+        // OVS ignores the cookie mask of an ADD and the new cookie of the other commands.
+        if self.command == FlowModCommand::Add {
+            if self.cookie != 0 && self.cookie != u64::MAX {
+                let _ = write!(s, "cookie:{:#x} ", self.cookie);
+            }
+        } else if self.cookie_mask != 0 {
             let _ = write!(s, "cookie:{:#x}/{:#x} ", self.cookie, self.cookie_mask);
-        } else if self.cookie != 0 {
-            let _ = write!(s, "cookie:{:#x} ", self.cookie);
         }
         if self.idle_timeout != 0 {
             let _ = write!(s, "idle:{} ", self.idle_timeout);
@@ -1306,7 +1325,11 @@ impl fmt::Display for FlowMod {
         if self.out_port != OFPP_ANY {
             let _ = write!(s, "out_port:{} ", port_text(PortNo(self.out_port)));
         }
-        if self.out_group != OFPG_ANY {
+        let is_delete = matches!(
+            self.command,
+            FlowModCommand::Delete | FlowModCommand::DeleteStrict
+        );
+        if is_delete && self.out_group != OFPG_ANY {
             let _ = write!(s, "out_group:{} ", self.out_group);
         }
         flow_flags(&mut s, self.flags, " ");
