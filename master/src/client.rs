@@ -1,1 +1,213 @@
-//! (in progress)
+//! A REST client for netmaster, shared by netctl and netplugin.
+//!
+//! Object calls are generic over [`Object`]: `client.post(&network)` posts to
+//! `/api/v1/networks/<tenant:name>/`. REST errors keep the status and the server's message (which
+//! names the field and the rule); transport failures say which URL could not be reached.
+
+use reqwest::StatusCode;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::endpoint::{
+    AddressAllocRequest, AddressAllocResponse, AddressReleaseRequest, CreateEndpointRequest,
+    DeleteEndpointRequest, EndpointResponse, UpdateEndpointRequest, UpdateEndpointResponse,
+};
+use crate::model::Object;
+use crate::state::CfgEndpointState;
+
+/// What went wrong talking to netmaster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("netmaster URL {0:?} must start with http:// or https://")]
+    InvalidUrl(String),
+    #[error("cannot reach netmaster at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    /// netmaster answered with an error status; `message` is its body.
+    #[error("{message}")]
+    Api { status: u16, message: String },
+    #[error("unexpected reply from {url}: {reason}")]
+    Decode { url: String, reason: String },
+}
+
+impl ClientError {
+    /// HTTP status of an API error.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+pub type ClientResult<T> = Result<T, ClientError>;
+
+/// A netmaster REST client. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// `base` is like `http://netmaster:9999`.
+    pub fn new(base: &str) -> ClientResult<Self> {
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::InvalidUrl(base.to_string()));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .map_err(|e| ClientError::Unreachable {
+                url: base.to_string(),
+                reason: e.to_string(),
+            })?;
+        Ok(Client {
+            base: base.trim_end_matches('/').to_string(),
+            http,
+        })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    async fn call<B: Serialize, R: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> ClientResult<R> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.http.request(method, &url);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().await.map_err(|e| ClientError::Unreachable {
+            url: url.clone(),
+            reason: error_chain(&e),
+        })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
+            url: url.clone(),
+            reason: error_chain(&e),
+        })?;
+        if status != StatusCode::OK {
+            return Err(ClientError::Api {
+                status: status.as_u16(),
+                message: String::from_utf8_lossy(&bytes).trim_end().to_string(),
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+            url,
+            reason: e.to_string(),
+        })
+    }
+
+    async fn get_json<R: DeserializeOwned>(&self, path: &str) -> ClientResult<R> {
+        self.call::<(), R>(reqwest::Method::GET, path, None).await
+    }
+
+    async fn post_json<B: Serialize, R: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> ClientResult<R> {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    /// All objects of a kind.
+    pub async fn list<T: Object>(&self) -> ClientResult<Vec<T>> {
+        self.get_json(&format!("/api/v1/{}/", T::PLURAL)).await
+    }
+
+    /// One object.
+    pub async fn get<T: Object>(&self, key: &str) -> ClientResult<T> {
+        self.get_json(&format!("/api/v1/{}/{key}/", T::PLURAL))
+            .await
+    }
+
+    /// Create or update an object (its key is derived from its fields); returns the stored object.
+    pub async fn post<T: Object>(&self, obj: &T) -> ClientResult<T> {
+        let key = obj.derived_key();
+        self.post_json(&format!("/api/v1/{}/{key}/", T::PLURAL), obj)
+            .await
+    }
+
+    pub async fn delete<T: Object>(&self, key: &str) -> ClientResult<()> {
+        let _: Value = self
+            .call::<(), Value>(
+                reqwest::Method::DELETE,
+                &format!("/api/v1/{}/{key}/", T::PLURAL),
+                None,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `{"Config": ..., "Oper": ...}`.
+    pub async fn inspect<T: Object>(&self, key: &str) -> ClientResult<Value> {
+        self.get_json(&format!("/api/v1/inspect/{}/{key}/", T::PLURAL))
+            .await
+    }
+
+    pub async fn inspect_endpoint(&self, key: &str) -> ClientResult<Value> {
+        self.get_json(&format!("/api/v1/inspect/endpoints/{key}/"))
+            .await
+    }
+
+    pub async fn version(&self) -> ClientResult<Value> {
+        self.get_json("/version").await
+    }
+
+    pub async fn info(&self) -> ClientResult<Value> {
+        self.get_json("/info").await
+    }
+
+    pub async fn alloc_address(
+        &self,
+        req: &AddressAllocRequest,
+    ) -> ClientResult<AddressAllocResponse> {
+        self.post_json("/plugin/allocAddress", req).await
+    }
+
+    pub async fn release_address(&self, req: &AddressReleaseRequest) -> ClientResult<()> {
+        let _: Value = self.post_json("/plugin/releaseAddress", req).await?;
+        Ok(())
+    }
+
+    pub async fn create_endpoint(
+        &self,
+        req: &CreateEndpointRequest,
+    ) -> ClientResult<CfgEndpointState> {
+        let r: EndpointResponse = self.post_json("/plugin/createEndpoint", req).await?;
+        Ok(r.EndpointConfig)
+    }
+
+    pub async fn delete_endpoint(
+        &self,
+        req: &DeleteEndpointRequest,
+    ) -> ClientResult<CfgEndpointState> {
+        let r: EndpointResponse = self.post_json("/plugin/deleteEndpoint", req).await?;
+        Ok(r.EndpointConfig)
+    }
+
+    pub async fn update_endpoint(
+        &self,
+        req: &UpdateEndpointRequest,
+    ) -> ClientResult<UpdateEndpointResponse> {
+        self.post_json("/plugin/updateEndpoint", req).await
+    }
+}
+
+/// The error and its sources on one line ("error sending request: connection refused").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        src = s.source();
+    }
+    out
+}

@@ -122,7 +122,7 @@ impl Bitset {
     /// Parse the Contiv base64 form.
     pub fn decode(text: &str) -> Result<Self, BitsetError> {
         let bytes = base64_url_decode(text)?;
-        if bytes.len() % 8 != 0 || bytes.is_empty() {
+        if !bytes.len().is_multiple_of(8) || bytes.is_empty() {
             return Err(BitsetError::ByteLength(bytes.len()));
         }
         let mut chunks = bytes.chunks_exact(8).map(|c| {
@@ -179,7 +179,7 @@ fn base64_url_encode(bytes: &[u8]) -> String {
 
 fn base64_url_decode(text: &str) -> Result<Vec<u8>, BitsetError> {
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(BitsetError::Base64Length(bytes.len()));
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);

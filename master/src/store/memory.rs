@@ -282,20 +282,16 @@ impl StateStore for MemoryStore {
                     .map(|(_, e)| Ok(e)),
             );
             let live = futures::stream::unfold(rx, |mut rx| async move {
-                loop {
-                    match rx.recv().await {
-                        Ok(item) => return Some((Ok(item), rx)),
-                        Err(broadcast::error::RecvError::Lagged(n)) => {
-                            return Some((
-                                Err(StoreError::Watch {
-                                    revision: 0,
-                                    reason: format!("lagged {n} events"),
-                                }),
-                                rx,
-                            ));
-                        }
-                        Err(broadcast::error::RecvError::Closed) => return None,
-                    }
+                match rx.recv().await {
+                    Ok(item) => Some((Ok(item), rx)),
+                    Err(broadcast::error::RecvError::Lagged(n)) => Some((
+                        Err(StoreError::Watch {
+                            revision: 0,
+                            reason: format!("lagged {n} events"),
+                        }),
+                        rx,
+                    )),
+                    Err(broadcast::error::RecvError::Closed) => None,
                 }
             })
             .filter_map(move |item| {

@@ -1,0 +1,12 @@
+//! Integration tests against a real etcd (from `testbed`) and real netmaster processes/servers.
+//! Each test skips with a reason when etcd is not installed (fails under CI=true).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod election;
+mod endpoints;
+mod netctl_cli;
+mod outage;
+mod restart;
