@@ -1,0 +1,227 @@
+//! The VLAN bridge datapath.
+//!
+//! Endpoint ports are OVS access ports tagged with their network's VLAN and uplinks are trunks,
+//! so OVS's normal switching (table 9) forwards by VLAN and learned MAC. The controller's part
+//! is classification and policy: table 1 writes each endpoint port's VRF and source group (and
+//! marks DSCP), table 4 writes the destination group of known addresses, table 5 applies the
+//! rules. Traffic arriving on an uplink was policed at its source and skips to table 6.
+
+use super::{Datapath, DatapathError, Desired, PacketOut, Topology, pick_by_mac, shared_flows};
+use crate::flows::{self, PortClass, category, push_vlan};
+use crate::model::{ArpMode, BridgeKind, Endpoint};
+use crate::pipeline::{Pipeline, VLAN_PIPELINE, id};
+use crate::priority;
+use ofproto::action::Action;
+use ofproto::matches::Match;
+
+/// See the module documentation.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct VlanBridge;
+
+impl VlanBridge {
+    /// The uplink a frame of `mac` leaves by, if there is any uplink.
+    pub fn uplink_for(topo: &Topology<'_>, mac: [u8; 6]) -> Option<u32> {
+        pick_by_mac(&topo.settings.uplinks, mac)
+    }
+
+    /// The VLAN an endpoint's frames carry on the uplink: its group's VLAN if it has one,
+    /// else its network's.
+    pub fn uplink_vlan(ep: &Endpoint) -> u16 {
+        if ep.endpoint_group_vlan != 0 {
+            ep.endpoint_group_vlan
+        } else {
+            ep.vlan
+        }
+    }
+}
+
+impl Datapath for VlanBridge {
+    fn kind(&self) -> BridgeKind {
+        BridgeKind::Vlan
+    }
+
+    fn pipeline(&self) -> &'static Pipeline {
+        &VLAN_PIPELINE
+    }
+
+    fn desired(&self, topo: &Topology<'_>) -> Result<Desired, DatapathError> {
+        let p = self.pipeline();
+        let mut out = Desired::new();
+        out.add_all(flows::input(
+            p.table(id::INPUT)?,
+            false,
+            topo.settings.arp_mode == ArpMode::Proxy,
+        )?)?;
+        let t1 = p.table(id::VLAN)?;
+        for ep in topo.endpoints.locals() {
+            let Some(vrf_id) = topo.vrf_of(ep) else {
+                continue;
+            };
+            out.add_all(flows::port_class(
+                t1,
+                &PortClass {
+                    port: ep.port_no,
+                    vrf_id,
+                    epg: ep.endpoint_group,
+                    push_vlan: None,
+                    dscp: ep.dscp,
+                    next: id::SERVICE_DNAT,
+                },
+            )?)?;
+        }
+        for &uplink in &topo.settings.uplinks {
+            out.add(
+                flows::goto(
+                    t1,
+                    priority::MATCH,
+                    Match::new().in_port(uplink),
+                    id::SERVICE_SNAT,
+                )?
+                .owned_by(category::UPLINK, u64::from(uplink)),
+            )?;
+        }
+        shared_flows(p, topo, &mut out)?;
+        Ok(out)
+    }
+
+    fn forward_arp(&self, topo: &Topology<'_>, src: &Endpoint, frame: &[u8]) -> Vec<PacketOut> {
+        let Some(uplink) = Self::uplink_for(topo, src.mac.octets()) else {
+            return Vec::new();
+        };
+        let mut actions: Vec<Action> = push_vlan(Self::uplink_vlan(src)).into();
+        actions.push(Action::output(uplink));
+        vec![PacketOut {
+            actions,
+            data: frame.to_vec(),
+        }]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datapath::Settings;
+    use crate::epdb::{EndpointOp, EndpointTable};
+    use crate::model::{LocalEndpoint, MacAddr, Network, PolicyRule, RuleAction};
+    use std::net::Ipv4Addr;
+
+    fn topo_fixture() -> (EndpointTable, Settings) {
+        let mut t = EndpointTable::new();
+        for vlan in [10, 20] {
+            t.apply(EndpointOp::AddNetwork(Network {
+                vlan,
+                vni: 0,
+                gateway: None,
+                vrf: "t1".into(),
+            }))
+            .unwrap();
+        }
+        let ep = |port, vlan, last: u8, epg, dscp| LocalEndpoint {
+            port_no: port,
+            mac: MacAddr([2, 2, 10, 1, 1, last]),
+            vlan,
+            ipv4: Some(Ipv4Addr::new(10, 1, 1, last)),
+            ipv6: None,
+            epg,
+            epg_vlan: 0,
+            dscp,
+        };
+        for l in [ep(2, 10, 2, 5, 0), ep(3, 10, 3, 0, 10), ep(4, 20, 4, 0, 0)] {
+            t.apply(EndpointOp::AddLocal {
+                endpoint: l,
+                originator: None,
+            })
+            .unwrap();
+        }
+        let mut s = Settings::default();
+        s.uplinks.insert(1);
+        let mut r = PolicyRule::new("deny", 1, RuleAction::Deny);
+        r.dst_endpoint_group = 5;
+        r.ip_protocol = 6;
+        r.tcp_flags = "syn,!ack".into();
+        s.rules.insert(r.rule_id.clone(), r);
+        (t, s)
+    }
+
+    /// The flows the VLAN bridge adds on top of the pipeline's miss flows, for the fixture.
+    pub(crate) const GOLDEN: &[&str] = &[
+        "table=0, priority=100,arp,arp_op=1 actions=CONTROLLER:65535",
+        "table=1, priority=100,in_port=1 actions=goto_table:6",
+        "table=1, priority=100,ip,in_port=3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,ipv6,in_port=3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=10,in_port=2 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+        "table=1, priority=10,in_port=3 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=10,in_port=4 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.2 actions=write_metadata:0xa/0xfffe,goto_table:5",
+        "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.3 actions=write_metadata:0/0xfffe,goto_table:5",
+        "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.4 actions=write_metadata:0/0xfffe,goto_table:5",
+        "table=5, priority=11,tcp,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
+    ];
+
+    #[test]
+    fn golden_flow_table() {
+        let (t, s) = topo_fixture();
+        let d = VlanBridge
+            .desired(&Topology {
+                endpoints: &t,
+                settings: &s,
+            })
+            .unwrap();
+        assert_eq!(
+            d.flow_lines(),
+            crate::text::sorted(GOLDEN.iter().map(|s| s.to_string()).collect())
+        );
+        assert_eq!(d.groups().count(), 0);
+    }
+
+    #[test]
+    fn flood_mode_drops_the_arp_punt_and_removing_an_endpoint_removes_its_flows() {
+        let (mut t, mut s) = topo_fixture();
+        let before = VlanBridge
+            .desired(&Topology {
+                endpoints: &t,
+                settings: &s,
+            })
+            .unwrap();
+        s.arp_mode = ArpMode::Flood;
+        t.apply(EndpointOp::RemoveLocal(3)).unwrap();
+        let after = VlanBridge
+            .desired(&Topology {
+                endpoints: &t,
+                settings: &s,
+            })
+            .unwrap();
+        let gone: Vec<String> = before
+            .flow_lines()
+            .into_iter()
+            .filter(|l| !after.flow_lines().contains(l))
+            .collect();
+        assert_eq!(
+            gone,
+            vec![
+                "table=0, priority=100,arp,arp_op=1 actions=CONTROLLER:65535",
+                "table=1, priority=100,ip,in_port=3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+                "table=1, priority=100,ipv6,in_port=3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+                "table=1, priority=10,in_port=3 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+                "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.3 actions=write_metadata:0/0xfffe,goto_table:5",
+            ]
+        );
+        assert_eq!(after.flow_count(), before.flow_count() - 5);
+    }
+
+    #[test]
+    fn unknown_arp_targets_leave_by_one_uplink_tagged() {
+        let (t, s) = topo_fixture();
+        let topo = Topology {
+            endpoints: &t,
+            settings: &s,
+        };
+        let src = t.local(2).unwrap();
+        let outs = VlanBridge.forward_arp(&topo, src, &[0u8; 42]);
+        assert_eq!(outs.len(), 1);
+        assert_eq!(
+            crate::text::actions(&outs[0].actions),
+            "push_vlan:0x8100,set_field:4106->vlan_vid,output:1"
+        );
+    }
+}

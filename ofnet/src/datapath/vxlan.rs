@@ -1,0 +1,359 @@
+//! The VXLAN bridge datapath.
+//!
+//! Every network has a host-local VLAN and a VNI. Table 1 tags endpoint traffic with the local
+//! VLAN (and writes VRF and source group), and tags tunnel traffic by its VNI, marking it as
+//! from a VTEP so it skips policy (policy is enforced at the source host). Table 9 sends known
+//! MACs to their local port, or to the VTEP of the host that owns them with the VNI as tunnel
+//! id, and floods everything else through the VLAN's groups: everything from a local port
+//! floods to local ports and all VTEPs, everything from a VTEP only to local ports.
+
+use super::{Datapath, DatapathError, Desired, PacketOut, Topology, shared_flows};
+use crate::flows::{self, PortClass, VID_PRESENT, category, object_of, push_vlan, set_tun_id};
+use crate::metadata;
+use crate::model::{ArpMode, BridgeKind, Endpoint, Network};
+use crate::pipeline::{Pipeline, VXLAN_PIPELINE, id};
+use crate::priority;
+use ofctrl::Group;
+use ofproto::action::Action;
+use ofproto::group::{Bucket, GroupType};
+use ofproto::instruction::Instruction;
+use ofproto::matches::Match;
+
+/// See the module documentation.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct VxlanBridge;
+
+/// Group flooding a VLAN to its local ports.
+pub fn local_flood_group(vlan: u16) -> u32 {
+    u32::from(vlan) << 1
+}
+
+/// Group flooding a VLAN to its local ports and every VTEP.
+pub fn all_flood_group(vlan: u16) -> u32 {
+    (u32::from(vlan) << 1) | 1
+}
+
+fn vlan_match(vlan: u16) -> Match {
+    Match::new().vlan_vid(VID_PRESENT | vlan, None)
+}
+
+impl VxlanBridge {
+    fn network_flows(
+        &self,
+        topo: &Topology<'_>,
+        net: &Network,
+        out: &mut Desired,
+    ) -> Result<(), DatapathError> {
+        let p = self.pipeline();
+        let Some(vrf_id) = topo.endpoints.vrf_id(&net.vrf) else {
+            return Ok(());
+        };
+        let object = u64::from(net.vlan);
+        // Tunnel ingress, per VTEP.
+        let t1 = p.table(id::VLAN)?;
+        for &vtep in topo.settings.vteps.values() {
+            let actions: Vec<Action> = push_vlan(net.vlan).into();
+            out.add(
+                t1.flow(
+                    priority::MATCH,
+                    Match::new().in_port(vtep).tun_id(u64::from(net.vni), None),
+                    vec![
+                        Instruction::ApplyActions(actions),
+                        Instruction::WriteMetadata {
+                            metadata: metadata::RX_VTEP | metadata::vrf(vrf_id),
+                            mask: metadata::RX_VTEP | metadata::VRF_MASK,
+                        },
+                        Instruction::GotoTable(id::SERVICE_SNAT),
+                    ],
+                )?
+                .owned_by(category::VTEP, u64::from(vtep)),
+            )?;
+        }
+        // Flood groups and the flows choosing between them.
+        let local: Vec<Bucket> = topo
+            .endpoints
+            .locals()
+            .filter(|e| e.vlan == net.vlan)
+            .map(|e| Bucket::new(vec![Action::PopVlan, Action::output(e.port_no)]))
+            .collect();
+        let mut all = local.clone();
+        for &vtep in topo.settings.vteps.values() {
+            all.push(Bucket::new(vec![
+                Action::PopVlan,
+                set_tun_id(net.vni),
+                Action::output(vtep),
+            ]));
+        }
+        out.add_group(Group {
+            id: local_flood_group(net.vlan),
+            group_type: GroupType::All,
+            buckets: local,
+        })?;
+        out.add_group(Group {
+            id: all_flood_group(net.vlan),
+            group_type: GroupType::All,
+            buckets: all,
+        })?;
+        let t9 = p.table(id::MAC_DEST)?;
+        for (from_vtep, group) in [
+            (0, all_flood_group(net.vlan)),
+            (metadata::RX_VTEP, local_flood_group(net.vlan)),
+        ] {
+            out.add(
+                t9.flow(
+                    priority::FLOOD,
+                    vlan_match(net.vlan).metadata(from_vtep, Some(metadata::RX_VTEP)),
+                    vec![Instruction::ApplyActions(vec![Action::Group(group)])],
+                )?
+                .owned_by(category::NETWORK, object),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn endpoint_flows(&self, topo: &Topology<'_>, out: &mut Desired) -> Result<(), DatapathError> {
+        let p = self.pipeline();
+        let t1 = p.table(id::VLAN)?;
+        let t9 = p.table(id::MAC_DEST)?;
+        for ep in topo.endpoints.locals() {
+            let Some(vrf_id) = topo.vrf_of(ep) else {
+                continue;
+            };
+            out.add_all(flows::port_class(
+                t1,
+                &PortClass {
+                    port: ep.port_no,
+                    vrf_id,
+                    epg: ep.endpoint_group,
+                    push_vlan: Some(ep.vlan),
+                    dscp: ep.dscp,
+                    next: id::SERVICE_DNAT,
+                },
+            )?)?;
+            out.add(
+                t9.flow(
+                    priority::MATCH,
+                    vlan_match(ep.vlan).eth_dst(ep.mac.octets(), None),
+                    vec![Instruction::ApplyActions(vec![
+                        Action::PopVlan,
+                        Action::output(ep.port_no),
+                    ])],
+                )?
+                .owned_by(category::LOCAL_ENDPOINT, u64::from(ep.port_no)),
+            )?;
+        }
+        for ep in topo.endpoints.remotes() {
+            // Reachable once its network exists here and its host's VTEP is known.
+            let Some(net) = topo.endpoints.network_by_vni(ep.vni) else {
+                continue;
+            };
+            let Some(&vtep) = ep.originator_ip.and_then(|ip| topo.settings.vteps.get(&ip)) else {
+                continue;
+            };
+            out.add(
+                t9.flow(
+                    priority::MATCH,
+                    vlan_match(net.vlan).eth_dst(ep.mac.octets(), None),
+                    vec![Instruction::ApplyActions(vec![
+                        Action::PopVlan,
+                        set_tun_id(ep.vni),
+                        Action::output(vtep),
+                    ])],
+                )?
+                .owned_by(category::REMOTE_ENDPOINT, object_of(&ep.endpoint_id)),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Datapath for VxlanBridge {
+    fn kind(&self) -> BridgeKind {
+        BridgeKind::Vxlan
+    }
+
+    fn pipeline(&self) -> &'static Pipeline {
+        &VXLAN_PIPELINE
+    }
+
+    fn desired(&self, topo: &Topology<'_>) -> Result<Desired, DatapathError> {
+        let p = self.pipeline();
+        let mut out = Desired::new();
+        out.add_all(flows::input(
+            p.table(id::INPUT)?,
+            true,
+            topo.settings.arp_mode == ArpMode::Proxy,
+        )?)?;
+        for net in topo.endpoints.networks() {
+            if net.vni != 0 {
+                self.network_flows(topo, net, &mut out)?;
+            }
+        }
+        self.endpoint_flows(topo, &mut out)?;
+        shared_flows(p, topo, &mut out)?;
+        Ok(out)
+    }
+
+    fn forward_arp(&self, topo: &Topology<'_>, src: &Endpoint, frame: &[u8]) -> Vec<PacketOut> {
+        topo.settings
+            .vteps
+            .values()
+            .map(|&vtep| PacketOut {
+                actions: vec![set_tun_id(src.vni), Action::output(vtep)],
+                data: frame.to_vec(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datapath::Settings;
+    use crate::epdb::{EndpointOp, EndpointTable};
+    use crate::model::{LocalEndpoint, MacAddr};
+    use std::net::Ipv4Addr;
+
+    pub(crate) fn fixture() -> (EndpointTable, Settings) {
+        let mut t = EndpointTable::new();
+        t.apply(EndpointOp::AddNetwork(Network {
+            vlan: 2,
+            vni: 5000,
+            gateway: None,
+            vrf: "t1".into(),
+        }))
+        .unwrap();
+        t.apply(EndpointOp::AddLocal {
+            endpoint: LocalEndpoint {
+                port_no: 3,
+                mac: MacAddr([2, 2, 10, 1, 1, 2]),
+                vlan: 2,
+                ipv4: Some(Ipv4Addr::new(10, 1, 1, 2)),
+                ipv6: None,
+                epg: 0,
+                epg_vlan: 0,
+                dscp: 0,
+            },
+            originator: Some(Ipv4Addr::new(192, 168, 77, 1)),
+        })
+        .unwrap();
+        let mut remote = t.local(3).unwrap().clone();
+        remote.port_no = 0;
+        remote.endpoint_id = "10.1.1.3:t1".into();
+        remote.ip_addr = Some(Ipv4Addr::new(10, 1, 1, 3));
+        remote.mac = MacAddr([2, 2, 10, 1, 1, 3]);
+        remote.vlan = 7;
+        remote.originator_ip = Some(Ipv4Addr::new(192, 168, 77, 2));
+        t.apply(EndpointOp::AddRemote(remote)).unwrap();
+        let mut s = Settings::default();
+        s.vteps.insert(Ipv4Addr::new(192, 168, 77, 2), 9);
+        (t, s)
+    }
+
+    pub(crate) const GOLDEN: &[&str] = &[
+        "table=0, priority=100,arp,arp_op=1 actions=CONTROLLER:65535",
+        "table=0, priority=100,dl_src=01:00:00:00:00:00/01:00:00:00:00:00 actions=drop",
+        "table=1, priority=100,tun_id=0x1388,in_port=9 actions=push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000001/0xff00000001,goto_table:6",
+        "table=1, priority=10,in_port=3 actions=push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.2 actions=write_metadata:0/0xfffe,goto_table:5",
+        "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.3 actions=write_metadata:0/0xfffe,goto_table:5",
+        "table=9, priority=100,dl_vlan=2,dl_dst=02:02:0a:01:01:02 actions=pop_vlan,output:3",
+        "table=9, priority=100,dl_vlan=2,dl_dst=02:02:0a:01:01:03 actions=pop_vlan,set_field:0x1388->tun_id,output:9",
+        "table=9, priority=10,metadata=0/0x1,dl_vlan=2 actions=group:5",
+        "table=9, priority=10,metadata=0x1/0x1,dl_vlan=2 actions=group:4",
+    ];
+
+    pub(crate) const GOLDEN_GROUPS: &[&str] = &[
+        "group_id=4,type=all,bucket=actions=pop_vlan,output:3",
+        "group_id=5,type=all,bucket=actions=pop_vlan,output:3,bucket=actions=pop_vlan,set_field:0x1388->tun_id,output:9",
+    ];
+
+    #[test]
+    fn golden_flow_table_and_groups() {
+        let (t, s) = fixture();
+        let d = VxlanBridge
+            .desired(&Topology {
+                endpoints: &t,
+                settings: &s,
+            })
+            .unwrap();
+        assert_eq!(
+            d.flow_lines(),
+            crate::text::sorted(GOLDEN.iter().map(|s| s.to_string()).collect())
+        );
+        assert_eq!(d.group_lines(), GOLDEN_GROUPS);
+    }
+
+    #[test]
+    fn remote_endpoints_need_their_vtep_and_network() {
+        let (t, mut s) = fixture();
+        s.vteps.clear();
+        let d = VxlanBridge
+            .desired(&Topology {
+                endpoints: &t,
+                settings: &s,
+            })
+            .unwrap();
+        assert!(
+            !d.flow_lines().iter().any(|l| l.contains("tun_id")),
+            "no VTEP: no tunnel flows, no remote MAC entry"
+        );
+        let mut t2 = t.clone();
+        t2.apply(EndpointOp::RemoveRemote("10.1.1.3:t1".into()))
+            .unwrap();
+        let (_, s) = fixture();
+        let d = VxlanBridge
+            .desired(&Topology {
+                endpoints: &t2,
+                settings: &s,
+            })
+            .unwrap();
+        assert!(
+            !d.flow_lines()
+                .iter()
+                .any(|l| l.contains("02:02:0a:01:01:03") || l.contains("10.1.1.3"))
+        );
+    }
+
+    #[test]
+    fn a_remote_endpoint_claiming_a_local_mac_is_a_conflict() {
+        let (mut t, s) = fixture();
+        let mut remote = t.endpoint("10.1.1.3:t1").unwrap().clone();
+        remote.endpoint_id = "10.1.1.4:t1".into();
+        remote.ip_addr = Some(Ipv4Addr::new(10, 1, 1, 4));
+        remote.mac = MacAddr([2, 2, 10, 1, 1, 2]);
+        t.apply(EndpointOp::AddRemote(remote)).unwrap();
+        let err = VxlanBridge
+            .desired(&Topology {
+                endpoints: &t,
+                settings: &s,
+            })
+            .unwrap_err();
+        assert!(matches!(err, DatapathError::Conflict { .. }), "{err}");
+    }
+
+    #[test]
+    fn unknown_arp_targets_go_to_every_vtep_with_the_vni() {
+        let (t, mut s) = fixture();
+        s.vteps.insert(Ipv4Addr::new(192, 168, 77, 3), 10);
+        let outs = VxlanBridge.forward_arp(
+            &Topology {
+                endpoints: &t,
+                settings: &s,
+            },
+            t.local(3).unwrap(),
+            &[0; 42],
+        );
+        let acts: Vec<String> = outs
+            .iter()
+            .map(|o| crate::text::actions(&o.actions))
+            .collect();
+        assert_eq!(
+            acts,
+            vec![
+                "set_field:0x1388->tun_id,output:9",
+                "set_field:0x1388->tun_id,output:10"
+            ]
+        );
+    }
+}

@@ -1,0 +1,426 @@
+//! The pipelines, declared once as data, and the table handle every flow is built through.
+//!
+//! Each bridge kind has one [`Pipeline`]: its tables in order, and for each table what it is
+//! for, which fields its flows may match, which fields they may set, which metadata bits they
+//! may write, which tables they may continue in, and what a miss does. [`Table::flow`] checks a
+//! flow against that declaration and refuses it with an error naming the table and the field,
+//! so a wrong flow fails where it is built, never on the switch. `ofctrl` gets the tables (with
+//! their misses) from [`Pipeline::table_specs`]; `docs/pipeline.md` describes the same data.
+
+use crate::metadata;
+use ofctrl::{Flow, Miss, TableSpec};
+use ofproto::action::Action;
+use ofproto::instruction::Instruction;
+use ofproto::matches::Match;
+use ofproto::nxm;
+use ofproto::oxm::FieldId;
+
+/// Table ids (the reference's numbering; 2, 7 and 8 belong to the routing datapaths).
+pub mod id {
+    pub const INPUT: u8 = 0;
+    pub const VLAN: u8 = 1;
+    pub const SERVICE_DNAT: u8 = 3;
+    pub const DST_GROUP: u8 = 4;
+    pub const POLICY: u8 = 5;
+    pub const SERVICE_SNAT: u8 = 6;
+    pub const MAC_DEST: u8 = 9;
+}
+
+/// One table of a pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableDecl {
+    pub id: u8,
+    pub name: &'static str,
+    /// One line for humans (docs, errors).
+    pub purpose: &'static str,
+    /// Fields flows of this table may match.
+    pub matches: &'static [FieldId],
+    /// Fields flows of this table may set.
+    pub sets: &'static [FieldId],
+    /// Metadata bits flows of this table may write.
+    pub writes_metadata: u64,
+    /// Tables flows of this table may continue in.
+    pub next: &'static [u8],
+    /// What a packet no flow matches does.
+    pub miss: Miss,
+}
+
+/// A bridge kind's whole pipeline.
+#[derive(Debug)]
+pub struct Pipeline {
+    pub name: &'static str,
+    pub tables: &'static [TableDecl],
+}
+
+/// A flow that does not fit its table's declaration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PipelineError {
+    #[error("pipeline {pipeline} has no table {table}")]
+    NoSuchTable { pipeline: &'static str, table: u8 },
+    #[error("table {table} does not match on {field}")]
+    MatchNotAllowed {
+        table: &'static str,
+        field: &'static str,
+    },
+    #[error("table {table} does not set {field}")]
+    SetNotAllowed {
+        table: &'static str,
+        field: &'static str,
+    },
+    #[error("table {table} does not write metadata bits {mask:#x}")]
+    MetadataNotAllowed { table: &'static str, mask: u64 },
+    #[error("table {table} does not continue in table {to}")]
+    GotoNotAllowed { table: &'static str, to: u8 },
+    #[error("table {table}: invalid match: {reason}")]
+    BadMatch { table: &'static str, reason: String },
+}
+
+use id::*;
+
+const F_IN_PORT: FieldId = FieldId::IN_PORT;
+
+static INPUT_TABLE: TableDecl = TableDecl {
+    id: INPUT,
+    name: "input",
+    purpose: "drops frames with a multicast source, sends ARP requests to the controller in proxy mode",
+    matches: &[
+        F_IN_PORT,
+        FieldId::ETH_SRC,
+        FieldId::ETH_TYPE,
+        FieldId::ARP_OP,
+    ],
+    sets: &[],
+    writes_metadata: 0,
+    next: &[VLAN],
+    miss: Miss::Goto(VLAN),
+};
+
+static SERVICE_DNAT_TABLE: TableDecl = TableDecl {
+    id: SERVICE_DNAT,
+    name: "service_dnat",
+    purpose: "service load balancing, client to provider (no flows yet; the miss continues)",
+    matches: &[FieldId::ETH_TYPE, FieldId::IPV4_DST, FieldId::IP_PROTO],
+    sets: &[],
+    writes_metadata: 0,
+    next: &[DST_GROUP],
+    miss: Miss::Goto(DST_GROUP),
+};
+
+static DST_GROUP_TABLE: TableDecl = TableDecl {
+    id: DST_GROUP,
+    name: "dst_group",
+    purpose: "writes the destination endpoint group of known destination addresses",
+    matches: &[
+        FieldId::ETH_TYPE,
+        FieldId::METADATA,
+        FieldId::IPV4_DST,
+        FieldId::IPV6_DST,
+    ],
+    sets: &[],
+    writes_metadata: metadata::DST_EPG_MASK,
+    next: &[POLICY],
+    miss: Miss::Goto(POLICY),
+};
+
+static POLICY_TABLE: TableDecl = TableDecl {
+    id: POLICY,
+    name: "policy",
+    purpose: "allow/deny rules by group, address, protocol, port and TCP flags; the miss allows",
+    matches: &[
+        FieldId::ETH_TYPE,
+        FieldId::METADATA,
+        FieldId::IPV4_SRC,
+        FieldId::IPV4_DST,
+        FieldId::IP_PROTO,
+        FieldId::TCP_SRC,
+        FieldId::TCP_DST,
+        FieldId::UDP_SRC,
+        FieldId::UDP_DST,
+        nxm::TCP_FLAGS,
+    ],
+    sets: &[],
+    writes_metadata: 0,
+    next: &[SERVICE_SNAT],
+    miss: Miss::Goto(SERVICE_SNAT),
+};
+
+static SERVICE_SNAT_TABLE: TableDecl = TableDecl {
+    id: SERVICE_SNAT,
+    name: "service_snat",
+    purpose: "service load balancing, provider to client (no flows yet; the miss continues)",
+    matches: &[FieldId::ETH_TYPE, FieldId::IPV4_SRC, FieldId::IP_PROTO],
+    sets: &[],
+    writes_metadata: 0,
+    next: &[MAC_DEST],
+    miss: Miss::Goto(MAC_DEST),
+};
+
+/// The VLAN bridge: access ports carry the network's VLAN, OVS's normal switching does the
+/// forwarding once policy let the packet through.
+pub static VLAN_PIPELINE: Pipeline = Pipeline {
+    name: "vlan",
+    tables: &[
+        INPUT_TABLE,
+        TableDecl {
+            id: VLAN,
+            name: "vlan",
+            purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking; uplink traffic skips policy",
+            matches: &[F_IN_PORT, FieldId::ETH_TYPE],
+            sets: &[FieldId::IP_DSCP],
+            writes_metadata: metadata::PORT_MASK,
+            next: &[SERVICE_DNAT, SERVICE_SNAT],
+            // Unknown ports (host ports, ports not yet announced) are switched without policy.
+            miss: Miss::Goto(DST_GROUP),
+        },
+        SERVICE_DNAT_TABLE,
+        DST_GROUP_TABLE,
+        POLICY_TABLE,
+        SERVICE_SNAT_TABLE,
+        TableDecl {
+            id: MAC_DEST,
+            name: "mac_dest",
+            purpose: "OVS normal switching (MAC learning per VLAN)",
+            matches: &[],
+            sets: &[],
+            writes_metadata: 0,
+            next: &[],
+            miss: Miss::Normal,
+        },
+    ],
+};
+
+/// The VXLAN bridge: endpoints get the network's local VLAN pushed on ingress; the MAC table
+/// sends known destinations to their port or VTEP and floods the rest through groups.
+pub static VXLAN_PIPELINE: Pipeline = Pipeline {
+    name: "vxlan",
+    tables: &[
+        INPUT_TABLE,
+        TableDecl {
+            id: VLAN,
+            name: "vlan",
+            purpose: "classifies by ingress port: local VLAN, VRF and source group for endpoints, DSCP marking; VTEP traffic by VNI, skipping policy",
+            matches: &[F_IN_PORT, FieldId::ETH_TYPE, FieldId::TUNNEL_ID],
+            sets: &[FieldId::VLAN_VID, FieldId::IP_DSCP],
+            writes_metadata: metadata::PORT_MASK | metadata::RX_VTEP,
+            next: &[SERVICE_DNAT, SERVICE_SNAT],
+            miss: Miss::Drop,
+        },
+        SERVICE_DNAT_TABLE,
+        DST_GROUP_TABLE,
+        POLICY_TABLE,
+        SERVICE_SNAT_TABLE,
+        TableDecl {
+            id: MAC_DEST,
+            name: "mac_dest",
+            purpose: "known MACs to their port or VTEP, the rest to the VLAN's flood group",
+            matches: &[FieldId::VLAN_VID, FieldId::ETH_DST, FieldId::METADATA],
+            sets: &[FieldId::TUNNEL_ID],
+            writes_metadata: 0,
+            next: &[],
+            miss: Miss::Drop,
+        },
+    ],
+};
+
+impl Pipeline {
+    /// The tables as `ofctrl` wants them (each gets its miss flow).
+    pub fn table_specs(&self) -> Vec<TableSpec> {
+        self.tables
+            .iter()
+            .map(|t| TableSpec {
+                id: t.id,
+                name: t.name,
+                miss: t.miss,
+            })
+            .collect()
+    }
+
+    /// The handle to build flows of table `id`.
+    pub fn table(&'static self, id: u8) -> Result<Table, PipelineError> {
+        self.tables
+            .iter()
+            .find(|t| t.id == id)
+            .map(|decl| Table { decl })
+            .ok_or(PipelineError::NoSuchTable {
+                pipeline: self.name,
+                table: id,
+            })
+    }
+}
+
+/// A table of a pipeline; the only way to make a [`Flow`].
+#[derive(Debug, Clone, Copy)]
+pub struct Table {
+    decl: &'static TableDecl,
+}
+
+fn field_name(f: FieldId) -> &'static str {
+    f.info().map_or("an unknown field", |i| i.name)
+}
+
+impl Table {
+    pub fn id(&self) -> u8 {
+        self.decl.id
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.decl.name
+    }
+
+    /// A flow of this table, checked against its declaration.
+    pub fn flow(
+        &self,
+        priority: u16,
+        matches: Match,
+        instructions: Vec<Instruction>,
+    ) -> Result<Flow, PipelineError> {
+        let table = self.decl.name;
+        for f in &matches.fields {
+            if !self.decl.matches.contains(&f.field) {
+                return Err(PipelineError::MatchNotAllowed {
+                    table,
+                    field: field_name(f.field),
+                });
+            }
+        }
+        matches.check().map_err(|e| PipelineError::BadMatch {
+            table,
+            reason: e.to_string(),
+        })?;
+        for i in &instructions {
+            match i {
+                Instruction::GotoTable(to) if !self.decl.next.contains(to) => {
+                    return Err(PipelineError::GotoNotAllowed { table, to: *to });
+                }
+                Instruction::WriteMetadata { mask, .. }
+                    if mask & !self.decl.writes_metadata != 0 =>
+                {
+                    return Err(PipelineError::MetadataNotAllowed { table, mask: *mask });
+                }
+                Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) => {
+                    for a in actions {
+                        if let Action::SetField(oxm) = a
+                            && !self.decl.sets.contains(&oxm.field)
+                        {
+                            return Err(PipelineError::SetNotAllowed {
+                                table,
+                                field: field_name(oxm.field),
+                            });
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(Flow::new(self.decl.id, priority, matches, instructions))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn every_goto_and_miss_stays_inside_the_pipeline_and_moves_forward() {
+        for p in [&VLAN_PIPELINE, &VXLAN_PIPELINE] {
+            for t in p.tables {
+                let mut targets: Vec<u8> = t.next.to_vec();
+                if let Miss::Goto(n) = t.miss {
+                    targets.push(n);
+                }
+                for n in targets {
+                    assert!(n > t.id, "{}: table {} goes back to {n}", p.name, t.name);
+                    assert!(
+                        p.tables.iter().any(|x| x.id == n),
+                        "{}: table {} continues in missing table {n}",
+                        p.name,
+                        t.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_flow_with_an_undeclared_match_field_names_table_and_field() {
+        let t = VLAN_PIPELINE.table(id::MAC_DEST).unwrap();
+        let err = t.flow(100, Match::new().in_port(3), vec![]).unwrap_err();
+        assert_eq!(
+            err,
+            PipelineError::MatchNotAllowed {
+                table: "mac_dest",
+                field: "in_port"
+            }
+        );
+    }
+
+    #[test]
+    fn undeclared_goto_set_field_and_metadata_are_refused() {
+        let t = VXLAN_PIPELINE.table(id::DST_GROUP).unwrap();
+        let ip = Match::new()
+            .eth_type(0x0800)
+            .ipv4_dst(Ipv4Addr::new(10, 0, 0, 1), None);
+        assert_eq!(
+            t.flow(100, ip.clone(), vec![Instruction::GotoTable(id::MAC_DEST)])
+                .unwrap_err(),
+            PipelineError::GotoNotAllowed {
+                table: "dst_group",
+                to: 9
+            }
+        );
+        let write_src = Instruction::WriteMetadata {
+            metadata: 0,
+            mask: metadata::SRC_EPG_MASK,
+        };
+        assert!(matches!(
+            t.flow(100, ip.clone(), vec![write_src]).unwrap_err(),
+            PipelineError::MetadataNotAllowed { .. }
+        ));
+        let set = Instruction::ApplyActions(vec![Action::set_field(ofproto::oxm::Oxm::int(
+            FieldId::VLAN_VID,
+            0x1000 | 10,
+            None,
+        ))]);
+        assert_eq!(
+            t.flow(100, ip, vec![set]).unwrap_err(),
+            PipelineError::SetNotAllowed {
+                table: "dst_group",
+                field: "vlan_vid"
+            }
+        );
+    }
+
+    #[test]
+    fn a_match_missing_its_prerequisite_is_refused_at_build_time() {
+        let t = VLAN_PIPELINE.table(id::DST_GROUP).unwrap();
+        let err = t
+            .flow(
+                100,
+                Match::new().ipv4_dst(Ipv4Addr::new(10, 0, 0, 1), None),
+                vec![],
+            )
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PipelineError::BadMatch {
+                    table: "dst_group",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_table_is_an_error() {
+        assert_eq!(
+            VLAN_PIPELINE.table(7).unwrap_err(),
+            PipelineError::NoSuchTable {
+                pipeline: "vlan",
+                table: 7
+            }
+        );
+    }
+}
