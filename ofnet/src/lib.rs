@@ -8,16 +8,26 @@
 //! - [`datapath`]: [`VlanBridge`] and [`VxlanBridge`], pure functions from state to the
 //!   complete set of flows and groups.
 //! - [`epdb`]: the endpoint DB actor (networks, VRFs, endpoints).
+//! - [`agent`]: the actor per bridge and [`AgentHandle`], the API the host daemon calls.
+//! - [`arp`]: the ARP proxy decision table and gratuitous ARPs.
+//! - [`inspect`]: the agent state in the reference's inspect JSON shape.
 //! - [`text`]: flows in `ovs-ofctl` syntax (golden tests, docs, inspect).
 
+pub mod agent;
+pub mod arp;
 pub mod datapath;
 pub mod epdb;
 pub mod flows;
+pub mod inspect;
 pub mod metadata;
 pub mod model;
 pub mod pipeline;
 pub mod priority;
 pub mod text;
 
+pub use agent::{AgentConfig, AgentError, AgentHandle, AgentOp};
 pub use datapath::vlan::VlanBridge;
 pub use datapath::vxlan::VxlanBridge;
+pub use model::{
+    ArpMode, BridgeKind, Endpoint, LocalEndpoint, MacAddr, Network, PolicyRule, RuleAction,
+};

@@ -1,0 +1,602 @@
+//! The agent of one bridge: the actor that owns the bridge's datapath logic and is the only
+//! writer of its flows.
+//!
+//! An [`Agent`] holds the datapath ([`VlanBridge`] or [`VxlanBridge`]), the latest endpoint-DB
+//! snapshot, its own settings (uplinks, VTEPs, policy rules, ARP mode), the `ofctrl` bridge and
+//! the flows that bridge holds. Every API call is one [`Update`]: the endpoint DB applies its
+//! part, the datapath recomputes the complete desired flow set, and only the difference goes to
+//! `ofctrl` as one transaction. The call returns once the switch confirmed it (or once it was
+//! recorded, if no switch is connected: it goes out on connect). If the switch refuses, the
+//! endpoint DB and the settings are put back, so the state always describes what is installed.
+//! Updates run one at a time (the mailbox waits), so they apply in the order they were sent.
+//!
+//! The agent also receives the listener's switch events: ARP requests punted by the input
+//! table are answered or re-injected ([`crate::arp`]); the connected switch is remembered for
+//! packet-outs.
+//!
+//! Other crates use [`AgentHandle`].
+
+use crate::arp;
+use crate::datapath::{Datapath, DatapathError, Desired, PacketOut, Settings, Topology};
+use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
+use crate::flows::policy::rule_flow;
+use crate::inspect::{self, AgentExport};
+use crate::model::{ArpMode, BridgeKind, Endpoint, LocalEndpoint, Network, PolicyRule};
+use crate::pipeline::id;
+use crate::{VlanBridge, VxlanBridge};
+use actix::prelude::*;
+use bytes::Bytes;
+use ofctrl::{
+    BridgeConfig, BridgeHandle, Listener, SwitchEvent, SwitchHandle, SwitchOptions, TxError,
+};
+use ofproto::nxm;
+use ofproto::oxm::FieldId;
+use ofproto::port::OFPP_CONTROLLER;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+
+/// How to run an agent.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub kind: BridgeKind,
+    /// The OVS bridge name (logs, inspect).
+    pub bridge: String,
+    /// This host's VTEP address: recorded as the originator of local endpoints; remote
+    /// endpoints carrying it are this host's own and ignored.
+    pub local_ip: Option<Ipv4Addr>,
+    pub arp_mode: ArpMode,
+}
+
+impl AgentConfig {
+    pub fn new(kind: BridgeKind, bridge: impl Into<String>) -> AgentConfig {
+        AgentConfig {
+            kind,
+            bridge: bridge.into(),
+            local_ip: None,
+            arp_mode: ArpMode::Proxy,
+        }
+    }
+}
+
+/// Why an agent call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    EndpointDb(#[from] EndpointDbError),
+    #[error(transparent)]
+    Datapath(#[from] DatapathError),
+    #[error("the switch refused the flows: {0}")]
+    Switch(#[from] TxError),
+    #[error("rule {0} already exists with different fields")]
+    RuleExists(String),
+    #[error("no rule {0}")]
+    NoRule(String),
+    #[error("no uplink on port {0}")]
+    NoUplink(u32),
+    #[error("no VTEP for {0}")]
+    NoVtep(Ipv4Addr),
+    #[error("port {port} is already VTEP {ip}")]
+    VtepPortInUse { port: u32, ip: Ipv4Addr },
+    #[error("{what} does not apply to a {kind} bridge")]
+    WrongBridge {
+        what: &'static str,
+        kind: &'static str,
+    },
+    #[error("the agent is not running")]
+    Stopped,
+}
+
+/// One change through the agent API.
+#[derive(Debug, Clone)]
+pub enum AgentOp {
+    AddNetwork(Network),
+    /// By VLAN.
+    RemoveNetwork(u16),
+    AddLocalEndpoint(LocalEndpoint),
+    /// New DSCP of the local endpoint on `port` (0: stop marking).
+    UpdateLocalEndpoint {
+        port: u32,
+        dscp: u8,
+    },
+    RemoveLocalEndpoint(u32),
+    /// An endpoint of another host, as the master relays it.
+    AddRemoteEndpoint(Endpoint),
+    RemoveRemoteEndpoint(String),
+    AddUplink(u32),
+    RemoveUplink(u32),
+    AddVtep {
+        ip: Ipv4Addr,
+        port: u32,
+    },
+    RemoveVtep(Ipv4Addr),
+    SetArpMode(ArpMode),
+    AddRule(PolicyRule),
+    RemoveRule(String),
+}
+
+/// Apply one [`AgentOp`].
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), AgentError>")]
+pub struct Update(pub AgentOp);
+
+/// Send gratuitous ARPs for the local endpoints of an endpoint group (VLAN bridge).
+#[derive(Debug, Message)]
+#[rtype(result = "usize")]
+pub struct InjectGarps(pub u16);
+
+/// The agent's state in the reference's inspect shape.
+#[derive(Debug, Message)]
+#[rtype(result = "AgentExport")]
+pub struct Inspect;
+
+/// The flows the bridge holds besides the miss flows, in `ovs-ofctl` syntax.
+#[derive(Debug, Message)]
+#[rtype(result = "(Vec<String>, Vec<String>)")]
+pub struct InstalledFlows;
+
+/// See the module documentation.
+pub struct Agent {
+    config: AgentConfig,
+    datapath: Box<dyn Datapath>,
+    bridge: BridgeHandle,
+    epdb: Addr<EndpointDb>,
+    endpoints: Arc<EndpointTable>,
+    settings: Settings,
+    installed: Desired,
+    switch: Option<SwitchHandle>,
+    stats: BTreeMap<String, u64>,
+}
+
+/// Handle to a running agent: the API other crates call.
+#[derive(Clone)]
+pub struct AgentHandle {
+    addr: Addr<Agent>,
+    bridge: BridgeHandle,
+    kind: BridgeKind,
+}
+
+impl AgentHandle {
+    /// Start the endpoint DB, the `ofctrl` bridge and the agent (inside an actix system).
+    /// Connect switches with [`AgentHandle::listen_unix`] / [`AgentHandle::listen_tcp`], or
+    /// subscribe [`AgentHandle::switch_events`] to a listener of your own.
+    pub fn start(config: AgentConfig) -> AgentHandle {
+        let datapath: Box<dyn Datapath> = match config.kind {
+            BridgeKind::Vlan => Box::new(VlanBridge),
+            BridgeKind::Vxlan => Box::new(VxlanBridge),
+        };
+        let bridge = BridgeHandle::start(BridgeConfig::new(
+            config.bridge.clone(),
+            datapath.pipeline().table_specs(),
+        ));
+        let epdb = EndpointDb::default().start();
+        let settings = Settings {
+            arp_mode: config.arp_mode,
+            ..Settings::default()
+        };
+        let kind = config.kind;
+        let agent = Agent {
+            config,
+            datapath,
+            bridge: bridge.clone(),
+            epdb,
+            endpoints: Arc::new(EndpointTable::new()),
+            settings,
+            installed: Desired::new(),
+            switch: None,
+            stats: BTreeMap::new(),
+        };
+        // The input table's ARP punt depends on the ARP mode alone: compute the empty state's
+        // flows once so they are installed from the first connect.
+        let addr = Agent::create(|ctx| {
+            ctx.notify(Update(AgentOp::SetArpMode(agent.settings.arp_mode)));
+            agent
+        });
+        AgentHandle { addr, bridge, kind }
+    }
+
+    pub fn kind(&self) -> BridgeKind {
+        self.kind
+    }
+
+    /// The `ofctrl` bridge (status, switch handle).
+    pub fn bridge(&self) -> &BridgeHandle {
+        &self.bridge
+    }
+
+    /// Who must hear a listener's switch events: the bridge (reconciliation) and the agent
+    /// (packet-ins).
+    pub fn switch_events(&self) -> Vec<Recipient<SwitchEvent>> {
+        vec![self.bridge.events(), self.addr.clone().recipient()]
+    }
+
+    /// Accept this bridge's switch on a unix socket (`ovs-vsctl set-controller br unix:PATH`).
+    pub async fn listen_unix(&self, path: &Path) -> std::io::Result<Listener> {
+        Listener::unix(path, SwitchOptions::default(), self.switch_events()).await
+    }
+
+    /// Accept this bridge's switch on TCP (`tcp:127.0.0.1:6634` in the reference).
+    pub async fn listen_tcp(&self, addr: std::net::SocketAddr) -> std::io::Result<Listener> {
+        Listener::tcp(addr, SwitchOptions::default(), self.switch_events()).await
+    }
+
+    pub async fn update(&self, op: AgentOp) -> Result<(), AgentError> {
+        self.addr
+            .send(Update(op))
+            .await
+            .map_err(|_| AgentError::Stopped)?
+    }
+
+    pub async fn add_network(&self, n: Network) -> Result<(), AgentError> {
+        self.update(AgentOp::AddNetwork(n)).await
+    }
+
+    pub async fn remove_network(&self, vlan: u16) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveNetwork(vlan)).await
+    }
+
+    pub async fn add_local_endpoint(&self, ep: LocalEndpoint) -> Result<(), AgentError> {
+        self.update(AgentOp::AddLocalEndpoint(ep)).await
+    }
+
+    pub async fn update_local_endpoint(&self, port: u32, dscp: u8) -> Result<(), AgentError> {
+        self.update(AgentOp::UpdateLocalEndpoint { port, dscp })
+            .await
+    }
+
+    pub async fn remove_local_endpoint(&self, port: u32) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveLocalEndpoint(port)).await
+    }
+
+    pub async fn add_remote_endpoint(&self, ep: Endpoint) -> Result<(), AgentError> {
+        self.update(AgentOp::AddRemoteEndpoint(ep)).await
+    }
+
+    pub async fn remove_remote_endpoint(&self, id: impl Into<String>) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveRemoteEndpoint(id.into())).await
+    }
+
+    pub async fn add_uplink(&self, port: u32) -> Result<(), AgentError> {
+        self.update(AgentOp::AddUplink(port)).await
+    }
+
+    pub async fn remove_uplink(&self, port: u32) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveUplink(port)).await
+    }
+
+    pub async fn add_vtep(&self, ip: Ipv4Addr, port: u32) -> Result<(), AgentError> {
+        self.update(AgentOp::AddVtep { ip, port }).await
+    }
+
+    pub async fn remove_vtep(&self, ip: Ipv4Addr) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveVtep(ip)).await
+    }
+
+    pub async fn set_arp_mode(&self, mode: ArpMode) -> Result<(), AgentError> {
+        self.update(AgentOp::SetArpMode(mode)).await
+    }
+
+    pub async fn add_rule(&self, rule: PolicyRule) -> Result<(), AgentError> {
+        self.update(AgentOp::AddRule(rule)).await
+    }
+
+    pub async fn remove_rule(&self, id: impl Into<String>) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveRule(id.into())).await
+    }
+
+    /// Send gratuitous ARPs for the local endpoints of `epg`; returns how many were sent.
+    pub async fn inject_garps(&self, epg: u16) -> Result<usize, AgentError> {
+        self.addr
+            .send(InjectGarps(epg))
+            .await
+            .map_err(|_| AgentError::Stopped)
+    }
+
+    /// The agent's state in the reference's inspect shape.
+    pub async fn inspect(&self) -> Result<AgentExport, AgentError> {
+        self.addr
+            .send(Inspect)
+            .await
+            .map_err(|_| AgentError::Stopped)
+    }
+
+    /// The flows (sorted) and groups the agent installed, in `ovs-ofctl` syntax.
+    pub async fn installed_flows(&self) -> Result<(Vec<String>, Vec<String>), AgentError> {
+        self.addr
+            .send(InstalledFlows)
+            .await
+            .map_err(|_| AgentError::Stopped)
+    }
+}
+
+impl Actor for Agent {
+    type Context = Context<Self>;
+}
+
+/// How an op splits into an endpoint-DB change and a settings change.
+fn endpoint_op(op: &AgentOp, local_ip: Option<Ipv4Addr>) -> Option<EndpointOp> {
+    Some(match op {
+        AgentOp::AddNetwork(n) => EndpointOp::AddNetwork(n.clone()),
+        AgentOp::RemoveNetwork(v) => EndpointOp::RemoveNetwork(*v),
+        AgentOp::AddLocalEndpoint(e) => EndpointOp::AddLocal {
+            endpoint: e.clone(),
+            originator: local_ip,
+        },
+        AgentOp::UpdateLocalEndpoint { port, dscp } => EndpointOp::UpdateLocal {
+            port: *port,
+            dscp: *dscp,
+        },
+        AgentOp::RemoveLocalEndpoint(p) => EndpointOp::RemoveLocal(*p),
+        AgentOp::AddRemoteEndpoint(e) => EndpointOp::AddRemote(e.clone()),
+        AgentOp::RemoveRemoteEndpoint(id) => EndpointOp::RemoveRemote(id.clone()),
+        _ => return None,
+    })
+}
+
+impl Agent {
+    fn topology(&self) -> Topology<'_> {
+        Topology {
+            endpoints: &self.endpoints,
+            settings: &self.settings,
+        }
+    }
+
+    fn count(&mut self, counter: &str) {
+        *self.stats.entry(counter.to_string()).or_default() += 1;
+    }
+
+    /// The settings part of an op, checked.
+    fn apply_settings(&mut self, op: &AgentOp) -> Result<(), AgentError> {
+        let kind = self.config.kind;
+        let only = |want: BridgeKind, what: &'static str| {
+            if kind == want {
+                Ok(())
+            } else {
+                Err(AgentError::WrongBridge {
+                    what,
+                    kind: kind.name(),
+                })
+            }
+        };
+        let s = &mut self.settings;
+        match op {
+            AgentOp::AddUplink(p) => {
+                only(BridgeKind::Vlan, "an uplink")?;
+                s.uplinks.insert(*p);
+            }
+            AgentOp::RemoveUplink(p) => {
+                s.uplinks
+                    .remove(p)
+                    .then_some(())
+                    .ok_or(AgentError::NoUplink(*p))?;
+            }
+            AgentOp::AddVtep { ip, port } => {
+                only(BridgeKind::Vxlan, "a VTEP")?;
+                if let Some((other, _)) = s.vteps.iter().find(|(i, p)| *p == port && *i != ip) {
+                    return Err(AgentError::VtepPortInUse {
+                        port: *port,
+                        ip: *other,
+                    });
+                }
+                s.vteps.insert(*ip, *port);
+            }
+            AgentOp::RemoveVtep(ip) => {
+                s.vteps.remove(ip).ok_or(AgentError::NoVtep(*ip))?;
+            }
+            AgentOp::SetArpMode(m) => s.arp_mode = *m,
+            AgentOp::AddRule(r) => {
+                match s.rules.get(&r.rule_id) {
+                    Some(have) if have == r => {}
+                    Some(_) => return Err(AgentError::RuleExists(r.rule_id.clone())),
+                    None => {
+                        // Validate alone first so the error names the rule, not a conflict.
+                        let table = self
+                            .datapath
+                            .pipeline()
+                            .table(id::POLICY)
+                            .map_err(DatapathError::from)?;
+                        rule_flow(table, r, id::SERVICE_SNAT).map_err(DatapathError::from)?;
+                        s.rules.insert(r.rule_id.clone(), r.clone());
+                    }
+                }
+            }
+            AgentOp::RemoveRule(rid) => {
+                s.rules
+                    .remove(rid)
+                    .ok_or_else(|| AgentError::NoRule(rid.clone()))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Side effects after an op was installed.
+    fn after(&mut self, op: &AgentOp) {
+        if let AgentOp::AddLocalEndpoint(l) = op
+            && self.config.kind == BridgeKind::Vlan
+            && let Some(ep) = self.endpoints.local(l.port_no).cloned()
+        {
+            // Announce the endpoint on the uplink so the physical network learns it.
+            if let Some(out) = arp::garp(&self.topology(), &ep) {
+                self.send_packets(vec![out]);
+                self.count("GarpSent");
+            }
+        }
+    }
+
+    fn send_packets(&self, packets: Vec<PacketOut>) {
+        let Some(switch) = self.switch.clone().filter(SwitchHandle::connected) else {
+            return;
+        };
+        actix::spawn(async move {
+            for p in packets {
+                if let Err(e) = switch
+                    .packet_out(OFPP_CONTROLLER, p.actions, Bytes::from(p.data))
+                    .await
+                {
+                    tracing::warn!(error = %e, "packet-out failed");
+                }
+            }
+        });
+    }
+
+    fn on_packet_in(&mut self, packet_in: &ofproto::packet_in::PacketIn) {
+        self.count("PktRcvd");
+        let Some(in_port) = packet_in.in_port() else {
+            return;
+        };
+        let tun_id = packet_in
+            .matching
+            .get(FieldId::TUNNEL_ID)
+            .or_else(|| packet_in.matching.get(nxm::TUN_ID))
+            .map(|f| f.value_u128() as u64);
+        self.count("ArpReqRcvd");
+        let (packets, outcome) = arp::handle_request(
+            self.datapath.as_ref(),
+            &self.topology(),
+            in_port,
+            tun_id,
+            &packet_in.data,
+        );
+        tracing::debug!(bridge = %self.config.bridge, in_port, ?outcome, "ARP request");
+        self.count(outcome.counter());
+        self.send_packets(packets);
+    }
+}
+
+impl Handler<Update> for Agent {
+    type Result = AtomicResponse<Self, Result<(), AgentError>>;
+
+    fn handle(&mut self, Update(op): Update, _: &mut Context<Self>) -> Self::Result {
+        if let AgentOp::AddRemoteEndpoint(ep) = &op
+            && ep.originator_ip.is_some()
+            && ep.originator_ip == self.config.local_ip
+        {
+            // Our own endpoint, echoed back by the master.
+            return AtomicResponse::new(Box::pin(fut::ready(Ok(()))));
+        }
+        let epdb = self.epdb.clone();
+        let ep_op = endpoint_op(&op, self.config.local_ip);
+        let db_changed = ep_op.is_some();
+        let fetch = async move {
+            match ep_op {
+                Some(o) => epdb
+                    .send(epdb::Apply(o))
+                    .await
+                    .map_err(|_| AgentError::Stopped)?
+                    .map(Some)
+                    .map_err(AgentError::from),
+                None => Ok(None),
+            }
+        };
+        let work = fetch.into_actor(self).then(move |snapshot, act, _| {
+            let prev_endpoints = act.endpoints.clone();
+            let prev_settings = act.settings.clone();
+            let rollback = move |act: &mut Agent| {
+                if db_changed {
+                    act.epdb.do_send(epdb::Restore(prev_endpoints.clone()));
+                }
+                act.endpoints = prev_endpoints;
+                act.settings = prev_settings;
+            };
+            let next = snapshot.and_then(|snap| {
+                if let Some(s) = snap {
+                    act.endpoints = s;
+                }
+                act.apply_settings(&op)?;
+                Ok(act.datapath.desired(&act.topology())?)
+            });
+            let next = match next {
+                Ok(n) => n,
+                Err(e) => {
+                    // A refused endpoint-DB change changed nothing there.
+                    if !matches!(e, AgentError::EndpointDb(_)) {
+                        rollback(act);
+                    }
+                    return futures::future::Either::Left(fut::ready(Err(e)));
+                }
+            };
+            let changes = act.installed.diff(&next);
+            let bridge = act.bridge.clone();
+            futures::future::Either::Right(
+                async move { bridge.apply(changes).await }
+                    .into_actor(act)
+                    .map(move |applied, act, _| match applied {
+                        Ok(_) => {
+                            act.installed = next;
+                            act.after(&op);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            rollback(act);
+                            Err(AgentError::Switch(e))
+                        }
+                    }),
+            )
+        });
+        AtomicResponse::new(Box::pin(work))
+    }
+}
+
+impl Handler<SwitchEvent> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, event: SwitchEvent, _: &mut Context<Self>) {
+        match event {
+            SwitchEvent::Connected(handle) => {
+                self.count("SwitchConnected");
+                self.switch = Some(handle);
+            }
+            SwitchEvent::Disconnected { dpid, .. } => {
+                if self.switch.as_ref().is_some_and(|s| s.dpid() == dpid) {
+                    self.switch = None;
+                }
+            }
+            SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in),
+            SwitchEvent::PortStatus { .. } | SwitchEvent::FlowRemoved { .. } => {}
+        }
+    }
+}
+
+impl Handler<InjectGarps> for Agent {
+    type Result = usize;
+
+    fn handle(&mut self, InjectGarps(epg): InjectGarps, _: &mut Context<Self>) -> usize {
+        if self.config.kind != BridgeKind::Vlan {
+            return 0;
+        }
+        let topo = self.topology();
+        let packets: Vec<PacketOut> = self
+            .endpoints
+            .locals()
+            .filter(|e| e.endpoint_group == epg)
+            .filter_map(|e| arp::garp(&topo, e))
+            .collect();
+        let n = packets.len();
+        self.send_packets(packets);
+        n
+    }
+}
+
+impl Handler<Inspect> for Agent {
+    type Result = MessageResult<Inspect>;
+
+    fn handle(&mut self, _: Inspect, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(inspect::export(
+            &self.config,
+            &self.endpoints,
+            &self.settings,
+            self.switch.as_ref().is_some_and(SwitchHandle::connected),
+            &self.stats,
+        ))
+    }
+}
+
+impl Handler<InstalledFlows> for Agent {
+    type Result = MessageResult<InstalledFlows>;
+
+    fn handle(&mut self, _: InstalledFlows, _: &mut Context<Self>) -> Self::Result {
+        MessageResult((self.installed.flow_lines(), self.installed.group_lines()))
+    }
+}

@@ -1,0 +1,347 @@
+//! The ARP proxy: what to do with an ARP request the input table punted to the controller.
+//!
+//! The decision is a pure function of the request, where it came in, and the topology:
+//! - a gratuitous ARP (sender address = target address) or anything but a request: ignored;
+//! - the request's VLAN is its port's network for endpoint ports, the 802.1Q tag for uplinks,
+//!   the VNI's network for VTEPs; the VRF is that network's; sender and target are looked up as
+//!   `<ip>:<vrf>`;
+//! - neither known: ignored;
+//! - from a VTEP or uplink, and the target is not local here: ignored (its own host answers);
+//! - target known, and sender known or target local: answered with the target's MAC, out the
+//!   ingress port (same VLAN tag; same VNI for a VTEP);
+//! - sender known, target unknown (a router or VM no agent knows): re-injected by the
+//!   datapath, toward every VTEP or out one uplink.
+
+use crate::datapath::{Datapath, PacketOut, Topology};
+use crate::flows::set_tun_id;
+use crate::model::Endpoint;
+use ofproto::action::Action;
+use ofproto::packet::arp::Operation;
+use ofproto::packet::ethernet::{EthernetAddress, VlanTag};
+use ofproto::packet::frame;
+
+/// What the proxy did with a request; the name is the inspect statistics counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Replied,
+    Reinjected,
+    NotArp,
+    NotRequest,
+    Gratuitous,
+    UnknownPort,
+    UnknownNetwork,
+    UnknownSrcDst,
+    /// From a VTEP or uplink for a target that is not local.
+    NotLocalTarget,
+    /// From a local port, target known elsewhere, sender unknown.
+    UnknownSrc,
+}
+
+impl Outcome {
+    pub fn counter(self) -> &'static str {
+        match self {
+            Outcome::Replied => "ArpReqRespSent",
+            Outcome::Reinjected => "ArpReqReinject",
+            Outcome::NotArp => "ArpPktParse-ERROR",
+            Outcome::NotRequest => "ArpNotRequest",
+            Outcome::Gratuitous => "ArpGratuitousIgnored",
+            Outcome::UnknownPort => "ArpReqUnknownPort",
+            Outcome::UnknownNetwork => "ArpReqUnknownNetwork",
+            Outcome::UnknownSrcDst => "ArpRequestUnknownSrcDst",
+            Outcome::NotLocalTarget => "ArpReqNonLocalTarget",
+            Outcome::UnknownSrc => "ArpReqUnknownSrc",
+        }
+    }
+}
+
+/// Where a punted packet came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ingress<'a> {
+    Endpoint(&'a Endpoint),
+    Uplink,
+    Vtep { vni: u32 },
+}
+
+/// Decide about one punted frame; returns the packets to send and what happened.
+pub fn handle_request(
+    datapath: &dyn Datapath,
+    topo: &Topology<'_>,
+    in_port: u32,
+    tun_id: Option<u64>,
+    data: &[u8],
+) -> (Vec<PacketOut>, Outcome) {
+    let Ok((eth, arp)) = frame::parse_arp(data) else {
+        return (Vec::new(), Outcome::NotArp);
+    };
+    if arp.operation != Operation::Request {
+        return (Vec::new(), Outcome::NotRequest);
+    }
+    if arp.source_protocol_addr == arp.target_protocol_addr {
+        return (Vec::new(), Outcome::Gratuitous);
+    }
+    let s = &topo.settings;
+    let ingress = if let Some(ep) = topo.endpoints.local(in_port) {
+        Ingress::Endpoint(ep)
+    } else if s.uplinks.contains(&in_port) {
+        Ingress::Uplink
+    } else if s.vteps.values().any(|p| *p == in_port) {
+        Ingress::Vtep {
+            vni: tun_id.unwrap_or(0) as u32,
+        }
+    } else {
+        return (Vec::new(), Outcome::UnknownPort);
+    };
+    let network = match ingress {
+        Ingress::Endpoint(ep) => topo.endpoints.network(ep.vlan),
+        Ingress::Uplink => eth.vlan.and_then(|t| topo.endpoints.network(t.vid)),
+        Ingress::Vtep { vni } => topo.endpoints.network_by_vni(vni),
+    };
+    let Some(network) = network else {
+        return (Vec::new(), Outcome::UnknownNetwork);
+    };
+    let src = topo
+        .endpoints
+        .find(arp.source_protocol_addr.into(), &network.vrf);
+    let dst = topo
+        .endpoints
+        .find(arp.target_protocol_addr.into(), &network.vrf);
+    let from_local = matches!(ingress, Ingress::Endpoint(_));
+    if src.is_none() && dst.is_none() {
+        return (Vec::new(), Outcome::UnknownSrcDst);
+    }
+    if !from_local && !dst.is_some_and(Endpoint::is_local) {
+        return (Vec::new(), Outcome::NotLocalTarget);
+    }
+    match (src, dst) {
+        (_, Some(d)) if src.is_some() || d.is_local() => {
+            let reply = frame::arp_reply(&arp, EthernetAddress(d.mac.octets()), eth.vlan);
+            let mut actions = Vec::new();
+            if let Ingress::Vtep { vni } = ingress {
+                actions.push(set_tun_id(vni));
+            }
+            actions.push(Action::output(in_port));
+            (
+                vec![PacketOut {
+                    actions,
+                    data: reply,
+                }],
+                Outcome::Replied,
+            )
+        }
+        (Some(s), None) => (datapath.forward_arp(topo, s, data), Outcome::Reinjected),
+        _ => (Vec::new(), Outcome::UnknownSrc),
+    }
+}
+
+/// The gratuitous ARP announcing a local endpoint on the VLAN bridge's uplink: tagged with the
+/// endpoint's uplink VLAN, out the uplink its MAC hashes to.
+pub fn garp(topo: &Topology<'_>, ep: &Endpoint) -> Option<PacketOut> {
+    let ip = ep.ip_addr?;
+    let uplink = crate::VlanBridge::uplink_for(topo, ep.mac.octets())?;
+    let tag = VlanTag {
+        pcp: 0,
+        dei: false,
+        vid: crate::VlanBridge::uplink_vlan(ep),
+    };
+    Some(PacketOut {
+        actions: vec![Action::output(uplink)],
+        data: frame::gratuitous_arp(EthernetAddress(ep.mac.octets()), ip, Some(tag)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datapath::Settings;
+    use crate::epdb::{EndpointOp, EndpointTable};
+    use crate::model::{LocalEndpoint, MacAddr, Network};
+    use crate::{VlanBridge, VxlanBridge};
+    use std::net::Ipv4Addr;
+
+    const A: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 2);
+    const B: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 3);
+    const REMOTE: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 9);
+    const STRANGER: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 200);
+
+    fn mac(ip: Ipv4Addr) -> MacAddr {
+        let o = ip.octets();
+        MacAddr([2, 2, o[0], o[1], o[2], o[3]])
+    }
+
+    /// VXLAN: A on port 3, B on port 4, REMOTE behind VTEP port 9; one network, VNI 5000.
+    fn fixture() -> (EndpointTable, Settings) {
+        let mut t = EndpointTable::new();
+        t.apply(EndpointOp::AddNetwork(Network {
+            vlan: 2,
+            vni: 5000,
+            gateway: None,
+            vrf: "t1".into(),
+        }))
+        .unwrap();
+        for (port, ip) in [(3, A), (4, B)] {
+            t.apply(EndpointOp::AddLocal {
+                endpoint: LocalEndpoint {
+                    port_no: port,
+                    mac: mac(ip),
+                    vlan: 2,
+                    ipv4: Some(ip),
+                    ipv6: None,
+                    epg: 0,
+                    epg_vlan: 0,
+                    dscp: 0,
+                },
+                originator: None,
+            })
+            .unwrap();
+        }
+        let mut r = t.local(3).unwrap().clone();
+        r.port_no = 0;
+        r.endpoint_id = format!("{REMOTE}:t1");
+        r.ip_addr = Some(REMOTE);
+        r.mac = mac(REMOTE);
+        r.originator_ip = Some(Ipv4Addr::new(192, 168, 77, 2));
+        t.apply(EndpointOp::AddRemote(r)).unwrap();
+        let mut s = Settings::default();
+        s.vteps.insert(Ipv4Addr::new(192, 168, 77, 2), 9);
+        s.uplinks.insert(1);
+        (t, s)
+    }
+
+    fn request(from: Ipv4Addr, to: Ipv4Addr) -> Vec<u8> {
+        frame::arp_request(EthernetAddress(mac(from).octets()), from, to, None)
+    }
+
+    fn run(in_port: u32, tun: Option<u64>, data: &[u8]) -> (Vec<PacketOut>, Outcome) {
+        let (t, s) = fixture();
+        handle_request(
+            &VxlanBridge,
+            &Topology {
+                endpoints: &t,
+                settings: &s,
+            },
+            in_port,
+            tun,
+            data,
+        )
+    }
+
+    #[test]
+    fn known_target_is_answered_out_the_ingress_port_with_its_mac() {
+        let (outs, o) = run(3, None, &request(A, B));
+        assert_eq!(o, Outcome::Replied);
+        assert_eq!(outs[0].actions, vec![Action::output(3u32)]);
+        let (_, reply) = frame::parse_arp(&outs[0].data).unwrap();
+        assert_eq!(reply.operation, Operation::Reply);
+        assert_eq!(reply.source_hardware_addr.0, mac(B).octets());
+        assert_eq!(reply.source_protocol_addr, B);
+        assert_eq!(reply.target_protocol_addr, A);
+        // A remote target is answered from here too.
+        assert_eq!(run(3, None, &request(A, REMOTE)).1, Outcome::Replied);
+    }
+
+    #[test]
+    fn from_a_vtep_only_local_targets_are_answered_with_the_vni() {
+        let (outs, o) = run(9, Some(5000), &request(REMOTE, A));
+        assert_eq!(o, Outcome::Replied);
+        assert_eq!(
+            outs[0].actions,
+            vec![set_tun_id(5000), Action::output(9u32)]
+        );
+        assert_eq!(
+            run(9, Some(5000), &request(REMOTE, STRANGER)).1,
+            Outcome::NotLocalTarget
+        );
+        assert_eq!(
+            run(9, Some(6000), &request(REMOTE, A)).1,
+            Outcome::UnknownNetwork
+        );
+    }
+
+    #[test]
+    fn unknown_target_from_a_known_source_is_reinjected_to_every_vtep() {
+        let (outs, o) = run(3, None, &request(A, STRANGER));
+        assert_eq!(o, Outcome::Reinjected);
+        assert_eq!(outs.len(), 1);
+        assert_eq!(
+            outs[0].actions,
+            vec![set_tun_id(5000), Action::output(9u32)]
+        );
+        assert_eq!(
+            outs[0].data,
+            request(A, STRANGER),
+            "the request itself goes on"
+        );
+    }
+
+    #[test]
+    fn garps_unknown_pairs_replies_and_strange_ports_are_ignored() {
+        assert_eq!(run(3, None, &request(A, A)).1, Outcome::Gratuitous);
+        assert_eq!(
+            run(3, None, &request(STRANGER, Ipv4Addr::new(10, 1, 1, 201))).1,
+            Outcome::UnknownSrcDst
+        );
+        assert_eq!(run(77, None, &request(A, B)).1, Outcome::UnknownPort);
+        assert_eq!(run(3, None, &[0u8; 10]).1, Outcome::NotArp);
+        let (_, arp) = frame::parse_arp(&request(A, B)).unwrap();
+        let reply = frame::arp_reply(&arp, EthernetAddress(mac(B).octets()), None);
+        assert_eq!(run(3, None, &reply).1, Outcome::NotRequest);
+    }
+
+    #[test]
+    fn vlan_uplink_requests_use_their_tag_and_replies_keep_it() {
+        let mut t = EndpointTable::new();
+        t.apply(EndpointOp::AddNetwork(Network {
+            vlan: 10,
+            vni: 0,
+            gateway: None,
+            vrf: "t1".into(),
+        }))
+        .unwrap();
+        t.apply(EndpointOp::AddLocal {
+            endpoint: LocalEndpoint {
+                port_no: 3,
+                mac: mac(A),
+                vlan: 10,
+                ipv4: Some(A),
+                ipv6: None,
+                epg: 0,
+                epg_vlan: 0,
+                dscp: 0,
+            },
+            originator: None,
+        })
+        .unwrap();
+        let mut s = Settings::default();
+        s.uplinks.insert(1);
+        let tag = VlanTag {
+            pcp: 0,
+            dei: false,
+            vid: 10,
+        };
+        let req = frame::arp_request(
+            EthernetAddress(mac(STRANGER).octets()),
+            STRANGER,
+            A,
+            Some(tag),
+        );
+        let topo = Topology {
+            endpoints: &t,
+            settings: &s,
+        };
+        let (outs, o) = handle_request(&VlanBridge, &topo, 1, None, &req);
+        assert_eq!(o, Outcome::Replied);
+        let (eth, _) = frame::parse_arp(&outs[0].data).unwrap();
+        assert_eq!(eth.vlan.map(|v| v.vid), Some(10));
+        let g = garp(&topo, t.local(3).unwrap()).unwrap();
+        assert_eq!(g.actions, vec![Action::output(1u32)]);
+        let (eth, arp) = frame::parse_arp(&g.data).unwrap();
+        assert_eq!(
+            (
+                eth.vlan.map(|v| v.vid),
+                arp.source_protocol_addr,
+                arp.target_protocol_addr
+            ),
+            (Some(10), A, A)
+        );
+    }
+}
