@@ -114,7 +114,7 @@ pub struct TcpServer(std::process::Child);
 impl TcpServer {
     pub fn start(ns: &str, port: u16) -> TcpServer {
         let child = Command::new("ip")
-            .args(["netns", "exec", ns, "nc", "-lk", "-p"])
+            .args(["netns", "exec", ns, "nc", "-lk"])
             .arg(port.to_string())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -155,4 +155,45 @@ pub async fn ofport(ovs: &Ovs, interface: &str) -> u32 {
         assert!(Instant::now() < deadline, "no ofport for {interface}");
         actix_rt::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Capture `count` ICMP echo requests arriving in namespace `ns` (tcpdump -v, at most 10 s);
+/// start it, then send the traffic, then await the returned handle for the printed packets.
+pub async fn capture_echo_requests(ns: &str, count: u32) -> actix_rt::task::JoinHandle<String> {
+    let ns = ns.to_string();
+    let handle = actix_rt::task::spawn_blocking(move || {
+        let out = Command::new("ip")
+            .args([
+                "netns", "exec", &ns, "timeout", "10", "tcpdump", "-l", "-n", "-v",
+            ])
+            .args(["-i", "eth0", "-c"])
+            .arg(count.to_string())
+            .args(["icmp and icmp[0] = 8"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    });
+    // Give tcpdump time to open the capture.
+    actix_rt::time::sleep(Duration::from_millis(700)).await;
+    handle
+}
+
+/// True when `tool` is missing and the test should return: skips with a printed reason, or
+/// fails under `CI=true` (the `testbed::require!` convention, for tools it does not list).
+pub fn missing_tool(test: &str, tool: &str, package: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .any(|d| d.join(tool).is_file());
+    !found
+        && testbed::require::skip_or_fail(
+            test,
+            &format!("needs {tool} (apt-get install {package})"),
+        )
+}
+
+/// Let the pod's kernel compute its own TCP/UDP checksums: the userspace datapath forwards a
+/// veth's partially checksummed segments unchanged, and the receiver would drop them.
+pub fn disable_tx_offload(pod: &testbed::Pod) {
+    pod.exec(&["ethtool", "-K", "eth0", "tx", "off"]).unwrap();
 }
