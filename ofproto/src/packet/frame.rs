@@ -65,6 +65,23 @@ pub fn gratuitous_arp(mac: EthernetAddress, ip: Ipv4Addr, vlan: Option<VlanTag>)
     arp_frame(&announcement, EthernetAddress::BROADCAST, vlan)
 }
 
+/// Return a broadcast ARP request frame: "who has `target_ip`? tell `ip` (at `mac`)".
+pub fn arp_request(
+    mac: EthernetAddress,
+    ip: Ipv4Addr,
+    target_ip: Ipv4Addr,
+    vlan: Option<VlanTag>,
+) -> Vec<u8> {
+    let request = ArpRepr {
+        operation: Operation::Request,
+        source_hardware_addr: mac,
+        source_protocol_addr: ip,
+        target_hardware_addr: EthernetAddress::UNSPECIFIED,
+        target_protocol_addr: target_ip,
+    };
+    arp_frame(&request, EthernetAddress::BROADCAST, vlan)
+}
+
 /// Return the Ethernet and ARP headers of an Ethernet + ARP frame (tagged or not).
 ///
 /// Fails with a typed error if the frame is short, is not ARP, or is not Ethernet + IPv4 ARP.
@@ -250,6 +267,30 @@ mod test {
             gratuitous_arp(HOST1, Ipv4Addr::new(10, 0, 0, 1), None),
             GARP_BYTES
         );
+    }
+
+    #[test]
+    fn arp_request_is_a_broadcast_who_has() {
+        // The same bytes `ovs-ofctl compose-packet` gives for a request from 10.0.0.1 for
+        // 10.0.0.1 (the gratuitous form); only the target address differs otherwise.
+        assert_eq!(
+            arp_request(
+                HOST1,
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 1),
+                None
+            ),
+            GARP_BYTES
+        );
+        let frame = arp_request(
+            HOST1,
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+            None,
+        );
+        let (ethernet, arp) = parse_arp(&frame).unwrap();
+        assert!(ethernet.dst_addr.is_broadcast());
+        assert_eq!(arp, request());
     }
 
     #[test]

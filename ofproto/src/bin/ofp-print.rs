@@ -1,0 +1,418 @@
+//! `ofp-print`: print OpenFlow 1.3 messages given as hex the way `ovs-ofctl ofp-print` does.
+//!
+//! Usage: `ofp-print [--separate] [HEX...]`. Each argument is one message; without arguments,
+//! each non-empty line of standard input is one message. Whitespace inside the hex is ignored
+//! (so `ovs-ofctl`'s spaced dumps paste as is). Each message prints as a header line,
+//! `OFPT_FLOW_MOD (OF1.3) (xid=0x2):`, followed by its body in `ovs-ofctl` syntax.
+//! `--separate` prints a record separator line (`\x1e`) after each message, for tools that feed
+//! many messages at once and need to split the output.
+//!
+//! A line that is not hex, or that does not decode, is reported on standard error with its line
+//! number and the reason; the others are still printed, and the exit status is 1.
+//!
+//! The bodies of flow mods, group mods and flow stats come from `ofproto`'s `Display` impls;
+//! this binary only frames them and renders the simple messages itself.
+
+use std::fmt::Write as _;
+use std::io::{self, BufRead, Write};
+use std::process::ExitCode;
+
+use ofproto::Message;
+use ofproto::multipart::{MultipartReplyBody, MultipartRequestBody, MultipartType};
+
+/// Why one input line could not be printed.
+#[derive(Debug)]
+enum LineError {
+    /// A character that is neither a hex digit nor whitespace.
+    BadDigit { column: usize, found: char },
+    /// An odd number of hex digits.
+    OddDigits { count: usize },
+    /// No hex digits at all.
+    Empty,
+    /// The bytes are not one OpenFlow 1.3 message.
+    Decode(ofproto::DecodeError),
+}
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LineError::BadDigit { column, found } => {
+                write!(f, "bad hex digit {found:?} at column {column}")
+            }
+            LineError::OddDigits { count } => {
+                write!(
+                    f,
+                    "odd number of hex digits ({count}): the last byte is incomplete"
+                )
+            }
+            LineError::Empty => f.write_str("no hex digits"),
+            LineError::Decode(err) => write!(f, "cannot decode OpenFlow message: {err}"),
+        }
+    }
+}
+
+/// Parse hex digits, ignoring whitespace.
+fn parse_hex(text: &str) -> Result<Vec<u8>, LineError> {
+    let mut digits = Vec::with_capacity(text.len());
+    for (index, c) in text.chars().enumerate() {
+        if c.is_whitespace() {
+            continue;
+        }
+        let value = c.to_digit(16).ok_or(LineError::BadDigit {
+            column: index + 1,
+            found: c,
+        })?;
+        // A hex digit is below 16.
+        digits.push(value as u8);
+    }
+    if digits.is_empty() {
+        return Err(LineError::Empty);
+    }
+    if digits.len() % 2 != 0 {
+        return Err(LineError::OddDigits {
+            count: digits.len(),
+        });
+    }
+    Ok(digits.chunks_exact(2).map(|p| (p[0] << 4) | p[1]).collect())
+}
+
+/// Append `bytes` as `ovs_hex_dump` prints them: 16 per line, offset, a dash after the eighth
+/// byte, and the printable characters between bars.
+fn hex_dump(out: &mut String, bytes: &[u8]) {
+    for (line, chunk) in bytes.chunks(16).enumerate() {
+        let _ = write!(out, "{:08x}  ", line * 16);
+        for column in 0..16 {
+            match chunk.get(column) {
+                Some(b) => {
+                    let separator = if column == 7 && chunk.len() > 8 {
+                        '-'
+                    } else {
+                        ' '
+                    };
+                    let _ = write!(out, "{b:02x}{separator}");
+                }
+                None => out.push_str("   "),
+            }
+        }
+        out.push('|');
+        for column in 0..16 {
+            out.push(match chunk.get(column) {
+                Some(&b) if (0x20..0x7f).contains(&b) => char::from(b),
+                Some(_) => '.',
+                None => ' ',
+            });
+        }
+        out.push_str("|\n");
+    }
+}
+
+/// The name `ovs-ofctl` gives a message, e.g. `OFPT_FLOW_MOD` or `OFPST_FLOW reply`.
+fn message_name(message: &Message) -> String {
+    match message {
+        Message::MultipartRequest(request) => format!("{} request", stats_name(request.kind())),
+        Message::MultipartReply(reply) => format!("{} reply", stats_name(reply.kind())),
+        Message::BundleControl(_) => "ONFT_BUNDLE_CONTROL".into(),
+        Message::BundleAdd(_) => "ONFT_BUNDLE_ADD_MESSAGE".into(),
+        Message::PacketIn2(_) => "NXT_PACKET_IN2".into(),
+        Message::NxSetAsyncConfig(_) => "NXT_SET_ASYNC_CONFIG".into(),
+        Message::SetControllerId(_) => "NXT_SET_CONTROLLER_ID".into(),
+        Message::TlvTableMod(_) => "NXT_TLV_TABLE_MOD".into(),
+        Message::TlvTableRequest => "NXT_TLV_TABLE_REQUEST".into(),
+        Message::TlvTableReply(_) => "NXT_TLV_TABLE_REPLY".into(),
+        other => match other.msg_type().name() {
+            Some(name) => name.to_string(),
+            None => format!("OFPT_UNKNOWN_{}", other.msg_type().code()),
+        },
+    }
+}
+
+/// `OFPST_*` name of a multipart type (OVS calls port stats `OFPST_PORT`).
+fn stats_name(kind: MultipartType) -> String {
+    match kind {
+        MultipartType::PortStats => "OFPST_PORT".into(),
+        other => match other.name() {
+            Some(name) => name.replacen("OFPMP_", "OFPST_", 1),
+            None => format!("OFPST_{}", other.code()),
+        },
+    }
+}
+
+/// `ovs-ofctl`'s spelling of a wire version list.
+fn versions(bitmap: &[u32]) -> String {
+    let mut list = Vec::new();
+    for (word_index, word) in bitmap.iter().enumerate() {
+        for bit in 0..32 {
+            if word & (1 << bit) != 0 {
+                list.push(format!("{:#04x}", word_index * 32 + bit));
+            }
+        }
+    }
+    list.join(", ")
+}
+
+/// Append the text after the header line's colon.
+fn render_body(out: &mut String, message: &Message) {
+    use ofproto::hello::HelloElem;
+    match message {
+        Message::Hello(hello) => {
+            let bitmap = hello.elements.iter().find_map(|e| match e {
+                HelloElem::VersionBitmap(words) => Some(versions(words)),
+                HelloElem::Unknown { .. } => None,
+            });
+            // Without a bitmap, a 1.3 hello offers every version up to 1.3.
+            let bitmap = bitmap.unwrap_or_else(|| "0x01, 0x02, 0x03, 0x04".into());
+            let _ = write!(out, "\n version bitmap: {bitmap}");
+        }
+        Message::EchoRequest(payload) | Message::EchoReply(payload) => {
+            let _ = write!(out, " {} bytes of payload", payload.len());
+            if !payload.is_empty() {
+                out.push('\n');
+                hex_dump(out, payload);
+            }
+        }
+        Message::Error(error) => {
+            let _ = write!(out, " {}", error.kind);
+            out.push('\n');
+            match Message::decode(&error.data) {
+                Ok((xid, failed)) => render(out, xid, &failed),
+                Err(_) if error.data.len() < 8 => {
+                    let _ = writeln!(
+                        out,
+                        "OpenFlow packet too short (only {} bytes):",
+                        error.data.len()
+                    );
+                    hex_dump(out, &error.data);
+                }
+                Err(_) => hex_dump(out, &error.data),
+            }
+        }
+        Message::FeaturesRequest
+        | Message::GetConfigRequest
+        | Message::BarrierRequest
+        | Message::BarrierReply
+        | Message::GetAsyncRequest
+        | Message::TlvTableRequest => {}
+        Message::GetConfigReply(config) | Message::SetConfig(config) => {
+            let frags = match config.flags & 3 {
+                0 => "normal",
+                1 => "drop",
+                2 => "reassemble",
+                _ => "nx-match",
+            };
+            let _ = write!(out, " frags={frags} miss_send_len={}", config.miss_send_len);
+        }
+        Message::RoleRequest(role) | Message::RoleReply(role) => {
+            use ofproto::role::ControllerRole;
+            let name = match role.role {
+                ControllerRole::Master => "primary".to_string(),
+                ControllerRole::Slave => "secondary".to_string(),
+                other => other.to_string(),
+            };
+            let _ = write!(out, " role={name}");
+            if role.role != ControllerRole::NoChange && role.generation_id != u64::MAX {
+                let _ = write!(out, " generation_id={}", role.generation_id);
+            }
+        }
+        Message::BundleControl(control) => {
+            let _ = write!(
+                out,
+                "\n bundle_id={:#x} type={} flags={}",
+                control.bundle_id,
+                control.ctrl_type,
+                bundle_flags(control.flags)
+            );
+        }
+        Message::BundleAdd(add) => {
+            let _ = write!(
+                out,
+                "\n bundle_id={:#x} flags={}\n",
+                add.bundle_id,
+                bundle_flags(add.flags)
+            );
+            render(out, add.xid, &add.message);
+        }
+        Message::FlowMod(flow_mod) => {
+            let _ = write!(out, " {flow_mod}");
+        }
+        Message::GroupMod(group_mod) => {
+            let _ = write!(out, "\n {group_mod}");
+        }
+        Message::MeterMod(meter_mod) => render_meter_mod(out, meter_mod),
+        Message::MultipartRequest(request) => match &request.body {
+            MultipartRequestBody::PortDesc => out.push_str(" port=ANY"),
+            MultipartRequestBody::Desc | MultipartRequestBody::GroupDesc => {}
+            other => {
+                let _ = write!(out, " {other:?}");
+            }
+        },
+        Message::MultipartReply(reply) => match &reply.body {
+            MultipartReplyBody::Flow(entries) => {
+                for entry in entries {
+                    let _ = write!(out, "\n{entry}");
+                }
+            }
+            other => {
+                let _ = write!(out, "\n {other:?}");
+            }
+        },
+        other => {
+            let _ = write!(out, " {other:?}");
+        }
+    }
+}
+
+/// Append a meter mod body as `ovs-ofctl` prints it:
+/// ` ADD meter=1 kbps burst bands=` and one `type=... rate=...` line per band.
+fn render_meter_mod(out: &mut String, meter_mod: &ofproto::meter::MeterMod) {
+    use ofproto::meter::{MeterBand, MeterModCommand};
+    const OFPMF_KBPS: u16 = 1;
+    const OFPMF_PKTPS: u16 = 2;
+    const OFPMF_BURST: u16 = 4;
+    const OFPMF_STATS: u16 = 8;
+    let command = match meter_mod.command {
+        MeterModCommand::Add => "ADD".to_string(),
+        MeterModCommand::Modify => "MOD".to_string(),
+        MeterModCommand::Delete => "DEL".to_string(),
+        MeterModCommand::Unknown(code) => format!("cmd:{code}"),
+    };
+    let _ = write!(out, " {command} meter=");
+    match meter_mod.meter_id {
+        0xffff_ffff => out.push_str("all"),
+        0xffff_fffe => out.push_str("controller"),
+        0xffff_fffd => out.push_str("slowpath"),
+        id => {
+            let _ = write!(out, "{id}");
+        }
+    }
+    out.push(' ');
+    for (bit, name) in [
+        (OFPMF_KBPS, "kbps"),
+        (OFPMF_PKTPS, "pktps"),
+        (OFPMF_BURST, "burst"),
+        (OFPMF_STATS, "stats"),
+    ] {
+        if meter_mod.flags & bit != 0 {
+            let _ = write!(out, "{name} ");
+        }
+    }
+    out.push_str("bands=");
+    let burst = meter_mod.flags & OFPMF_BURST != 0;
+    for band in &meter_mod.bands {
+        let (kind, rate, burst_size) = match band {
+            MeterBand::Drop { rate, burst_size } => ("drop".to_string(), rate, burst_size),
+            MeterBand::DscpRemark {
+                rate, burst_size, ..
+            } => ("dscp_remark".to_string(), rate, burst_size),
+            MeterBand::Other {
+                kind,
+                rate,
+                burst_size,
+                ..
+            } => (kind.to_string(), rate, burst_size),
+        };
+        let _ = write!(out, "\ntype={kind} rate={rate}");
+        if burst {
+            let _ = write!(out, " burst_size={burst_size}");
+        }
+        if let MeterBand::DscpRemark { prec_level, .. } = band {
+            let _ = write!(out, " prec_level={prec_level}");
+        }
+    }
+}
+
+/// `ovs-ofctl`'s spelling of bundle flags.
+fn bundle_flags(flags: u16) -> String {
+    let mut names = Vec::new();
+    if flags & ofproto::bundle::BUNDLE_ATOMIC != 0 {
+        names.push("atomic");
+    }
+    if flags & ofproto::bundle::BUNDLE_ORDERED != 0 {
+        names.push("ordered");
+    }
+    if names.is_empty() {
+        "0".into()
+    } else {
+        names.join(" ")
+    }
+}
+
+/// Append the whole rendering of one message: header line and body, no trailing newline.
+fn render(out: &mut String, xid: u32, message: &Message) {
+    let _ = write!(out, "{} (OF1.3) (xid={xid:#x}):", message_name(message));
+    render_body(out, message);
+    while out.ends_with('\n') {
+        out.pop();
+    }
+}
+
+/// Print one line of input; errors name the line.
+fn print_one(text: &str) -> Result<String, LineError> {
+    let bytes = parse_hex(text)?;
+    let (xid, message) = Message::decode(&bytes).map_err(LineError::Decode)?;
+    let mut out = String::new();
+    render(&mut out, xid, &message);
+    Ok(out)
+}
+
+fn main() -> ExitCode {
+    let mut separate = false;
+    let mut inputs = Vec::new();
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--separate" => separate = true,
+            "-h" | "--help" => {
+                println!(
+                    "usage: ofp-print [--separate] [HEX...]  (no HEX: one message per stdin line)"
+                );
+                return ExitCode::SUCCESS;
+            }
+            _ => inputs.push(arg),
+        }
+    }
+    let from_stdin = inputs.is_empty();
+    if from_stdin {
+        for line in io::stdin().lock().lines() {
+            match line {
+                Ok(line) => inputs.push(line),
+                Err(err) => {
+                    eprintln!("ofp-print: cannot read standard input: {err}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    }
+    let stdout = io::stdout();
+    let mut stdout = stdout.lock();
+    let mut failed = false;
+    for (index, text) in inputs.iter().enumerate() {
+        if from_stdin && text.trim().is_empty() {
+            continue;
+        }
+        let rendered = match print_one(text) {
+            Ok(rendered) => rendered,
+            Err(err) => {
+                let place = if from_stdin { "line" } else { "argument" };
+                eprintln!("ofp-print: {place} {}: {err}", index + 1);
+                failed = true;
+                // Keep the output aligned with the input for `--separate` readers.
+                String::new()
+            }
+        };
+        let result = if separate {
+            writeln!(stdout, "{rendered}\n\u{1e}")
+        } else if rendered.is_empty() {
+            Ok(())
+        } else {
+            writeln!(stdout, "{rendered}")
+        };
+        if result.is_err() {
+            // The reader went away (e.g. `| head`); nothing more to do.
+            return ExitCode::FAILURE;
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
