@@ -157,18 +157,24 @@ pub async fn ofport(ovs: &Ovs, interface: &str) -> u32 {
     }
 }
 
-/// Capture `count` ICMP echo requests arriving in namespace `ns` (tcpdump -v, at most 10 s);
-/// start it, then send the traffic, then await the returned handle for the printed packets.
-pub async fn capture_echo_requests(ns: &str, count: u32) -> actix_rt::task::JoinHandle<String> {
-    let ns = ns.to_string();
+/// Capture up to `count` packets matching `filter` on `iface` in namespace `ns` (tcpdump -e
+/// -v, at most `secs` seconds). Start it, then cause the traffic, then await the returned
+/// handle for what tcpdump printed.
+pub async fn capture(
+    ns: &str,
+    iface: &str,
+    filter: &str,
+    count: u32,
+    secs: u32,
+) -> actix_rt::task::JoinHandle<String> {
+    let (ns, iface, filter) = (ns.to_string(), iface.to_string(), filter.to_string());
     let handle = actix_rt::task::spawn_blocking(move || {
         let out = Command::new("ip")
-            .args([
-                "netns", "exec", &ns, "timeout", "10", "tcpdump", "-l", "-n", "-v",
-            ])
-            .args(["-i", "eth0", "-c"])
+            .args(["netns", "exec", &ns, "timeout"])
+            .arg(secs.to_string())
+            .args(["tcpdump", "-l", "-n", "-e", "-v", "-i", &iface, "-c"])
             .arg(count.to_string())
-            .args(["icmp and icmp[0] = 8"])
+            .arg(&filter)
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -176,6 +182,11 @@ pub async fn capture_echo_requests(ns: &str, count: u32) -> actix_rt::task::Join
     // Give tcpdump time to open the capture.
     actix_rt::time::sleep(Duration::from_millis(700)).await;
     handle
+}
+
+/// Capture `count` ICMP echo requests arriving at a pod's `eth0` (see [`capture`]).
+pub async fn capture_echo_requests(ns: &str, count: u32) -> actix_rt::task::JoinHandle<String> {
+    capture(ns, "eth0", "icmp and icmp[0] = 8", count, 10).await
 }
 
 /// True when `tool` is missing and the test should return: skips with a printed reason, or
