@@ -36,6 +36,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// How to run an agent.
 #[derive(Debug, Clone)]
@@ -47,6 +48,10 @@ pub struct AgentConfig {
     /// endpoints carrying it are this host's own and ignored.
     pub local_ip: Option<Ipv4Addr>,
     pub arp_mode: ArpMode,
+    /// Background gratuitous-ARP rounds for an endpoint group with its own VLAN, after one of
+    /// its endpoints is added (VLAN bridge; reference: 15 rounds, 3 s apart).
+    pub garp_repeats: u32,
+    pub garp_interval: Duration,
 }
 
 impl AgentConfig {
@@ -56,6 +61,8 @@ impl AgentConfig {
             bridge: bridge.into(),
             local_ip: None,
             arp_mode: ArpMode::Proxy,
+            garp_repeats: 15,
+            garp_interval: Duration::from_secs(3),
         }
     }
 }
@@ -131,6 +138,11 @@ pub struct InjectGarps(pub u16);
 #[rtype(result = "AgentExport")]
 pub struct Inspect;
 
+/// One background gratuitous-ARP round of an endpoint group; schedules the next.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct GarpRound(u16);
+
 /// The flows the bridge holds besides the miss flows, in `ovs-ofctl` syntax.
 #[derive(Debug, Message)]
 #[rtype(result = "(Vec<String>, Vec<String>)")]
@@ -147,6 +159,8 @@ pub struct Agent {
     installed: Desired,
     switch: Option<SwitchHandle>,
     stats: BTreeMap<String, u64>,
+    /// Endpoint groups in background GARP, with their remaining rounds.
+    garp_rounds: BTreeMap<u16, u32>,
 }
 
 /// Handle to a running agent: the API other crates call.
@@ -186,6 +200,7 @@ impl AgentHandle {
             installed: Desired::new(),
             switch: None,
             stats: BTreeMap::new(),
+            garp_rounds: BTreeMap::new(),
         };
         // The input table's ARP punt depends on the ARP mode alone: compute the empty state's
         // flows once so they are installed from the first connect.
@@ -411,18 +426,59 @@ impl Agent {
         Ok(())
     }
 
-    /// Side effects after an op was installed.
-    fn after(&mut self, op: &AgentOp) {
-        if let AgentOp::AddLocalEndpoint(l) = op
-            && self.config.kind == BridgeKind::Vlan
-            && let Some(ep) = self.endpoints.local(l.port_no).cloned()
-        {
-            // Announce the endpoint on the uplink so the physical network learns it.
-            if let Some(out) = arp::garp(&self.topology(), &ep) {
-                self.send_packets(vec![out]);
-                self.count("GarpSent");
-            }
+    /// Side effects after an op was installed (VLAN bridge): announce a new endpoint on the
+    /// uplink, and keep announcing its group for a while if the group has its own VLAN; on a
+    /// switch to flood mode, announce every endpoint (the physical network must learn them).
+    fn after(&mut self, op: &AgentOp, ctx: &mut Context<Self>) {
+        if self.config.kind != BridgeKind::Vlan {
+            return;
         }
+        match op {
+            AgentOp::AddLocalEndpoint(l) => {
+                let Some(ep) = self.endpoints.local(l.port_no).cloned() else {
+                    return;
+                };
+                if let Some(out) = arp::garp(&self.topology(), &ep) {
+                    self.send_packets(vec![out]);
+                    self.count("GarpSent");
+                }
+                if ep.endpoint_group_vlan != 0 && self.config.garp_repeats > 0 {
+                    let fresh = self
+                        .garp_rounds
+                        .insert(ep.endpoint_group, self.config.garp_repeats)
+                        .is_none();
+                    if fresh {
+                        ctx.notify_later(GarpRound(ep.endpoint_group), self.config.garp_interval);
+                    }
+                }
+            }
+            AgentOp::SetArpMode(ArpMode::Flood) => {
+                let topo = self.topology();
+                let packets: Vec<PacketOut> = self
+                    .endpoints
+                    .locals()
+                    .filter_map(|e| arp::garp(&topo, e))
+                    .collect();
+                self.send_garps(packets);
+            }
+            _ => {}
+        }
+    }
+
+    fn send_garps(&mut self, packets: Vec<PacketOut>) -> usize {
+        let n = packets.len();
+        *self.stats.entry("GarpSent".into()).or_default() += n as u64;
+        self.send_packets(packets);
+        n
+    }
+
+    fn group_garps(&self, epg: u16) -> Vec<PacketOut> {
+        let topo = self.topology();
+        self.endpoints
+            .locals()
+            .filter(|e| e.endpoint_group == epg)
+            .filter_map(|e| arp::garp(&topo, e))
+            .collect()
     }
 
     fn send_packets(&self, packets: Vec<PacketOut>) {
@@ -522,10 +578,10 @@ impl Handler<Update> for Agent {
             futures::future::Either::Right(
                 async move { bridge.apply(changes).await }
                     .into_actor(act)
-                    .map(move |applied, act, _| match applied {
+                    .map(move |applied, act, ctx| match applied {
                         Ok(_) => {
                             act.installed = next;
-                            act.after(&op);
+                            act.after(&op, ctx);
                             Ok(())
                         }
                         Err(e) => {
@@ -566,16 +622,28 @@ impl Handler<InjectGarps> for Agent {
         if self.config.kind != BridgeKind::Vlan {
             return 0;
         }
-        let topo = self.topology();
-        let packets: Vec<PacketOut> = self
-            .endpoints
-            .locals()
-            .filter(|e| e.endpoint_group == epg)
-            .filter_map(|e| arp::garp(&topo, e))
-            .collect();
-        let n = packets.len();
-        self.send_packets(packets);
-        n
+        let packets = self.group_garps(epg);
+        self.send_garps(packets)
+    }
+}
+
+impl Handler<GarpRound> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, GarpRound(epg): GarpRound, ctx: &mut Context<Self>) {
+        let Some(left) = self.garp_rounds.get_mut(&epg) else {
+            return;
+        };
+        *left = left.saturating_sub(1);
+        let more = *left > 0;
+        if !more {
+            self.garp_rounds.remove(&epg);
+        }
+        let packets = self.group_garps(epg);
+        self.send_garps(packets);
+        if more {
+            ctx.notify_later(GarpRound(epg), self.config.garp_interval);
+        }
     }
 }
 

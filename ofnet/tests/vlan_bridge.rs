@@ -189,7 +189,10 @@ async fn uplink_gets_garps_unknown_targets_and_answers_for_local_endpoints() {
     })
     .unwrap();
     ovs.add_bridge("br0").unwrap();
-    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vlan, "br0"));
+    let mut config = AgentConfig::new(BridgeKind::Vlan, "br0");
+    config.garp_repeats = 3;
+    config.garp_interval = std::time::Duration::from_millis(300);
+    let agent = AgentHandle::start(config);
     let _listener = connect(&ovs, "br0", &agent).await;
     agent
         .add_network(Network {
@@ -224,6 +227,32 @@ async fn uplink_gets_garps_unknown_targets_and_answers_for_local_endpoints() {
     assert!(
         garp.contains("vlan 10") && garp.contains("Request who-has 10.1.1.2 tell 10.1.1.2"),
         "GARP on the uplink: {garp}"
+    );
+
+    // An endpoint of a group with its own VLAN is announced again in the background:
+    // once at once, then `garp_repeats` rounds.
+    let grouped = attach(&ovs, 5, 10);
+    let garps = capture(up, "mon", "vlan 10 and arp src 10.1.1.5", 4, 5).await;
+    agent
+        .add_local_endpoint(LocalEndpoint {
+            port_no: ofport(&ovs, grouped.port_name()).await,
+            mac: mac(5),
+            vlan: 10,
+            ipv4: Some(Ipv4Addr::new(10, 1, 1, 5)),
+            ipv6: None,
+            epg: 5,
+            epg_vlan: 10,
+            dscp: 0,
+        })
+        .await
+        .unwrap();
+    let garps = garps.await.unwrap();
+    assert_eq!(
+        garps
+            .matches("Request who-has 10.1.1.5 tell 10.1.1.5")
+            .count(),
+        4,
+        "1 + 3 background GARPs: {garps}"
     );
 
     // The router is unknown: the pod's request goes out the uplink and the router answers.

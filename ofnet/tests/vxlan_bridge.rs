@@ -190,6 +190,44 @@ async fn pods_on_two_hosts_reach_each_other_per_vni_until_removed() {
         "VNI 6000 is isolated from 5000"
     );
 
+    // Flood mode: no controller in the ARP path, requests follow the flood groups across the
+    // tunnel and B1 answers itself.
+    for h in [&a, &b] {
+        h.agent.set_arp_mode(ofnet::ArpMode::Flood).await.unwrap();
+    }
+    assert!(
+        !dumped_flows(&a.ovs, "br0")
+            .await
+            .iter()
+            .any(|l| l.contains("arp_op=1")),
+        "no ARP punt in flood mode"
+    );
+    let answered_before = a
+        .agent
+        .inspect()
+        .await
+        .unwrap()
+        .stats
+        .get("ArpReqRespSent")
+        .copied();
+    a1.exec(&["ip", "neigh", "flush", "dev", "eth0"]).unwrap();
+    assert_eq!(
+        ping(a1.netns().name(), &b1_ip.to_string(), 3).await,
+        3,
+        "A1 reaches B1 with flooded ARP"
+    );
+    assert_eq!(
+        a.agent
+            .inspect()
+            .await
+            .unwrap()
+            .stats
+            .get("ArpReqRespSent")
+            .copied(),
+        answered_before,
+        "the controller answered nothing in flood mode"
+    );
+
     // B1 goes away: B removes its local endpoint, the master relays the removal to A.
     let b1_id = format!("{b1_ip}:t1");
     b.agent
