@@ -2,7 +2,7 @@
 //! which asynchronous messages a controller receives, for the master/equal role (index 0) and
 //! the slave role (index 1).
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::wire::{DecodeError, fixed, u32p};
 
@@ -37,7 +37,7 @@ impl AsyncConfig {
             .chain(&self.port_status_mask)
             .chain(&self.flow_removed_mask)
         {
-            out.put_u32(*v);
+            out.extend_from_slice(&u32::to_be_bytes(*v));
         }
     }
 }

@@ -5,7 +5,7 @@
 //! Contract: the message added to a bundle is a whole OpenFlow message with its own header and
 //! xid; it is decoded and re-encoded fully.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::macros::code_enum;
 use crate::msg::Message;
@@ -72,10 +72,10 @@ impl BundleControl {
 
     /// Append the body after the experimenter header.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.bundle_id);
-        out.put_u16(self.ctrl_type.code());
-        out.put_u16(self.flags);
-        out.put_slice(&self.properties);
+        out.extend_from_slice(&u32::to_be_bytes(self.bundle_id));
+        out.extend_from_slice(&u16::to_be_bytes(self.ctrl_type.code()));
+        out.extend_from_slice(&u16::to_be_bytes(self.flags));
+        out.extend_from_slice(&self.properties);
     }
 }
 
@@ -137,14 +137,14 @@ impl BundleAdd {
 
     /// Append the body after the experimenter header.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.bundle_id);
-        out.put_u16(0);
-        out.put_u16(self.flags);
+        out.extend_from_slice(&u32::to_be_bytes(self.bundle_id));
+        out.extend_from_slice(&u16::to_be_bytes(0));
+        out.extend_from_slice(&u16::to_be_bytes(self.flags));
         let start = out.len();
         self.message.encode(self.xid, out);
         if !self.properties.is_empty() {
             put_zeros(out, pad8(out.len() - start));
-            out.put_slice(&self.properties);
+            out.extend_from_slice(&self.properties);
         }
     }
 }

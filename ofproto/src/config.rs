@@ -1,6 +1,6 @@
 //! OFPT_GET_CONFIG_REPLY / OFPT_SET_CONFIG: fragment handling and miss_send_len.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::wire::{DecodeError, fixed, u16p};
 
@@ -25,8 +25,8 @@ impl SwitchConfig {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u16(self.flags);
-        out.put_u16(self.miss_send_len);
+        out.extend_from_slice(&u16::to_be_bytes(self.flags));
+        out.extend_from_slice(&u16::to_be_bytes(self.miss_send_len));
     }
 }
 

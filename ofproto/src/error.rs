@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::wire::{DecodeError, fixed, u16p, u32p};
 
@@ -274,19 +274,19 @@ impl ErrorMsg {
     pub fn emit(&self, out: &mut BytesMut) {
         match self.kind {
             ErrorKind::Standard { err_type, code } => {
-                out.put_u16(err_type);
-                out.put_u16(code);
+                out.extend_from_slice(&u16::to_be_bytes(err_type));
+                out.extend_from_slice(&u16::to_be_bytes(code));
             }
             ErrorKind::Experimenter {
                 exp_type,
                 experimenter,
             } => {
-                out.put_u16(OFPET_EXPERIMENTER);
-                out.put_u16(exp_type);
-                out.put_u32(experimenter);
+                out.extend_from_slice(&u16::to_be_bytes(OFPET_EXPERIMENTER));
+                out.extend_from_slice(&u16::to_be_bytes(exp_type));
+                out.extend_from_slice(&u32::to_be_bytes(experimenter));
             }
         }
-        out.put_slice(&self.data);
+        out.extend_from_slice(&self.data);
     }
 
     /// The failed request, when `data` holds it whole: its xid and the message.

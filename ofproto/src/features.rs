@@ -1,6 +1,6 @@
 //! OFPT_FEATURES_REPLY: the switch's datapath id and capabilities.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::wire::{DecodeError, fixed, u8p, u16p, u32p, u64p};
 
@@ -43,13 +43,13 @@ impl FeaturesReply {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u64(self.datapath_id);
-        out.put_u32(self.n_buffers);
-        out.put_u8(self.n_tables);
-        out.put_u8(self.auxiliary_id);
-        out.put_u16(0);
-        out.put_u32(self.capabilities);
-        out.put_u32(self.reserved);
+        out.extend_from_slice(&u64::to_be_bytes(self.datapath_id));
+        out.extend_from_slice(&u32::to_be_bytes(self.n_buffers));
+        out.extend_from_slice(&[self.n_tables]);
+        out.extend_from_slice(&[self.auxiliary_id]);
+        out.extend_from_slice(&u16::to_be_bytes(0));
+        out.extend_from_slice(&u32::to_be_bytes(self.capabilities));
+        out.extend_from_slice(&u32::to_be_bytes(self.reserved));
     }
 }
 

@@ -3,7 +3,7 @@
 //! Contract: decoding keeps the match and instruction order; `Display` (in [`crate::format`])
 //! prints the ovs-ofctl form.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::action::Action;
 use crate::instruction::{Instruction, emit_instructions, parse_instructions};
@@ -205,18 +205,19 @@ impl FlowMod {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u64(self.cookie);
-        out.put_u64(self.cookie_mask);
-        out.put_u8(self.table_id);
-        out.put_u8(self.command.code());
-        out.put_u16(self.idle_timeout);
-        out.put_u16(self.hard_timeout);
-        out.put_u16(self.priority);
-        out.put_u32(self.buffer_id);
-        out.put_u32(self.out_port);
-        out.put_u32(self.out_group);
-        out.put_u16(self.flags);
-        out.put_u16(0);
+        let mut b = [0u8; 40];
+        b[0..8].copy_from_slice(&self.cookie.to_be_bytes());
+        b[8..16].copy_from_slice(&self.cookie_mask.to_be_bytes());
+        b[16] = self.table_id;
+        b[17] = self.command.code();
+        b[18..20].copy_from_slice(&self.idle_timeout.to_be_bytes());
+        b[20..22].copy_from_slice(&self.hard_timeout.to_be_bytes());
+        b[22..24].copy_from_slice(&self.priority.to_be_bytes());
+        b[24..28].copy_from_slice(&self.buffer_id.to_be_bytes());
+        b[28..32].copy_from_slice(&self.out_port.to_be_bytes());
+        b[32..36].copy_from_slice(&self.out_group.to_be_bytes());
+        b[36..38].copy_from_slice(&self.flags.to_be_bytes());
+        out.extend_from_slice(&b);
         self.matching.emit(out);
         emit_instructions(&self.instructions, out);
     }

@@ -1,6 +1,6 @@
 //! OFPT_FLOW_REMOVED.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::macros::code_enum;
 use crate::matches::Match;
@@ -85,16 +85,16 @@ impl FlowRemoved {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u64(self.cookie);
-        out.put_u16(self.priority);
-        out.put_u8(self.reason.code());
-        out.put_u8(self.table_id);
-        out.put_u32(self.duration_sec);
-        out.put_u32(self.duration_nsec);
-        out.put_u16(self.idle_timeout);
-        out.put_u16(self.hard_timeout);
-        out.put_u64(self.packet_count);
-        out.put_u64(self.byte_count);
+        out.extend_from_slice(&u64::to_be_bytes(self.cookie));
+        out.extend_from_slice(&u16::to_be_bytes(self.priority));
+        out.extend_from_slice(&[self.reason.code()]);
+        out.extend_from_slice(&[self.table_id]);
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_sec));
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_nsec));
+        out.extend_from_slice(&u16::to_be_bytes(self.idle_timeout));
+        out.extend_from_slice(&u16::to_be_bytes(self.hard_timeout));
+        out.extend_from_slice(&u64::to_be_bytes(self.packet_count));
+        out.extend_from_slice(&u64::to_be_bytes(self.byte_count));
         self.matching.emit(out);
     }
 }

@@ -1,6 +1,6 @@
 //! OFPT_GROUP_MOD and group buckets (also used by the group-description multipart reply).
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::action::{Action, emit_actions, parse_actions};
 use crate::macros::code_enum;
@@ -75,11 +75,11 @@ impl Bucket {
     /// Append the bucket.
     pub fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
-        out.put_u16(0);
-        out.put_u16(self.weight);
-        out.put_u32(self.watch_port);
-        out.put_u32(self.watch_group);
-        out.put_u32(0);
+        out.extend_from_slice(&u16::to_be_bytes(0));
+        out.extend_from_slice(&u16::to_be_bytes(self.weight));
+        out.extend_from_slice(&u32::to_be_bytes(self.watch_port));
+        out.extend_from_slice(&u32::to_be_bytes(self.watch_group));
+        out.extend_from_slice(&u32::to_be_bytes(0));
         emit_actions(&self.actions, out);
         patch_len(out, start, start);
     }
@@ -124,10 +124,10 @@ impl GroupMod {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u16(self.command.code());
-        out.put_u8(self.group_type.code());
-        out.put_u8(0);
-        out.put_u32(self.group_id);
+        out.extend_from_slice(&u16::to_be_bytes(self.command.code()));
+        out.extend_from_slice(&[self.group_type.code()]);
+        out.extend_from_slice(&[0]);
+        out.extend_from_slice(&u32::to_be_bytes(self.group_id));
         for b in &self.buckets {
             b.emit(out);
         }

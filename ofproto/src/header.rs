@@ -3,7 +3,7 @@
 //! Contract: [`Header::parse`] checks only that 8 bytes exist; version and length policy belong
 //! to [`crate::Message::decode`] and the framing codec.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::macros::code_enum;
 use crate::wire::{PResult, fixed, u8p, u16p, u32p};
@@ -80,10 +80,18 @@ impl Header {
 
     /// Append the header to `out`.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u8(self.version);
-        out.put_u8(self.msg_type.code());
-        out.put_u16(self.length);
-        out.put_u32(self.xid);
+        let l = self.length.to_be_bytes();
+        let x = self.xid.to_be_bytes();
+        out.extend_from_slice(&[
+            self.version,
+            self.msg_type.code(),
+            l[0],
+            l[1],
+            x[0],
+            x[1],
+            x[2],
+            x[3],
+        ]);
     }
 }
 

@@ -1,6 +1,6 @@
 //! OFPT_HELLO with its elements (the version bitmap).
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::wire::{DecodeError, fixed, pad8, patch_len, put_zeros, take_tlv, u16p};
 
@@ -82,16 +82,16 @@ impl Hello {
             let start = out.len();
             match e {
                 HelloElem::VersionBitmap(words) => {
-                    out.put_u16(OFPHET_VERSIONBITMAP);
-                    out.put_u16(0);
+                    out.extend_from_slice(&u16::to_be_bytes(OFPHET_VERSIONBITMAP));
+                    out.extend_from_slice(&u16::to_be_bytes(0));
                     for w in words {
-                        out.put_u32(*w);
+                        out.extend_from_slice(&u32::to_be_bytes(*w));
                     }
                 }
                 HelloElem::Unknown { kind, data } => {
-                    out.put_u16(*kind);
-                    out.put_u16(0);
-                    out.put_slice(data);
+                    out.extend_from_slice(&u16::to_be_bytes(*kind));
+                    out.extend_from_slice(&u16::to_be_bytes(0));
+                    out.extend_from_slice(data);
                 }
             }
             patch_len(out, start + 2, start);

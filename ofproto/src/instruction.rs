@@ -3,7 +3,7 @@
 //! Contract: an instruction list decodes in wire order; unknown or experimenter instructions are
 //! kept as bytes and re-encoded unchanged.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::action::{Action, emit_actions, parse_actions};
 use crate::wire::{
@@ -100,48 +100,46 @@ impl Instruction {
     pub fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
         match self {
-            Instruction::GotoTable(t) => {
-                out.put_u32(0x0001_0008);
-                out.put_u8(*t);
-                put_zeros(out, 3);
-            }
+            Instruction::GotoTable(t) => out.extend_from_slice(&[0, 1, 0, 8, *t, 0, 0, 0]),
             Instruction::WriteMetadata { metadata, mask } => {
-                out.put_u32(0x0002_0018);
-                out.put_u32(0);
-                out.put_u64(*metadata);
-                out.put_u64(*mask);
+                out.extend_from_slice(&u32::to_be_bytes(0x0002_0018));
+                out.extend_from_slice(&u32::to_be_bytes(0));
+                out.extend_from_slice(&u64::to_be_bytes(*metadata));
+                out.extend_from_slice(&u64::to_be_bytes(*mask));
             }
             Instruction::WriteActions(a) | Instruction::ApplyActions(a) => {
-                out.put_u16(if matches!(self, Instruction::WriteActions(_)) {
-                    3
-                } else {
-                    4
-                });
-                out.put_u16(0);
-                out.put_u32(0);
+                out.extend_from_slice(&u16::to_be_bytes(
+                    if matches!(self, Instruction::WriteActions(_)) {
+                        3
+                    } else {
+                        4
+                    },
+                ));
+                out.extend_from_slice(&u16::to_be_bytes(0));
+                out.extend_from_slice(&u32::to_be_bytes(0));
                 emit_actions(a, out);
                 patch_len(out, start + 2, start);
             }
             Instruction::ClearActions => {
-                out.put_u32(0x0005_0008);
-                out.put_u32(0);
+                out.extend_from_slice(&u32::to_be_bytes(0x0005_0008));
+                out.extend_from_slice(&u32::to_be_bytes(0));
             }
             Instruction::Meter(m) => {
-                out.put_u32(0x0006_0008);
-                out.put_u32(*m);
+                out.extend_from_slice(&u32::to_be_bytes(0x0006_0008));
+                out.extend_from_slice(&u32::to_be_bytes(*m));
             }
             Instruction::Experimenter { experimenter, data } => {
-                out.put_u16(0xffff);
-                out.put_u16(0);
-                out.put_u32(*experimenter);
-                out.put_slice(data);
+                out.extend_from_slice(&u16::to_be_bytes(0xffff));
+                out.extend_from_slice(&u16::to_be_bytes(0));
+                out.extend_from_slice(&u32::to_be_bytes(*experimenter));
+                out.extend_from_slice(data);
                 put_zeros(out, pad8(out.len() - start));
                 patch_len(out, start + 2, start);
             }
             Instruction::Unknown { kind, data } => {
-                out.put_u16(*kind);
-                out.put_u16(0);
-                out.put_slice(data);
+                out.extend_from_slice(&u16::to_be_bytes(*kind));
+                out.extend_from_slice(&u16::to_be_bytes(0));
+                out.extend_from_slice(data);
                 put_zeros(out, pad8(out.len() - start));
                 patch_len(out, start + 2, start);
             }
@@ -151,7 +149,7 @@ impl Instruction {
 
 /// Parse an instruction list filling all of `i`.
 pub fn parse_instructions(mut i: &[u8]) -> Result<Vec<Instruction>, DecodeError> {
-    let mut v = Vec::new();
+    let mut v = Vec::with_capacity(crate::action::count_tlvs(i));
     while !i.is_empty() {
         let (rest, ins) = Instruction::parse(i)?;
         v.push(ins);

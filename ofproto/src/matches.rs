@@ -6,7 +6,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::nxm;
 use crate::oxm::{FieldId, Oxm, Prerequisite};
@@ -47,7 +47,7 @@ impl Match {
         }
         let (rest, body) = take(i, len + pad8(len), "ofp_match")?;
         let mut fields = &body[4..len];
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(Oxm::count(fields));
         while !fields.is_empty() {
             let (r, oxm) = Oxm::parse(fields)?;
             out.push(oxm);
@@ -64,8 +64,7 @@ impl Match {
     /// Append the `ofp_match` with padding to `out`.
     pub fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
-        out.put_u16(MATCH_TYPE_OXM);
-        out.put_u16(0);
+        out.extend_from_slice(&[0, MATCH_TYPE_OXM as u8, 0, 0]);
         for f in &self.fields {
             f.emit(out);
         }

@@ -1,6 +1,6 @@
 //! OFPT_METER_MOD and meter bands (also used by the meter-config multipart reply).
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::macros::code_enum;
 use crate::wire::{DecodeError, PResult, fixed, put_zeros, take_tlv, u8p, u16p, u32p};
@@ -76,20 +76,20 @@ impl MeterBand {
     pub fn emit(&self, out: &mut BytesMut) {
         match self {
             MeterBand::Drop { rate, burst_size } => {
-                out.put_u32(0x0001_0010);
-                out.put_u32(*rate);
-                out.put_u32(*burst_size);
-                out.put_u32(0);
+                out.extend_from_slice(&u32::to_be_bytes(0x0001_0010));
+                out.extend_from_slice(&u32::to_be_bytes(*rate));
+                out.extend_from_slice(&u32::to_be_bytes(*burst_size));
+                out.extend_from_slice(&u32::to_be_bytes(0));
             }
             MeterBand::DscpRemark {
                 rate,
                 burst_size,
                 prec_level,
             } => {
-                out.put_u32(0x0002_0010);
-                out.put_u32(*rate);
-                out.put_u32(*burst_size);
-                out.put_u8(*prec_level);
+                out.extend_from_slice(&u32::to_be_bytes(0x0002_0010));
+                out.extend_from_slice(&u32::to_be_bytes(*rate));
+                out.extend_from_slice(&u32::to_be_bytes(*burst_size));
+                out.extend_from_slice(&[*prec_level]);
                 put_zeros(out, 3);
             }
             MeterBand::Other {
@@ -98,11 +98,11 @@ impl MeterBand {
                 burst_size,
                 data,
             } => {
-                out.put_u16(*kind);
-                out.put_u16((12 + data.len()) as u16);
-                out.put_u32(*rate);
-                out.put_u32(*burst_size);
-                out.put_slice(data);
+                out.extend_from_slice(&u16::to_be_bytes(*kind));
+                out.extend_from_slice(&u16::to_be_bytes((12 + data.len()) as u16));
+                out.extend_from_slice(&u32::to_be_bytes(*rate));
+                out.extend_from_slice(&u32::to_be_bytes(*burst_size));
+                out.extend_from_slice(data);
             }
         }
     }
@@ -146,9 +146,9 @@ impl MeterMod {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u16(self.command.code());
-        out.put_u16(self.flags);
-        out.put_u32(self.meter_id);
+        out.extend_from_slice(&u16::to_be_bytes(self.command.code()));
+        out.extend_from_slice(&u16::to_be_bytes(self.flags));
+        out.extend_from_slice(&u32::to_be_bytes(self.meter_id));
         for b in &self.bands {
             b.emit(out);
         }

@@ -7,7 +7,7 @@
 //! can be invalid (a match missing a prerequisite, a body over 65535 bytes) are reported by
 //! [`Message::check`] or refused by [`Message::encode_checked`].
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::async_config::AsyncConfig;
 use crate::bundle::{BundleAdd, BundleControl, ONFT_BUNDLE_ADD_MESSAGE, ONFT_BUNDLE_CONTROL};
@@ -276,6 +276,7 @@ impl Message {
     /// Append the whole message (header included) with transaction id `xid` to `out`.
     pub fn encode(&self, xid: u32, out: &mut BytesMut) {
         use Message as M;
+        out.reserve(256);
         let start = out.len();
         Header {
             version: OFP_VERSION,
@@ -285,20 +286,20 @@ impl Message {
         }
         .emit(out);
         let exp = |out: &mut BytesMut, e: u32, t: u32| {
-            out.put_u32(e);
-            out.put_u32(t);
+            out.extend_from_slice(&u32::to_be_bytes(e));
+            out.extend_from_slice(&u32::to_be_bytes(t));
         };
         match self {
             M::Hello(h) => h.emit(out),
             M::Error(e) => e.emit(out),
-            M::EchoRequest(b) | M::EchoReply(b) => out.put_slice(b),
+            M::EchoRequest(b) | M::EchoReply(b) => out.extend_from_slice(b),
             M::Experimenter {
                 experimenter,
                 exp_type,
                 data,
             } => {
                 exp(out, *experimenter, *exp_type);
-                out.put_slice(data);
+                out.extend_from_slice(data);
             }
             M::FeaturesRequest
             | M::GetConfigRequest
@@ -351,7 +352,7 @@ impl Message {
                 exp(out, nx::NX_VENDOR_ID, nx::NXT_TLV_TABLE_REPLY);
                 t.emit(out);
             }
-            M::Unknown { body, .. } => out.put_slice(body),
+            M::Unknown { body, .. } => out.extend_from_slice(body),
         }
         patch_len(out, start + 2, start);
     }

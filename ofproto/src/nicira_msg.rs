@@ -2,7 +2,7 @@
 //! NXT_PACKET_IN2, NXT_SET_ASYNC_CONFIG, NXT_SET_CONTROLLER_ID and the TLV table messages
 //! (Geneve option mappings). Other Nicira messages stay [`crate::Message::Experimenter`].
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::matches::Match;
 use crate::oxm::Oxm;
@@ -125,9 +125,9 @@ pub(crate) fn parse_props(mut i: &[u8]) -> Result<Vec<(u16, Bytes)>, DecodeError
 pub(crate) fn emit_props(props: &[(u16, Bytes)], out: &mut BytesMut) {
     for (t, v) in props {
         let len = 4 + v.len();
-        out.put_u16(*t);
-        out.put_u16(len as u16);
-        out.put_slice(v);
+        out.extend_from_slice(&u16::to_be_bytes(*t));
+        out.extend_from_slice(&u16::to_be_bytes(len as u16));
+        out.extend_from_slice(v);
         put_zeros(out, pad8(len));
     }
 }
@@ -163,11 +163,11 @@ fn parse_maps(mut i: &[u8]) -> Result<Vec<TlvMap>, DecodeError> {
 
 fn emit_maps(maps: &[TlvMap], out: &mut BytesMut) {
     for m in maps {
-        out.put_u16(m.option_class);
-        out.put_u8(m.option_type);
-        out.put_u8(m.option_len);
-        out.put_u16(m.index);
-        out.put_u16(0);
+        out.extend_from_slice(&u16::to_be_bytes(m.option_class));
+        out.extend_from_slice(&[m.option_type]);
+        out.extend_from_slice(&[m.option_len]);
+        out.extend_from_slice(&u16::to_be_bytes(m.index));
+        out.extend_from_slice(&u16::to_be_bytes(0));
     }
 }
 
@@ -192,7 +192,7 @@ impl TlvTableMod {
 
     /// Append the body after the Nicira header.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u16(self.command);
+        out.extend_from_slice(&u16::to_be_bytes(self.command));
         put_zeros(out, 6);
         emit_maps(&self.mappings, out);
     }
@@ -222,8 +222,8 @@ impl TlvTableReply {
 
     /// Append the body after the Nicira header.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.max_option_space);
-        out.put_u16(self.max_fields);
+        out.extend_from_slice(&u32::to_be_bytes(self.max_option_space));
+        out.extend_from_slice(&u16::to_be_bytes(self.max_fields));
         put_zeros(out, 10);
         emit_maps(&self.mappings, out);
     }
@@ -238,7 +238,7 @@ pub fn parse_controller_id(i: &[u8]) -> Result<u16, DecodeError> {
 /// Append an NXT_SET_CONTROLLER_ID body.
 pub fn emit_controller_id(id: u16, out: &mut BytesMut) {
     put_zeros(out, 6);
-    out.put_u16(id);
+    out.extend_from_slice(&u16::to_be_bytes(id));
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::BytesMut;
 
 use crate::nxm;
 use crate::wire::{DecodeError, PResult, fixed, take, u32p};
@@ -598,11 +598,12 @@ pub enum FieldValue {
         buf: [u8; 16],
     },
     /// More than 16 bytes.
-    Long(Bytes),
+    Long(Box<[u8]>),
 }
 
 impl FieldValue {
     /// A value holding `bytes`.
+    #[inline]
     pub fn from_slice(bytes: &[u8]) -> FieldValue {
         if bytes.len() <= 16 {
             let mut buf = [0u8; 16];
@@ -612,7 +613,24 @@ impl FieldValue {
                 buf,
             }
         } else {
-            FieldValue::Long(Bytes::copy_from_slice(bytes))
+            FieldValue::Long(bytes.into())
+        }
+    }
+
+    /// The first `n` bytes of `src` (which must hold at least `n`). When `src` has 16 bytes to
+    /// spare, the copy is one 16-byte load and a shift instead of a variable-length memcpy.
+    #[inline(always)]
+    fn from_prefix(src: &[u8], n: usize) -> FieldValue {
+        match (src.first_chunk::<16>(), n) {
+            (Some(chunk), 1..=16) => {
+                let keep =
+                    u128::from_be_bytes(*chunk) & !u128::MAX.checked_shr(8 * n as u32).unwrap_or(0);
+                FieldValue::Inline {
+                    len: n as u8,
+                    buf: keep.to_be_bytes(),
+                }
+            }
+            _ => FieldValue::from_slice(src.get(..n).unwrap_or(src)),
         }
     }
 
@@ -677,6 +695,7 @@ pub struct Oxm {
 
 impl Oxm {
     /// A field with a value given as bytes and an optional mask.
+    #[inline]
     pub fn new(field: FieldId, value: &[u8], mask: Option<&[u8]>) -> Oxm {
         Oxm {
             field,
@@ -726,6 +745,7 @@ impl Oxm {
     }
 
     /// Parse one OXM TLV.
+    #[inline]
     pub fn parse(i: &[u8]) -> PResult<'_, Oxm> {
         let (_, h) = fixed(i, 4, "oxm header", u32p)?;
         let class = (h >> 16) as u16;
@@ -733,38 +753,89 @@ impl Oxm {
         let hasmask = h & 0x100 != 0;
         let len = (h & 0xff) as usize;
         let (rest, tlv) = take(&i[4..], len, "oxm field")?;
-        let (id, body) = if class == CLASS_EXPERIMENTER {
-            let (body, exp) = fixed(tlv, 4, "oxm experimenter id", u32p)?;
-            (FieldId::experimenter(exp, field), body)
+        let (id, body_at) = if class == CLASS_EXPERIMENTER {
+            let (_, exp) = fixed(tlv, 4, "oxm experimenter id", u32p)?;
+            (FieldId::experimenter(exp, field), 8)
         } else {
-            (FieldId::new(class, field), tlv)
+            (FieldId::new(class, field), 4)
         };
-        if hasmask && body.len() % 2 != 0 {
-            return Err(DecodeError::BadLength {
-                what: "masked oxm field",
-                len,
-                reason: "value and mask differ in length",
-            });
-        }
+        // `i[body_at..]` runs past this TLV into the rest of the input, which `from_prefix` may
+        // read (never keep) to copy with fixed-size loads.
+        let after = &i[body_at..];
+        let n = len + 4 - body_at;
         let oxm = if hasmask {
-            let (v, m) = body.split_at(body.len() / 2);
-            Oxm::new(id, v, Some(m))
+            if !n.is_multiple_of(2) {
+                return Err(DecodeError::BadLength {
+                    what: "masked oxm field",
+                    len,
+                    reason: "value and mask differ in length",
+                });
+            }
+            Oxm {
+                field: id,
+                value: FieldValue::from_prefix(after, n / 2),
+                mask: Some(FieldValue::from_prefix(&after[n / 2..], n / 2)),
+            }
         } else {
-            Oxm::new(id, body, None)
+            Oxm {
+                field: id,
+                value: FieldValue::from_prefix(after, n),
+                mask: None,
+            }
         };
         Ok((rest, oxm))
     }
 
+    /// Count the TLVs in a well-framed list (a capacity hint; stops at the first bad header).
+    pub(crate) fn count(mut i: &[u8]) -> usize {
+        let mut n = 0;
+        while i.len() >= 4 {
+            let skip = 4 + usize::from(i[3]);
+            n += 1;
+            i = i.get(skip..).unwrap_or(&[]);
+        }
+        n
+    }
+
     /// Append the TLV to `out`.
+    #[inline]
     pub fn emit(&self, out: &mut BytesMut) {
         let v = self.value.as_slice();
-        out.put_u32(self.field.header(self.mask.is_some(), v.len()));
-        if self.field.class == CLASS_EXPERIMENTER {
-            out.put_u32(self.field.experimenter);
-        }
-        out.put_slice(v);
-        if let Some(m) = &self.mask {
-            out.put_slice(m.as_slice());
+        let m = self.mask.as_ref().map_or(&[][..], FieldValue::as_slice);
+        let exp = self.field.class == CLASS_EXPERIMENTER;
+        let header = self
+            .field
+            .header(self.mask.is_some(), v.len())
+            .to_be_bytes();
+        // Assemble short TLVs (all but tunnel metadata) on the stack with fixed-size copies, then
+        // append a fixed 40 bytes and cut back: no variable-length memcpy on the hot path.
+        let total = 4 + 4 * usize::from(exp) + v.len() + m.len();
+        let mask_inline = !matches!(self.mask, Some(FieldValue::Long(_)));
+        if let (FieldValue::Inline { buf: vb, .. }, true) =
+            (&self.value, total <= 40 && mask_inline)
+        {
+            let mut buf = [0u8; 56];
+            buf[..4].copy_from_slice(&header);
+            let mut at = 4;
+            if exp {
+                buf[4..8].copy_from_slice(&self.field.experimenter.to_be_bytes());
+                at = 8;
+            }
+            buf[at..at + 16].copy_from_slice(vb);
+            at += v.len();
+            if let Some(FieldValue::Inline { buf: mb, .. }) = &self.mask {
+                buf[at..at + 16].copy_from_slice(mb);
+            }
+            let start = out.len();
+            out.extend_from_slice(&buf[..40]);
+            out.truncate(start + total);
+        } else {
+            out.extend_from_slice(&header);
+            if exp {
+                out.extend_from_slice(&u32::to_be_bytes(self.field.experimenter));
+            }
+            out.extend_from_slice(v);
+            out.extend_from_slice(m);
         }
     }
 }

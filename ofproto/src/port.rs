@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::macros::code_enum;
 use crate::wire::{DecodeError, PResult, fixed, put_zeros, take, u8p, u32p};
@@ -155,13 +155,13 @@ impl Port {
 
     /// Append the 64-byte `ofp_port`.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.port_no);
-        out.put_u32(0);
-        out.put_slice(&self.hw_addr);
-        out.put_u16(0);
+        out.extend_from_slice(&u32::to_be_bytes(self.port_no));
+        out.extend_from_slice(&u32::to_be_bytes(0));
+        out.extend_from_slice(&self.hw_addr);
+        out.extend_from_slice(&u16::to_be_bytes(0));
         let n = self.name.as_bytes();
         let n = &n[..n.len().min(15)];
-        out.put_slice(n);
+        out.extend_from_slice(n);
         put_zeros(out, 16 - n.len());
         for v in [
             self.config,
@@ -173,7 +173,7 @@ impl Port {
             self.curr_speed,
             self.max_speed,
         ] {
-            out.put_u32(v);
+            out.extend_from_slice(&u32::to_be_bytes(v));
         }
     }
 }
@@ -209,7 +209,7 @@ impl PortStatus {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u8(self.reason.code());
+        out.extend_from_slice(&[self.reason.code()]);
         put_zeros(out, 7);
         self.desc.emit(out);
     }
@@ -249,14 +249,14 @@ impl PortMod {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.port_no);
-        out.put_u32(0);
-        out.put_slice(&self.hw_addr);
-        out.put_u16(0);
-        out.put_u32(self.config);
-        out.put_u32(self.mask);
-        out.put_u32(self.advertise);
-        out.put_u32(0);
+        out.extend_from_slice(&u32::to_be_bytes(self.port_no));
+        out.extend_from_slice(&u32::to_be_bytes(0));
+        out.extend_from_slice(&self.hw_addr);
+        out.extend_from_slice(&u16::to_be_bytes(0));
+        out.extend_from_slice(&u32::to_be_bytes(self.config));
+        out.extend_from_slice(&u32::to_be_bytes(self.mask));
+        out.extend_from_slice(&u32::to_be_bytes(self.advertise));
+        out.extend_from_slice(&u32::to_be_bytes(0));
     }
 }
 

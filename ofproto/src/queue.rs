@@ -1,6 +1,6 @@
 //! OFPT_QUEUE_GET_CONFIG_REQUEST / _REPLY: the queues configured on a port.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::wire::{DecodeError, PResult, fixed, put_zeros, take_tlv, u16p, u32p};
 
@@ -45,21 +45,23 @@ impl QueueProp {
     fn emit(&self, out: &mut BytesMut) {
         match self {
             QueueProp::MinRate(r) | QueueProp::MaxRate(r) => {
-                out.put_u16(if matches!(self, QueueProp::MinRate(_)) {
-                    1
-                } else {
-                    2
-                });
-                out.put_u16(16);
-                out.put_u32(0);
-                out.put_u16(*r);
+                out.extend_from_slice(&u16::to_be_bytes(
+                    if matches!(self, QueueProp::MinRate(_)) {
+                        1
+                    } else {
+                        2
+                    },
+                ));
+                out.extend_from_slice(&u16::to_be_bytes(16));
+                out.extend_from_slice(&u32::to_be_bytes(0));
+                out.extend_from_slice(&u16::to_be_bytes(*r));
                 put_zeros(out, 6);
             }
             QueueProp::Other { kind, data } => {
-                out.put_u16(*kind);
-                out.put_u16((8 + data.len()) as u16);
-                out.put_u32(0);
-                out.put_slice(data);
+                out.extend_from_slice(&u16::to_be_bytes(*kind));
+                out.extend_from_slice(&u16::to_be_bytes((8 + data.len()) as u16));
+                out.extend_from_slice(&u32::to_be_bytes(0));
+                out.extend_from_slice(data);
             }
         }
     }
@@ -99,9 +101,9 @@ impl PacketQueue {
 
     fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
-        out.put_u32(self.queue_id);
-        out.put_u32(self.port);
-        out.put_u16(0);
+        out.extend_from_slice(&u32::to_be_bytes(self.queue_id));
+        out.extend_from_slice(&u32::to_be_bytes(self.port));
+        out.extend_from_slice(&u16::to_be_bytes(0));
         put_zeros(out, 6);
         for p in &self.properties {
             p.emit(out);
@@ -134,8 +136,8 @@ impl QueueGetConfigReply {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.port);
-        out.put_u32(0);
+        out.extend_from_slice(&u32::to_be_bytes(self.port));
+        out.extend_from_slice(&u32::to_be_bytes(0));
         for q in &self.queues {
             q.emit(out);
         }
@@ -149,8 +151,8 @@ pub fn parse_request(i: &[u8]) -> Result<u32, DecodeError> {
 
 /// Append a QUEUE_GET_CONFIG_REQUEST body.
 pub fn emit_request(port: u32, out: &mut BytesMut) {
-    out.put_u32(port);
-    out.put_u32(0);
+    out.extend_from_slice(&u32::to_be_bytes(port));
+    out.extend_from_slice(&u32::to_be_bytes(0));
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! OFPT_ROLE_REQUEST / OFPT_ROLE_REPLY.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::macros::code_enum;
 use crate::wire::{DecodeError, fixed, u32p, u64p};
@@ -36,9 +36,9 @@ impl Role {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.role.code());
-        out.put_u32(0);
-        out.put_u64(self.generation_id);
+        out.extend_from_slice(&u32::to_be_bytes(self.role.code()));
+        out.extend_from_slice(&u32::to_be_bytes(0));
+        out.extend_from_slice(&u64::to_be_bytes(self.generation_id));
     }
 }
 

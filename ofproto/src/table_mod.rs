@@ -1,6 +1,6 @@
 //! OFPT_TABLE_MOD.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::wire::{DecodeError, fixed, u8p, u32p};
 
@@ -23,9 +23,9 @@ impl TableMod {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u8(self.table_id);
+        out.extend_from_slice(&[self.table_id]);
         crate::wire::put_zeros(out, 3);
-        out.put_u32(self.config);
+        out.extend_from_slice(&u32::to_be_bytes(self.config));
     }
 }
 

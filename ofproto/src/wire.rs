@@ -93,18 +93,22 @@ pub(crate) type PResult<'a, T> = Result<(&'a [u8], T), DecodeError>;
 type NomErr<'a> = nom::error::Error<&'a [u8]>;
 
 /// Split off exactly `n` bytes, or fail naming `what`.
-#[inline]
+#[inline(always)]
 pub(crate) fn take<'a>(i: &'a [u8], n: usize, what: &'static str) -> PResult<'a, &'a [u8]> {
-    let r: nom::IResult<&[u8], &[u8], NomErr<'_>> = nom::bytes::complete::take(n).parse(i);
-    r.map_err(|_| DecodeError::Truncated {
-        what,
-        need: n,
-        have: i.len(),
-    })
+    // `split_at_checked` is nom's `take` without the generic error plumbing, on the hot path of
+    // every TLV.
+    match i.split_at_checked(n) {
+        Some((head, rest)) => Ok((rest, head)),
+        None => Err(DecodeError::Truncated {
+            what,
+            need: n,
+            have: i.len(),
+        }),
+    }
 }
 
 /// Run a fixed-size parser `p` over the first `n` bytes of `i` after checking they exist.
-#[inline]
+#[inline(always)]
 pub(crate) fn fixed<'a, O, P>(i: &'a [u8], n: usize, what: &'static str, mut p: P) -> PResult<'a, O>
 where
     P: Parser<&'a [u8], Output = O, Error = NomErr<'a>>,
@@ -121,9 +125,27 @@ where
     }
 }
 
-pub(crate) use nom::number::complete::{
-    be_u8 as u8p, be_u16 as u16p, be_u32 as u32p, be_u64 as u64p,
-};
+macro_rules! be_parser {
+    ($name:ident, $ty:ty, $n:literal) => {
+        /// Big-endian integer as a nom parser, written on `split_first_chunk` so that it
+        /// inlines to a bounds check and a load (nom's own goes through a non-inlined `take`).
+        #[inline(always)]
+        pub(crate) fn $name(i: &[u8]) -> nom::IResult<&[u8], $ty, NomErr<'_>> {
+            match i.split_first_chunk::<$n>() {
+                Some((b, rest)) => Ok((rest, <$ty>::from_be_bytes(*b))),
+                None => Err(nom::Err::Error(nom::error::Error::new(
+                    i,
+                    nom::error::ErrorKind::Eof,
+                ))),
+            }
+        }
+    };
+}
+
+be_parser!(u8p, u8, 1);
+be_parser!(u16p, u16, 2);
+be_parser!(u32p, u32, 4);
+be_parser!(u64p, u64, 8);
 
 /// Bytes needed to pad `len` up to a multiple of 8.
 #[inline]
@@ -158,9 +180,13 @@ pub(crate) fn patch_len(out: &mut BytesMut, at: usize, start: usize) {
 }
 
 /// Append `n` zero bytes.
-#[inline]
+#[inline(always)]
 pub(crate) fn put_zeros(out: &mut BytesMut, n: usize) {
-    bytes::BufMut::put_bytes(out, 0, n);
+    const ZEROS: [u8; 16] = [0; 16];
+    match ZEROS.get(..n) {
+        Some(z) => out.extend_from_slice(z),
+        None => bytes::BufMut::put_bytes(out, 0, n),
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 pub mod nicira;
 pub mod standard;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::oxm::Oxm;
 use crate::port::PortNo;
@@ -224,15 +224,14 @@ impl Action {
     pub fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
         if !standard::emit(self, out) {
-            out.put_u16(OFPAT_EXPERIMENTER);
-            out.put_u16(0);
             match self {
                 Action::Experimenter { experimenter, data } => {
-                    out.put_u32(*experimenter);
-                    out.put_slice(data);
+                    let e = experimenter.to_be_bytes();
+                    out.extend_from_slice(&[0xff, 0xff, 0, 0, e[0], e[1], e[2], e[3]]);
+                    out.extend_from_slice(data);
                 }
                 _ => {
-                    out.put_u32(NX_EXPERIMENTER);
+                    out.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0, 0x23, 0x20]);
                     nicira::emit(self, out);
                 }
             }
@@ -244,13 +243,28 @@ impl Action {
 
 /// Parse a list of actions filling all of `i`.
 pub fn parse_actions(mut i: &[u8]) -> Result<Vec<Action>, DecodeError> {
-    let mut v = Vec::new();
+    let mut v = Vec::with_capacity(count_tlvs(i));
     while !i.is_empty() {
         let (rest, a) = Action::parse(i)?;
         v.push(a);
         i = rest;
     }
     Ok(v)
+}
+
+/// Count 16-bit-length TLVs (actions, instructions) in a list: a capacity hint bounded by the
+/// input, stopping at the first impossible length.
+pub(crate) fn count_tlvs(mut i: &[u8]) -> usize {
+    let mut n = 0;
+    while i.len() >= 4 {
+        let len = usize::from(u16::from_be_bytes([i[2], i[3]]));
+        if len < 4 {
+            break;
+        }
+        n += 1;
+        i = i.get(len..).unwrap_or(&[]);
+    }
+    n
 }
 
 /// Append every action in `actions`.

@@ -8,7 +8,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use super::{Action, NX_EXPERIMENTER, emit_actions, parse_actions};
 use crate::oxm::{FieldId, Oxm};
@@ -678,144 +678,144 @@ pub(crate) fn emit(a: &Action, out: &mut BytesMut) {
     use subtype::*;
     match a {
         Action::Resubmit { in_port, table, ct } => {
-            out.put_u16(match (table, ct) {
+            out.extend_from_slice(&u16::to_be_bytes(match (table, ct) {
                 (_, true) => RESUBMIT_TABLE_CT,
                 (Some(_), false) => RESUBMIT_TABLE,
                 (None, false) => RESUBMIT,
-            });
-            out.put_u16(*in_port);
-            out.put_u8(table.unwrap_or(0));
+            }));
+            out.extend_from_slice(&u16::to_be_bytes(*in_port));
+            out.extend_from_slice(&[table.unwrap_or(0)]);
         }
         Action::SetTunnel(id) => {
-            out.put_u16(SET_TUNNEL);
-            out.put_u16(0);
-            out.put_u32(*id);
+            out.extend_from_slice(&u16::to_be_bytes(SET_TUNNEL));
+            out.extend_from_slice(&u16::to_be_bytes(0));
+            out.extend_from_slice(&u32::to_be_bytes(*id));
         }
         Action::SetTunnel64(id) => {
-            out.put_u16(SET_TUNNEL64);
+            out.extend_from_slice(&u16::to_be_bytes(SET_TUNNEL64));
             put_zeros(out, 6);
-            out.put_u64(*id);
+            out.extend_from_slice(&u64::to_be_bytes(*id));
         }
-        Action::PopQueue => out.put_u16(POP_QUEUE),
-        Action::Exit => out.put_u16(EXIT),
-        Action::DecTtl => out.put_u16(DEC_TTL),
-        Action::CtClear => out.put_u16(CT_CLEAR),
+        Action::PopQueue => out.extend_from_slice(&u16::to_be_bytes(POP_QUEUE)),
+        Action::Exit => out.extend_from_slice(&u16::to_be_bytes(EXIT)),
+        Action::DecTtl => out.extend_from_slice(&u16::to_be_bytes(DEC_TTL)),
+        Action::CtClear => out.extend_from_slice(&u16::to_be_bytes(CT_CLEAR)),
         Action::RegMove { src, dst } => {
-            out.put_u16(REG_MOVE);
-            out.put_u16(src.n_bits);
-            out.put_u16(src.ofs);
-            out.put_u16(dst.ofs);
-            out.put_u32(src.field.0);
-            out.put_u32(dst.field.0);
+            out.extend_from_slice(&u16::to_be_bytes(REG_MOVE));
+            out.extend_from_slice(&u16::to_be_bytes(src.n_bits));
+            out.extend_from_slice(&u16::to_be_bytes(src.ofs));
+            out.extend_from_slice(&u16::to_be_bytes(dst.ofs));
+            out.extend_from_slice(&u32::to_be_bytes(src.field.0));
+            out.extend_from_slice(&u32::to_be_bytes(dst.field.0));
         }
         Action::RegLoad { dst, value } => {
-            out.put_u16(REG_LOAD);
-            out.put_u16(dst.ofs_nbits());
-            out.put_u32(dst.field.0);
-            out.put_u64(*value);
+            out.extend_from_slice(&u16::to_be_bytes(REG_LOAD));
+            out.extend_from_slice(&u16::to_be_bytes(dst.ofs_nbits()));
+            out.extend_from_slice(&u32::to_be_bytes(dst.field.0));
+            out.extend_from_slice(&u64::to_be_bytes(*value));
         }
         Action::RegLoad2(oxm) => {
-            out.put_u16(REG_LOAD2);
+            out.extend_from_slice(&u16::to_be_bytes(REG_LOAD2));
             oxm.emit(out);
         }
         Action::OutputReg { src, max_len } => {
-            out.put_u16(OUTPUT_REG);
-            out.put_u16(src.ofs_nbits());
-            out.put_u32(src.field.0);
-            out.put_u16(*max_len);
+            out.extend_from_slice(&u16::to_be_bytes(OUTPUT_REG));
+            out.extend_from_slice(&u16::to_be_bytes(src.ofs_nbits()));
+            out.extend_from_slice(&u32::to_be_bytes(src.field.0));
+            out.extend_from_slice(&u16::to_be_bytes(*max_len));
         }
         Action::Note(b) => {
-            out.put_u16(NOTE);
-            out.put_slice(b);
+            out.extend_from_slice(&u16::to_be_bytes(NOTE));
+            out.extend_from_slice(b);
         }
         Action::FinTimeout { idle, hard } => {
-            out.put_u16(FIN_TIMEOUT);
-            out.put_u16(*idle);
-            out.put_u16(*hard);
+            out.extend_from_slice(&u16::to_be_bytes(FIN_TIMEOUT));
+            out.extend_from_slice(&u16::to_be_bytes(*idle));
+            out.extend_from_slice(&u16::to_be_bytes(*hard));
         }
         Action::Controller {
             max_len,
             controller_id,
             reason,
         } => {
-            out.put_u16(CONTROLLER);
-            out.put_u16(*max_len);
-            out.put_u16(*controller_id);
-            out.put_u8(*reason);
+            out.extend_from_slice(&u16::to_be_bytes(CONTROLLER));
+            out.extend_from_slice(&u16::to_be_bytes(*max_len));
+            out.extend_from_slice(&u16::to_be_bytes(*controller_id));
+            out.extend_from_slice(&[*reason]);
         }
         Action::Controller2(c) => {
-            out.put_u16(CONTROLLER2);
+            out.extend_from_slice(&u16::to_be_bytes(CONTROLLER2));
             put_zeros(out, 6);
             for (t, v) in &c.props {
                 let len = 4 + v.len();
-                out.put_u16(*t);
-                out.put_u16(len as u16);
-                out.put_slice(v);
+                out.extend_from_slice(&u16::to_be_bytes(*t));
+                out.extend_from_slice(&u16::to_be_bytes(len as u16));
+                out.extend_from_slice(v);
                 put_zeros(out, crate::wire::pad8(len));
             }
         }
         Action::DecTtlCntIds(ids) => {
-            out.put_u16(DEC_TTL_CNT_IDS);
-            out.put_u16(ids.len() as u16);
-            out.put_u32(0);
+            out.extend_from_slice(&u16::to_be_bytes(DEC_TTL_CNT_IDS));
+            out.extend_from_slice(&u16::to_be_bytes(ids.len() as u16));
+            out.extend_from_slice(&u32::to_be_bytes(0));
             for id in ids {
-                out.put_u16(*id);
+                out.extend_from_slice(&u16::to_be_bytes(*id));
             }
         }
         Action::StackPush(sf) | Action::StackPop(sf) => {
-            out.put_u16(if matches!(a, Action::StackPush(_)) {
+            out.extend_from_slice(&u16::to_be_bytes(if matches!(a, Action::StackPush(_)) {
                 STACK_PUSH
             } else {
                 STACK_POP
-            });
-            out.put_u16(sf.ofs);
-            out.put_u32(sf.field.0);
-            out.put_u16(sf.n_bits);
+            }));
+            out.extend_from_slice(&u16::to_be_bytes(sf.ofs));
+            out.extend_from_slice(&u32::to_be_bytes(sf.field.0));
+            out.extend_from_slice(&u16::to_be_bytes(sf.n_bits));
         }
         Action::Sample(s) => {
-            out.put_u16(s.subtype);
-            out.put_u16(s.probability);
-            out.put_u32(s.collector_set_id);
-            out.put_u32(s.obs_domain_id);
-            out.put_u32(s.obs_point_id);
+            out.extend_from_slice(&u16::to_be_bytes(s.subtype));
+            out.extend_from_slice(&u16::to_be_bytes(s.probability));
+            out.extend_from_slice(&u32::to_be_bytes(s.collector_set_id));
+            out.extend_from_slice(&u32::to_be_bytes(s.obs_domain_id));
+            out.extend_from_slice(&u32::to_be_bytes(s.obs_point_id));
             if s.subtype != SAMPLE {
-                out.put_u16(s.sampling_port);
-                out.put_u8(s.direction);
+                out.extend_from_slice(&u16::to_be_bytes(s.sampling_port));
+                out.extend_from_slice(&[s.direction]);
             }
         }
         Action::Conjunction(c) => {
-            out.put_u16(CONJUNCTION);
-            out.put_u8(c.clause);
-            out.put_u8(c.n_clauses);
-            out.put_u32(c.id);
+            out.extend_from_slice(&u16::to_be_bytes(CONJUNCTION));
+            out.extend_from_slice(&[c.clause]);
+            out.extend_from_slice(&[c.n_clauses]);
+            out.extend_from_slice(&u32::to_be_bytes(c.id));
         }
         Action::OutputTrunc { port, max_len } => {
-            out.put_u16(OUTPUT_TRUNC);
-            out.put_u16(*port);
-            out.put_u32(*max_len);
+            out.extend_from_slice(&u16::to_be_bytes(OUTPUT_TRUNC));
+            out.extend_from_slice(&u16::to_be_bytes(*port));
+            out.extend_from_slice(&u32::to_be_bytes(*max_len));
         }
         Action::Ct(ct) => {
-            out.put_u16(CT);
-            out.put_u16(ct.flags);
+            out.extend_from_slice(&u16::to_be_bytes(CT));
+            out.extend_from_slice(&u16::to_be_bytes(ct.flags));
             match ct.zone {
                 CtZone::Imm(z) => {
-                    out.put_u32(0);
-                    out.put_u16(z);
+                    out.extend_from_slice(&u32::to_be_bytes(0));
+                    out.extend_from_slice(&u16::to_be_bytes(z));
                 }
                 CtZone::Field(sf) => {
-                    out.put_u32(sf.field.0);
-                    out.put_u16(sf.ofs_nbits());
+                    out.extend_from_slice(&u32::to_be_bytes(sf.field.0));
+                    out.extend_from_slice(&u16::to_be_bytes(sf.ofs_nbits()));
                 }
             }
-            out.put_u8(ct.recirc_table);
+            out.extend_from_slice(&[ct.recirc_table]);
             put_zeros(out, 3);
-            out.put_u16(ct.alg);
+            out.extend_from_slice(&u16::to_be_bytes(ct.alg));
             emit_actions(&ct.actions, out);
         }
         Action::Nat(nat) => {
-            out.put_u16(NAT);
-            out.put_u16(0);
-            out.put_u16(nat.flags);
+            out.extend_from_slice(&u16::to_be_bytes(NAT));
+            out.extend_from_slice(&u16::to_be_bytes(0));
+            out.extend_from_slice(&u16::to_be_bytes(nat.flags));
             let r = &nat.range;
             let present = [
                 (r.ipv4_min.is_some(), NAT_RANGE_IPV4_MIN),
@@ -828,28 +828,28 @@ pub(crate) fn emit(a: &Action, out: &mut BytesMut) {
             .iter()
             .filter(|(p, _)| *p)
             .fold(0, |acc, (_, bit)| acc | bit);
-            out.put_u16(present);
+            out.extend_from_slice(&u16::to_be_bytes(present));
             for a in [r.ipv4_min, r.ipv4_max].into_iter().flatten() {
-                out.put_slice(&a.octets());
+                out.extend_from_slice(&a.octets());
             }
             for a in [r.ipv6_min, r.ipv6_max].into_iter().flatten() {
-                out.put_slice(&a.octets());
+                out.extend_from_slice(&a.octets());
             }
             for p in [r.proto_min, r.proto_max].into_iter().flatten() {
-                out.put_u16(p);
+                out.extend_from_slice(&u16::to_be_bytes(p));
             }
         }
         Action::Learn(l) => {
-            out.put_u16(LEARN);
-            out.put_u16(l.idle_timeout);
-            out.put_u16(l.hard_timeout);
-            out.put_u16(l.priority);
-            out.put_u64(l.cookie);
-            out.put_u16(l.flags);
-            out.put_u8(l.table_id);
-            out.put_u8(0);
-            out.put_u16(l.fin_idle_timeout);
-            out.put_u16(l.fin_hard_timeout);
+            out.extend_from_slice(&u16::to_be_bytes(LEARN));
+            out.extend_from_slice(&u16::to_be_bytes(l.idle_timeout));
+            out.extend_from_slice(&u16::to_be_bytes(l.hard_timeout));
+            out.extend_from_slice(&u16::to_be_bytes(l.priority));
+            out.extend_from_slice(&u64::to_be_bytes(l.cookie));
+            out.extend_from_slice(&u16::to_be_bytes(l.flags));
+            out.extend_from_slice(&[l.table_id]);
+            out.extend_from_slice(&[0]);
+            out.extend_from_slice(&u16::to_be_bytes(l.fin_idle_timeout));
+            out.extend_from_slice(&u16::to_be_bytes(l.fin_hard_timeout));
             for s in &l.specs {
                 let src_bit = if matches!(s.src, LearnSrc::Imm(_)) {
                     LEARN_SRC_IMM
@@ -861,18 +861,18 @@ pub(crate) fn emit(a: &Action, out: &mut BytesMut) {
                     LearnDst::Load { .. } => LEARN_DST_LOAD,
                     LearnDst::Output => LEARN_DST_OUTPUT,
                 };
-                out.put_u16(src_bit | dst_bits | (s.n_bits & 0x3ff));
+                out.extend_from_slice(&u16::to_be_bytes(src_bit | dst_bits | (s.n_bits & 0x3ff)));
                 match &s.src {
-                    LearnSrc::Imm(v) => out.put_slice(v),
+                    LearnSrc::Imm(v) => out.extend_from_slice(v),
                     LearnSrc::Field { field, ofs } => {
-                        out.put_u32(field.0);
-                        out.put_u16(*ofs);
+                        out.extend_from_slice(&u32::to_be_bytes(field.0));
+                        out.extend_from_slice(&u16::to_be_bytes(*ofs));
                     }
                 }
                 match s.dst {
                     LearnDst::Match { field, ofs } | LearnDst::Load { field, ofs } => {
-                        out.put_u32(field.0);
-                        out.put_u16(ofs);
+                        out.extend_from_slice(&u32::to_be_bytes(field.0));
+                        out.extend_from_slice(&u16::to_be_bytes(ofs));
                     }
                     LearnDst::Output => {}
                 }

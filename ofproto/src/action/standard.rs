@@ -1,7 +1,7 @@
 //! The OpenFlow 1.3 standard actions (`OFPAT_*`), decoded from and encoded to their fixed
 //! layouts. Padding is written as zeros.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use super::Action;
 use crate::oxm::Oxm;
@@ -52,18 +52,19 @@ pub(crate) fn parse(kind: u16, body: &[u8]) -> Result<Action, DecodeError> {
 }
 
 fn head(out: &mut BytesMut, kind: u16, len: u16) {
-    out.put_u16(kind);
-    out.put_u16(len);
+    out.extend_from_slice(&u16::to_be_bytes(kind));
+    out.extend_from_slice(&u16::to_be_bytes(len));
 }
 
 /// Encode `a` if it is a standard action; returns false for experimenter actions.
 pub(crate) fn emit(a: &Action, out: &mut BytesMut) -> bool {
     match a {
         Action::Output { port, max_len } => {
-            head(out, OFPAT_OUTPUT, 16);
-            out.put_u32(port.0);
-            out.put_u16(*max_len);
-            put_zeros(out, 6);
+            let p = port.0.to_be_bytes();
+            let m = max_len.to_be_bytes();
+            out.extend_from_slice(&[
+                0, 0, 0, 16, p[0], p[1], p[2], p[3], m[0], m[1], 0, 0, 0, 0, 0, 0,
+            ]);
         }
         Action::CopyTtlOut => simple(out, 11),
         Action::CopyTtlIn => simple(out, 12),
@@ -89,7 +90,7 @@ pub(crate) fn emit(a: &Action, out: &mut BytesMut) -> bool {
         Action::Unknown { kind, data } => {
             let len = 4 + data.len();
             head(out, *kind, (len + pad8(len)) as u16);
-            out.put_slice(data);
+            out.extend_from_slice(data);
             put_zeros(out, pad8(len));
         }
         _ => return false,
@@ -97,26 +98,26 @@ pub(crate) fn emit(a: &Action, out: &mut BytesMut) -> bool {
     true
 }
 
+fn eight(out: &mut BytesMut, kind: u16, body: [u8; 4]) {
+    let k = kind.to_be_bytes();
+    out.extend_from_slice(&[k[0], k[1], 0, 8, body[0], body[1], body[2], body[3]]);
+}
+
 fn simple(out: &mut BytesMut, kind: u16) {
-    head(out, kind, 8);
-    out.put_u32(0);
+    eight(out, kind, [0; 4]);
 }
 
 fn u8_action(out: &mut BytesMut, kind: u16, v: u8) {
-    head(out, kind, 8);
-    out.put_u8(v);
-    put_zeros(out, 3);
+    eight(out, kind, [v, 0, 0, 0]);
 }
 
 fn u16_action(out: &mut BytesMut, kind: u16, v: u16) {
-    head(out, kind, 8);
-    out.put_u16(v);
-    out.put_u16(0);
+    let b = v.to_be_bytes();
+    eight(out, kind, [b[0], b[1], 0, 0]);
 }
 
 fn u32_action(out: &mut BytesMut, kind: u16, v: u32) {
-    head(out, kind, 8);
-    out.put_u32(v);
+    eight(out, kind, v.to_be_bytes());
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 pub mod stats;
 pub mod table_features;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::macros::code_enum;
 use crate::matches::Match;
@@ -95,13 +95,13 @@ impl FlowStatsRequest {
     }
 
     fn emit(&self, out: &mut BytesMut) {
-        out.put_u8(self.table_id);
+        out.extend_from_slice(&[self.table_id]);
         put_zeros(out, 3);
-        out.put_u32(self.out_port);
-        out.put_u32(self.out_group);
-        out.put_u32(0);
-        out.put_u64(self.cookie);
-        out.put_u64(self.cookie_mask);
+        out.extend_from_slice(&u32::to_be_bytes(self.out_port));
+        out.extend_from_slice(&u32::to_be_bytes(self.out_group));
+        out.extend_from_slice(&u32::to_be_bytes(0));
+        out.extend_from_slice(&u64::to_be_bytes(self.cookie));
+        out.extend_from_slice(&u64::to_be_bytes(self.cookie_mask));
         self.matching.emit(out);
     }
 }
@@ -128,9 +128,9 @@ impl ExperimenterBody {
     }
 
     fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.experimenter);
-        out.put_u32(self.exp_type);
-        out.put_slice(&self.data);
+        out.extend_from_slice(&u32::to_be_bytes(self.experimenter));
+        out.extend_from_slice(&u32::to_be_bytes(self.exp_type));
+        out.extend_from_slice(&self.data);
     }
 }
 
@@ -274,9 +274,9 @@ impl MultipartRequest {
     /// Append the message body.
     pub fn emit(&self, out: &mut BytesMut) {
         use MultipartRequestBody as B;
-        out.put_u16(self.kind().code());
-        out.put_u16(self.flags);
-        out.put_u32(0);
+        out.extend_from_slice(&u16::to_be_bytes(self.kind().code()));
+        out.extend_from_slice(&u16::to_be_bytes(self.flags));
+        out.extend_from_slice(&u32::to_be_bytes(0));
         match &self.body {
             B::Desc
             | B::Table
@@ -286,24 +286,24 @@ impl MultipartRequest {
             | B::PortDesc => {}
             B::Flow(r) | B::Aggregate(r) => r.emit(out),
             B::PortStats { port_no } => {
-                out.put_u32(*port_no);
-                out.put_u32(0);
+                out.extend_from_slice(&u32::to_be_bytes(*port_no));
+                out.extend_from_slice(&u32::to_be_bytes(0));
             }
             B::Queue { port_no, queue_id } => {
-                out.put_u32(*port_no);
-                out.put_u32(*queue_id);
+                out.extend_from_slice(&u32::to_be_bytes(*port_no));
+                out.extend_from_slice(&u32::to_be_bytes(*queue_id));
             }
             B::Group { group_id } => {
-                out.put_u32(*group_id);
-                out.put_u32(0);
+                out.extend_from_slice(&u32::to_be_bytes(*group_id));
+                out.extend_from_slice(&u32::to_be_bytes(0));
             }
             B::Meter { meter_id } | B::MeterConfig { meter_id } => {
-                out.put_u32(*meter_id);
-                out.put_u32(0);
+                out.extend_from_slice(&u32::to_be_bytes(*meter_id));
+                out.extend_from_slice(&u32::to_be_bytes(0));
             }
             B::TableFeatures(t) => t.iter().for_each(|t| t.emit(out)),
             B::Experimenter(e) => e.emit(out),
-            B::Unknown { data, .. } => out.put_slice(data),
+            B::Unknown { data, .. } => out.extend_from_slice(data),
         }
     }
 }
@@ -419,9 +419,9 @@ impl MultipartReply {
     /// Append the message body.
     pub fn emit(&self, out: &mut BytesMut) {
         use MultipartReplyBody as B;
-        out.put_u16(self.kind().code());
-        out.put_u16(self.flags);
-        out.put_u32(0);
+        out.extend_from_slice(&u16::to_be_bytes(self.kind().code()));
+        out.extend_from_slice(&u16::to_be_bytes(self.flags));
+        out.extend_from_slice(&u32::to_be_bytes(0));
         match &self.body {
             B::Desc(d) => d.emit(out),
             B::Flow(v) => v.iter().for_each(|e| e.emit(out)),
@@ -438,7 +438,7 @@ impl MultipartReply {
             B::TableFeatures(v) => v.iter().for_each(|e| e.emit(out)),
             B::PortDesc(v) => v.iter().for_each(|e| e.emit(out)),
             B::Experimenter(e) => e.emit(out),
-            B::Unknown { data, .. } => out.put_slice(data),
+            B::Unknown { data, .. } => out.extend_from_slice(data),
         }
     }
 }

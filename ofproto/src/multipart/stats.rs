@@ -1,7 +1,7 @@
 //! Multipart reply entries: description, flow/aggregate/table/port/queue/group/meter statistics,
 //! group descriptions and features, meter configuration and features.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::group::{Bucket, GroupType, emit_buckets, parse_buckets};
 use crate::instruction::{Instruction, emit_instructions, parse_instructions};
@@ -19,7 +19,7 @@ fn c_string(b: &[u8]) -> String {
 fn put_c_string(out: &mut BytesMut, s: &str, width: usize) {
     let b = s.as_bytes();
     let b = &b[..b.len().min(width - 1)];
-    out.put_slice(b);
+    out.extend_from_slice(b);
     put_zeros(out, width - b.len());
 }
 
@@ -153,19 +153,19 @@ impl FlowStats {
     /// Emit one entry.
     pub fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
-        out.put_u16(0);
-        out.put_u8(self.table_id);
-        out.put_u8(0);
-        out.put_u32(self.duration_sec);
-        out.put_u32(self.duration_nsec);
-        out.put_u16(self.priority);
-        out.put_u16(self.idle_timeout);
-        out.put_u16(self.hard_timeout);
-        out.put_u16(self.flags);
-        out.put_u32(0);
-        out.put_u64(self.cookie);
-        out.put_u64(self.packet_count);
-        out.put_u64(self.byte_count);
+        out.extend_from_slice(&u16::to_be_bytes(0));
+        out.extend_from_slice(&[self.table_id]);
+        out.extend_from_slice(&[0]);
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_sec));
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_nsec));
+        out.extend_from_slice(&u16::to_be_bytes(self.priority));
+        out.extend_from_slice(&u16::to_be_bytes(self.idle_timeout));
+        out.extend_from_slice(&u16::to_be_bytes(self.hard_timeout));
+        out.extend_from_slice(&u16::to_be_bytes(self.flags));
+        out.extend_from_slice(&u32::to_be_bytes(0));
+        out.extend_from_slice(&u64::to_be_bytes(self.cookie));
+        out.extend_from_slice(&u64::to_be_bytes(self.packet_count));
+        out.extend_from_slice(&u64::to_be_bytes(self.byte_count));
         self.matching.emit(out);
         emit_instructions(&self.instructions, out);
         patch_len(out, start, start);
@@ -197,10 +197,10 @@ impl AggregateStats {
 
     /// Emit.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u64(self.packet_count);
-        out.put_u64(self.byte_count);
-        out.put_u32(self.flow_count);
-        out.put_u32(0);
+        out.extend_from_slice(&u64::to_be_bytes(self.packet_count));
+        out.extend_from_slice(&u64::to_be_bytes(self.byte_count));
+        out.extend_from_slice(&u32::to_be_bytes(self.flow_count));
+        out.extend_from_slice(&u32::to_be_bytes(0));
     }
 }
 
@@ -235,11 +235,11 @@ impl TableStats {
 
     /// Emit one entry.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u8(self.table_id);
+        out.extend_from_slice(&[self.table_id]);
         put_zeros(out, 3);
-        out.put_u32(self.active_count);
-        out.put_u64(self.lookup_count);
-        out.put_u64(self.matched_count);
+        out.extend_from_slice(&u32::to_be_bytes(self.active_count));
+        out.extend_from_slice(&u64::to_be_bytes(self.lookup_count));
+        out.extend_from_slice(&u64::to_be_bytes(self.matched_count));
     }
 }
 
@@ -282,13 +282,13 @@ impl PortStats {
 
     /// Emit one entry.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.port_no);
-        out.put_u32(0);
+        out.extend_from_slice(&u32::to_be_bytes(self.port_no));
+        out.extend_from_slice(&u32::to_be_bytes(0));
         for c in self.counters {
-            out.put_u64(c);
+            out.extend_from_slice(&u64::to_be_bytes(c));
         }
-        out.put_u32(self.duration_sec);
-        out.put_u32(self.duration_nsec);
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_sec));
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_nsec));
     }
 }
 
@@ -337,13 +337,13 @@ impl QueueStats {
 
     /// Emit one entry.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.port_no);
-        out.put_u32(self.queue_id);
-        out.put_u64(self.tx_bytes);
-        out.put_u64(self.tx_packets);
-        out.put_u64(self.tx_errors);
-        out.put_u32(self.duration_sec);
-        out.put_u32(self.duration_nsec);
+        out.extend_from_slice(&u32::to_be_bytes(self.port_no));
+        out.extend_from_slice(&u32::to_be_bytes(self.queue_id));
+        out.extend_from_slice(&u64::to_be_bytes(self.tx_bytes));
+        out.extend_from_slice(&u64::to_be_bytes(self.tx_packets));
+        out.extend_from_slice(&u64::to_be_bytes(self.tx_errors));
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_sec));
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_nsec));
     }
 }
 
@@ -413,17 +413,17 @@ impl GroupStats {
     /// Emit one entry.
     pub fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
-        out.put_u32(0);
-        out.put_u32(self.group_id);
-        out.put_u32(self.ref_count);
-        out.put_u32(0);
-        out.put_u64(self.packet_count);
-        out.put_u64(self.byte_count);
-        out.put_u32(self.duration_sec);
-        out.put_u32(self.duration_nsec);
+        out.extend_from_slice(&u32::to_be_bytes(0));
+        out.extend_from_slice(&u32::to_be_bytes(self.group_id));
+        out.extend_from_slice(&u32::to_be_bytes(self.ref_count));
+        out.extend_from_slice(&u32::to_be_bytes(0));
+        out.extend_from_slice(&u64::to_be_bytes(self.packet_count));
+        out.extend_from_slice(&u64::to_be_bytes(self.byte_count));
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_sec));
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_nsec));
         for (p, b) in &self.bucket_stats {
-            out.put_u64(*p);
-            out.put_u64(*b);
+            out.extend_from_slice(&u64::to_be_bytes(*p));
+            out.extend_from_slice(&u64::to_be_bytes(*b));
         }
         patch_len(out, start, start);
     }
@@ -460,10 +460,10 @@ impl GroupDesc {
     /// Emit one entry.
     pub fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
-        out.put_u16(0);
-        out.put_u8(self.group_type.code());
-        out.put_u8(0);
-        out.put_u32(self.group_id);
+        out.extend_from_slice(&u16::to_be_bytes(0));
+        out.extend_from_slice(&[self.group_type.code()]);
+        out.extend_from_slice(&[0]);
+        out.extend_from_slice(&u32::to_be_bytes(self.group_id));
         emit_buckets(&self.buckets, out);
         patch_len(out, start, start);
     }
@@ -497,10 +497,10 @@ impl GroupFeatures {
 
     /// Emit.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.types);
-        out.put_u32(self.capabilities);
+        out.extend_from_slice(&u32::to_be_bytes(self.types));
+        out.extend_from_slice(&u32::to_be_bytes(self.capabilities));
         for v in self.max_groups.iter().chain(&self.actions) {
-            out.put_u32(*v);
+            out.extend_from_slice(&u32::to_be_bytes(*v));
         }
     }
 }
@@ -554,17 +554,17 @@ impl MeterStats {
     /// Emit one entry.
     pub fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
-        out.put_u32(self.meter_id);
-        out.put_u16(0);
+        out.extend_from_slice(&u32::to_be_bytes(self.meter_id));
+        out.extend_from_slice(&u16::to_be_bytes(0));
         put_zeros(out, 6);
-        out.put_u32(self.flow_count);
-        out.put_u64(self.packet_in_count);
-        out.put_u64(self.byte_in_count);
-        out.put_u32(self.duration_sec);
-        out.put_u32(self.duration_nsec);
+        out.extend_from_slice(&u32::to_be_bytes(self.flow_count));
+        out.extend_from_slice(&u64::to_be_bytes(self.packet_in_count));
+        out.extend_from_slice(&u64::to_be_bytes(self.byte_in_count));
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_sec));
+        out.extend_from_slice(&u32::to_be_bytes(self.duration_nsec));
         for (p, b) in &self.band_stats {
-            out.put_u64(*p);
-            out.put_u64(*b);
+            out.extend_from_slice(&u64::to_be_bytes(*p));
+            out.extend_from_slice(&u64::to_be_bytes(*b));
         }
         patch_len(out, start + 4, start);
     }
@@ -600,9 +600,9 @@ impl MeterConfig {
     /// Emit one entry.
     pub fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
-        out.put_u16(0);
-        out.put_u16(self.flags);
-        out.put_u32(self.meter_id);
+        out.extend_from_slice(&u16::to_be_bytes(0));
+        out.extend_from_slice(&u16::to_be_bytes(self.flags));
+        out.extend_from_slice(&u32::to_be_bytes(self.meter_id));
         for b in &self.bands {
             b.emit(out);
         }
@@ -641,11 +641,11 @@ impl MeterFeatures {
 
     /// Emit.
     pub fn emit(&self, out: &mut BytesMut) {
-        out.put_u32(self.max_meter);
-        out.put_u32(self.band_types);
-        out.put_u32(self.capabilities);
-        out.put_u8(self.max_bands);
-        out.put_u8(self.max_color);
-        out.put_u16(0);
+        out.extend_from_slice(&u32::to_be_bytes(self.max_meter));
+        out.extend_from_slice(&u32::to_be_bytes(self.band_types));
+        out.extend_from_slice(&u32::to_be_bytes(self.capabilities));
+        out.extend_from_slice(&[self.max_bands]);
+        out.extend_from_slice(&[self.max_color]);
+        out.extend_from_slice(&u16::to_be_bytes(0));
     }
 }

@@ -4,7 +4,7 @@
 //! headers) or, for experimenter and unknown properties, keeps its bytes; padding is written
 //! back as zeros.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use crate::wire::{
     DecodeError, PResult, fixed, pad8, patch_len, put_zeros, take, take_tlv, u8p, u16p, u32p, u64p,
@@ -126,23 +126,23 @@ impl TableFeatureProp {
             }
             TableFeatureProp::Oxms { kind, .. } | TableFeatureProp::Other { kind, .. } => *kind,
         };
-        out.put_u16(kind);
-        out.put_u16(0);
+        out.extend_from_slice(&u16::to_be_bytes(kind));
+        out.extend_from_slice(&u16::to_be_bytes(0));
         match self {
             TableFeatureProp::Instructions { ids, .. } | TableFeatureProp::Actions { ids, .. } => {
                 for id in ids {
-                    out.put_u16(id.kind);
-                    out.put_u16((4 + id.data.len()) as u16);
-                    out.put_slice(&id.data);
+                    out.extend_from_slice(&u16::to_be_bytes(id.kind));
+                    out.extend_from_slice(&u16::to_be_bytes((4 + id.data.len()) as u16));
+                    out.extend_from_slice(&id.data);
                 }
             }
-            TableFeatureProp::NextTables { tables, .. } => out.put_slice(tables),
+            TableFeatureProp::NextTables { tables, .. } => out.extend_from_slice(tables),
             TableFeatureProp::Oxms { headers, .. } => {
                 for h in headers {
-                    out.put_u32(*h);
+                    out.extend_from_slice(&u32::to_be_bytes(*h));
                 }
             }
-            TableFeatureProp::Other { data, .. } => out.put_slice(data),
+            TableFeatureProp::Other { data, .. } => out.extend_from_slice(data),
         }
         patch_len(out, start + 2, start);
         put_zeros(out, pad8(out.len() - start));
@@ -201,17 +201,17 @@ impl TableFeatures {
     /// Append the entry.
     pub fn emit(&self, out: &mut BytesMut) {
         let start = out.len();
-        out.put_u16(0);
-        out.put_u8(self.table_id);
+        out.extend_from_slice(&u16::to_be_bytes(0));
+        out.extend_from_slice(&[self.table_id]);
         put_zeros(out, 5);
         let n = self.name.as_bytes();
         let n = &n[..n.len().min(31)];
-        out.put_slice(n);
+        out.extend_from_slice(n);
         put_zeros(out, 32 - n.len());
-        out.put_u64(self.metadata_match);
-        out.put_u64(self.metadata_write);
-        out.put_u32(self.config);
-        out.put_u32(self.max_entries);
+        out.extend_from_slice(&u64::to_be_bytes(self.metadata_match));
+        out.extend_from_slice(&u64::to_be_bytes(self.metadata_write));
+        out.extend_from_slice(&u32::to_be_bytes(self.config));
+        out.extend_from_slice(&u32::to_be_bytes(self.max_entries));
         for p in &self.properties {
             p.emit(out);
         }
