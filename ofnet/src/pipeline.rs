@@ -248,6 +248,61 @@ impl Pipeline {
     }
 }
 
+impl Pipeline {
+    /// The pipeline as a markdown table (the summary in `docs/pipeline.md`, kept equal to this
+    /// by a test).
+    pub fn markdown(&self) -> String {
+        let names = |fields: &[FieldId]| -> String {
+            if fields.is_empty() {
+                return "—".into();
+            }
+            fields
+                .iter()
+                .map(|f| format!("`{}`", field_name(*f)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut out = String::from(
+            "| table | name | purpose | may match | may set | writes metadata | continues in | miss |\n\
+             |---|---|---|---|---|---|---|---|\n",
+        );
+        for t in self.tables {
+            let next = if t.next.is_empty() {
+                "—".to_string()
+            } else {
+                t.next
+                    .iter()
+                    .map(u8::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let md = if t.writes_metadata == 0 {
+                "—".to_string()
+            } else {
+                format!("`{:#x}`", t.writes_metadata)
+            };
+            let miss = match t.miss {
+                Miss::Drop => "drop".to_string(),
+                Miss::Goto(n) => format!("goto {n}"),
+                Miss::Normal => "NORMAL".to_string(),
+                Miss::Controller => "controller".to_string(),
+            };
+            out.push_str(&format!(
+                "| {} | `{}` | {} | {} | {} | {} | {} | {} |\n",
+                t.id,
+                t.name,
+                t.purpose,
+                names(t.matches),
+                names(t.sets),
+                md,
+                next,
+                miss
+            ));
+        }
+        out
+    }
+}
+
 /// A table of a pipeline; the only way to make a [`Flow`].
 #[derive(Debug, Clone, Copy)]
 pub struct Table {
@@ -411,6 +466,21 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn docs_show_the_declared_pipelines() {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/pipeline.md"))
+                .unwrap();
+        for p in [&VLAN_PIPELINE, &VXLAN_PIPELINE] {
+            assert!(
+                doc.contains(&p.markdown()),
+                "docs/pipeline.md is out of date; the {} pipeline is:\n{}",
+                p.name,
+                p.markdown()
+            );
+        }
     }
 
     #[test]
