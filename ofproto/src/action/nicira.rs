@@ -882,3 +882,203 @@ pub(crate) fn emit(a: &Action, out: &mut BytesMut) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::action::Action;
+
+    macro_rules! assert_nx_round_trips {
+        ($action:expr, $bytes:expr) => {{
+            let bytes: &[u8] = &$bytes;
+            let (rest, a) = Action::parse(bytes).unwrap();
+            assert!(rest.is_empty());
+            assert_eq!(a, $action);
+            let mut out = BytesMut::new();
+            a.emit(&mut out);
+            assert_eq!(&out[..], bytes);
+        }};
+    }
+
+    const NX: [u8; 4] = [0, 0, 0x23, 0x20];
+
+    fn nx(len: u8, body: &[u8]) -> Vec<u8> {
+        let mut v = vec![0xff, 0xff, 0, len];
+        v.extend_from_slice(&NX);
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn test_resubmit_table() {
+        assert_nx_round_trips!(
+            Action::Resubmit {
+                in_port: 1234,
+                table: Some(99),
+                ct: false
+            },
+            nx(16, &[0, 14, 0x04, 0xd2, 99, 0, 0, 0])
+        );
+        assert_nx_round_trips!(
+            Action::Resubmit {
+                in_port: 5,
+                table: None,
+                ct: false
+            },
+            nx(16, &[0, 1, 0, 5, 0, 0, 0, 0])
+        );
+    }
+
+    #[test]
+    fn test_reg_load() {
+        // load:0xdeadbee->NXM_NX_REG0[4..31]
+        assert_nx_round_trips!(
+            Action::RegLoad {
+                dst: Subfield::bits(crate::nxm::reg(0), 4, 28),
+                value: 0x0dea_dbee
+            },
+            nx(
+                24,
+                &[
+                    0, 7, 0x01, 0x1b, 0, 1, 0, 4, 0, 0, 0, 0, 0x0d, 0xea, 0xdb, 0xee
+                ]
+            )
+        );
+    }
+
+    #[test]
+    fn test_reg_move() {
+        // move:NXM_NX_REG0[10..15]->NXM_NX_REG1[0..5]
+        assert_nx_round_trips!(
+            Action::RegMove {
+                src: Subfield::bits(crate::nxm::reg(0), 10, 6),
+                dst: Subfield::bits(crate::nxm::reg(1), 0, 6)
+            },
+            nx(24, &[0, 6, 0, 6, 0, 10, 0, 0, 0, 1, 0, 4, 0, 1, 2, 4])
+        );
+    }
+
+    #[test]
+    fn test_ct_with_zone_field() {
+        // ct(table=4,zone=NXM_NX_REG0[4..31])
+        assert_nx_round_trips!(
+            Action::Ct(Ct {
+                flags: 0,
+                zone: CtZone::Field(Subfield::bits(crate::nxm::reg(0), 4, 28)),
+                recirc_table: 4,
+                alg: 0,
+                actions: vec![]
+            }),
+            nx(
+                24,
+                &[0, 0x23, 0, 0, 0, 1, 0, 4, 0x01, 0x1b, 4, 0, 0, 0, 0, 0]
+            )
+        );
+    }
+
+    #[test]
+    fn test_nat_ranges() {
+        // nat(src=10.1.12.0-10.1.13.255:1-1023)
+        assert_nx_round_trips!(
+            Action::Nat(Nat {
+                flags: NAT_SRC,
+                range: NatRange {
+                    ipv4_min: Some(Ipv4Addr::new(10, 1, 12, 0)),
+                    ipv4_max: Some(Ipv4Addr::new(10, 1, 13, 255)),
+                    proto_min: Some(1),
+                    proto_max: Some(1023),
+                    ..NatRange::default()
+                }
+            }),
+            nx(
+                32,
+                &[
+                    0, 0x24, 0, 0, 0, 1, 0, 0x33, 10, 1, 12, 0, 10, 1, 13, 255, 0, 1, 3, 0xff, 0,
+                    0, 0, 0
+                ]
+            )
+        );
+    }
+
+    #[test]
+    fn test_conjunction() {
+        assert_nx_round_trips!(
+            Action::Conjunction(Conjunction {
+                id: 0xab_cdef,
+                clause: 0,
+                n_clauses: 2
+            }),
+            nx(16, &[0, 0x22, 0, 2, 0, 0xab, 0xcd, 0xef])
+        );
+    }
+
+    #[test]
+    fn test_learn_specs() {
+        // learn(table=99,NXM_OF_VLAN_TCI[0..11],output:NXM_OF_IN_PORT[])
+        let l = Learn {
+            table_id: 99,
+            specs: vec![
+                LearnSpec {
+                    n_bits: 12,
+                    src: LearnSrc::Field {
+                        field: NxmHeader(0x0000_0802),
+                        ofs: 0,
+                    },
+                    dst: LearnDst::Match {
+                        field: NxmHeader(0x0000_0802),
+                        ofs: 0,
+                    },
+                },
+                LearnSpec {
+                    n_bits: 16,
+                    src: LearnSrc::Field {
+                        field: NxmHeader(0x0000_0002),
+                        ofs: 0,
+                    },
+                    dst: LearnDst::Output,
+                },
+            ],
+            ..Learn::default()
+        };
+        let mut out = BytesMut::new();
+        Action::Learn(l.clone()).emit(&mut out);
+        assert_eq!(out.len(), 32 + 14 + 8 + 2);
+        assert_eq!(&out[32..34], &[0x00, 0x0c]);
+        assert_eq!(&out[46..48], &[0x10, 0x10]);
+        assert_eq!(Action::parse(&out).unwrap().1, Action::Learn(l));
+    }
+
+    #[test]
+    fn unknown_subtype_is_kept() {
+        let raw = nx(16, &[0, 200, 1, 2, 3, 4, 5, 6]);
+        let (_, a) = Action::parse(&raw).unwrap();
+        assert!(matches!(
+            a,
+            Action::Experimenter {
+                experimenter: 0x2320,
+                ..
+            }
+        ));
+        let mut out = BytesMut::new();
+        a.emit(&mut out);
+        assert_eq!(&out[..], &raw[..]);
+    }
+
+    #[test]
+    fn malformed() {
+        // reg_load cut short inside its fixed part.
+        assert!(
+            Action::parse(&nx(16, &[0, 7, 0, 0, 0, 0, 0, 0]))
+                .unwrap_err()
+                .is_truncated()
+        );
+        // ct nested inside ct is refused.
+        let inner = nx(24, &[0, 0x23, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0, 0, 0, 0, 0]);
+        let mut outer = nx(48, &[0, 0x23, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0, 0, 0, 0, 0]);
+        outer.extend_from_slice(&inner);
+        assert!(matches!(
+            Action::parse(&outer),
+            Err(DecodeError::Invalid { .. })
+        ));
+    }
+}
