@@ -108,3 +108,30 @@ fn check_packet(dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<(), S
     let ours = oskenjson::message(&msg);
     oskenjson::compare(&expect, &ours, "$")
 }
+
+/// Every prefix of every vector: decoding never panics, and a prefix shorter than the header's
+/// length field is reported as truncated.
+#[test]
+fn every_prefix_of_every_vector_is_truncated() {
+    let Some(dir) = vectors_dir() else { return };
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir.join("packet_data_of13")).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        for n in 0..bytes.len() {
+            let r = Message::decode(&bytes[..n]);
+            if n < bytes.len()
+                && bytes.len() >= 4
+                && usize::from(u16::from_be_bytes([bytes[2], bytes[3]])) == bytes.len()
+            {
+                assert!(
+                    matches!(&r, Err(e) if e.is_truncated()),
+                    "{} cut at {n}: {r:?}",
+                    path.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    println!("{checked} prefixes decoded without panicking");
+}
