@@ -5,6 +5,7 @@
 
 mod common;
 
+mod bench;
 mod election;
 mod endpoints;
 mod netctl_cli;
