@@ -16,6 +16,9 @@ pub enum SwitchError {
     /// The request could not be encoded (e.g. a match field without its prerequisite).
     #[error("invalid request {request}: {reason}")]
     Invalid { request: String, reason: String },
+    /// The switch did not answer in time.
+    #[error("the switch did not answer within {0:?}")]
+    Timeout(std::time::Duration),
     /// The switch answered with something we did not expect.
     #[error("unexpected reply from the switch: {0}")]
     BadReply(String),

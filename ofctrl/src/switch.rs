@@ -45,6 +45,9 @@ pub struct SwitchOptions {
     pub dead_after: Duration,
     /// Drop the connection when the handshake has not finished after this long.
     pub handshake_timeout: Duration,
+    /// Give up on a request's reply after this long; a transaction gets this plus one second
+    /// per thousand messages.
+    pub request_timeout: Duration,
 }
 
 impl Default for SwitchOptions {
@@ -53,6 +56,7 @@ impl Default for SwitchOptions {
             echo_interval: Duration::from_secs(5),
             dead_after: Duration::from_secs(15),
             handshake_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -485,6 +489,7 @@ impl Handler<Request> for Switch {
         }
         let (tx, rx) = oneshot::channel();
         let xid = self.xid();
+        let timeout = self.options.request_timeout;
         self.writer.write((xid, msg.clone()));
         self.replies.insert(
             xid,
@@ -494,7 +499,12 @@ impl Handler<Request> for Switch {
                 reply: tx,
             },
         );
-        Box::pin(async move { rx.await.unwrap_or(Err(SwitchError::Disconnected)) })
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, rx).await {
+                Ok(reply) => reply.unwrap_or(Err(SwitchError::Disconnected)),
+                Err(_) => Err(SwitchError::Timeout(timeout)),
+            }
+        })
     }
 }
 
@@ -528,6 +538,8 @@ impl Handler<Transact> for Switch {
             }
         }
         let (reply, rx) = oneshot::channel();
+        let timeout =
+            self.options.request_timeout + Duration::from_millis(tx.requests.len() as u64);
         let id = self.next_tx;
         self.next_tx += 1;
         let mut xids = Vec::with_capacity(tx.requests.len() + 2);
@@ -598,8 +610,10 @@ impl Handler<Transact> for Switch {
             },
         );
         Box::pin(async move {
-            rx.await
-                .unwrap_or(Err(TxError::Switch(SwitchError::Disconnected)))
+            match tokio::time::timeout(timeout, rx).await {
+                Ok(reply) => reply.unwrap_or(Err(TxError::Switch(SwitchError::Disconnected))),
+                Err(_) => Err(TxError::Switch(SwitchError::Timeout(timeout))),
+            }
         })
     }
 }
@@ -699,7 +713,8 @@ impl Switch {
                 }
             }
             Message::Error(err) => self.on_error(xid, err),
-            Message::EchoReply(_) => {}
+            // Replies to our keepalive echoes are awaited by nobody; a caller's echo is.
+            Message::EchoReply(_) if !self.replies.contains_key(&xid) => {}
             other => self.on_reply(xid, other),
         }
     }
