@@ -150,7 +150,7 @@ mod test {
         0, 0, 1, 0, 0, 0, 0, 5, // ADD select group 5
         0, 32, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0,
         0, // bucket header, weight 1
-        0, 0, 0, 16, 0, 0, 0, 2, 0xff, 0xff, 0, 0, 0, 0, 0, 0, // output:2
+        0, 0, 0, 16, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, // output:2
     ];
 
     #[test]

@@ -170,10 +170,18 @@ pub enum Action {
 
 impl Action {
     /// `output:port`.
+    ///
+    /// Like ovs-ofctl, `max_len` is 0xffff (whole packet) for `CONTROLLER` and 0 otherwise, so
+    /// the action equals what OVS reports back in flow stats.
     pub fn output(port: impl Into<PortNo>) -> Action {
+        let port = port.into();
         Action::Output {
-            port: port.into(),
-            max_len: 0xffff,
+            port,
+            max_len: if port == PortNo::CONTROLLER {
+                0xffff
+            } else {
+                0
+            },
         }
     }
 
