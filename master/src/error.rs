@@ -48,8 +48,8 @@ impl Error {
             Error::Invalid { .. } => 400,
             Error::NotFound(_) => 404,
             Error::Conflict(_) => 409,
-            Error::Store(StoreError::Unavailable(_)) | Error::NoLeader(_) => 503,
-            Error::Store(StoreError::Contention { .. }) => 409,
+            Error::Store(StoreError::Unavailable(_) | StoreError::Contention { .. })
+            | Error::NoLeader(_) => 503,
             Error::Store(_) => 500,
         }
     }

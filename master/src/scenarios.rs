@@ -1421,3 +1421,43 @@ async fn concurrent_endpoint_creates_get_distinct_addresses() {
     assert_eq!(ips.len(), 200);
     assert_eq!(net_state(&db, "n1.default").await.ep_count, 200);
 }
+
+#[tokio::test]
+async fn network_add_delete_aci_mode() {
+    let db = db();
+    ops::upsert(&db, "global", Global::defaults("bridge", "aci"))
+        .await
+        .unwrap();
+    ops::upsert(&db, "default", Tenant::named("default"))
+        .await
+        .unwrap();
+    add_net(&db, net("default", "n1", "vlan", "10.1.1.0/24", 10))
+        .await
+        .unwrap();
+    add_epg(&db, epg("default", "g1", "n1")).await.unwrap();
+    add_epg(&db, epg("default", "g2", "n1")).await.unwrap();
+    // Each EPG has its own VLAN, distinct from the network's.
+    let (a, b) = (
+        epg_state(&db, "g1:default").await.pkt_tag,
+        epg_state(&db, "g2:default").await.pkt_tag,
+    );
+    assert!(a != b && a != 10 && b != 10, "{a} {b}");
+    let inspect = ops::inspect::<Global>(&db, "global").await.unwrap();
+    assert_eq!(
+        inspect["Oper"]["vlansInUse"],
+        format!("{}-{}, 10", a.min(b), a.max(b))
+    );
+    // The fabric type cannot change under existing networks.
+    let mut g = ops::get::<Global>(&db, "global").await.unwrap();
+    g.network_infra_type = "default".into();
+    assert_eq!(status(ops::upsert(&db, "global", g).await), 409);
+    ops::delete::<EndpointGroup>(&db, "default:g1")
+        .await
+        .unwrap();
+    ops::delete::<EndpointGroup>(&db, "default:g2")
+        .await
+        .unwrap();
+    ops::delete::<Network>(&db, "default:n1").await.unwrap();
+    let inspect = ops::inspect::<Global>(&db, "global").await.unwrap();
+    assert_eq!(inspect["Oper"]["vlansInUse"], "");
+}

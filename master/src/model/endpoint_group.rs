@@ -16,6 +16,7 @@ use super::{
 };
 use crate::endpoint::endpoint_oper;
 use crate::error::{Error, Result};
+use crate::model::global;
 use crate::policy::attach;
 use crate::resources::Bitset;
 use crate::resources::epg_id::EpgIdPool;
@@ -337,6 +338,14 @@ impl Object for EndpointGroup {
             group_tag: obj.group_tag(),
             ..Default::default()
         };
+        if global::current(tx).await?.is_some_and(|g| g.is_aci()) {
+            // ACI fabrics tell EPGs apart by VLAN: each EPG gets its own from the VLAN pool.
+            let mut pool = global::vlan_pool(tx).await?;
+            state.pkt_tag = pool.allocate(0)?;
+            state.pkt_tag_type = "vlan".into();
+            state.ext_pkt_tag = 0;
+            global::save_vlan_pool(tx, &pool)?;
+        }
         apply_netprofile(tx, obj, &mut state).await?;
         save_state(tx, &state)?;
         link_contracts(tx, obj).await?;
@@ -420,6 +429,11 @@ impl Object for EndpointGroup {
         unlink_netprofile(tx, obj).await?;
         unlink_contracts(tx, obj).await?;
 
+        if global::current(tx).await?.is_some_and(|g| g.is_aci()) {
+            let mut pool = global::vlan_pool(tx).await?;
+            pool.release(state.pkt_tag);
+            global::save_vlan_pool(tx, &pool)?;
+        }
         let mut ids = tx
             .get::<EpgIdPool>(&epg_ids_key(), "EpgIdPool")
             .await?

@@ -253,6 +253,13 @@ impl Object for Global {
                 ));
             }
         }
+        if new.network_infra_type != old.network_infra_type
+            && !list_with_prefix::<Network>(tx, "").await?.is_empty()
+        {
+            return Err(Error::conflict(
+                "Unable to update networkInfraType: networks exist",
+            ));
+        }
         if new.pvt_subnet != old.pvt_subnet
             && !list_with_prefix::<Network>(tx, "").await?.is_empty()
         {

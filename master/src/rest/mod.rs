@@ -12,6 +12,8 @@ pub mod misc;
 pub mod objects;
 pub mod plugin;
 pub mod proxy;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
