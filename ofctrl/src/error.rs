@@ -88,8 +88,8 @@ fn rejected_text(failures: &[RequestFailure], bundle: Option<&ErrorMsg>) -> Stri
 /// A message in ovs-ofctl's words, for errors and logs.
 pub fn describe(msg: &Message) -> String {
     match msg {
-        Message::FlowMod(fm) => format!("flow_mod {fm:?}"),
-        Message::GroupMod(gm) => format!("group_mod {gm:?}"),
+        Message::FlowMod(fm) => format!("flow_mod {fm}"),
+        Message::GroupMod(gm) => format!("group_mod {gm}"),
         other => format!("{:?}", other.msg_type()),
     }
 }

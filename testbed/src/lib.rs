@@ -17,6 +17,7 @@
 //! Every name (namespace, interface, temporary directory) carries the process id and a counter,
 //! so sandboxes from tests running in parallel never collide.
 
+pub mod bench;
 pub mod cleanup;
 mod command;
 pub mod demo;

@@ -32,6 +32,21 @@ enum Command {
     Status,
     /// Remove leftovers of interrupted test runs (processes, namespaces, directories).
     Clean,
+    /// Benchmarks against the reference tools; each prints one JSON line.
+    #[command(subcommand)]
+    Bench(Bench),
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Flow push rate: ofctrl (one bundle) against `ovs-ofctl --bundle add-flows`.
+    FlowPush {
+        #[arg(long, default_value_t = 100_000)]
+        flows: usize,
+        /// Size of the change applied to the full table afterwards.
+        #[arg(long, default_value_t = 1_000)]
+        change: usize,
+    },
 }
 
 fn main() -> Result<()> {
@@ -40,6 +55,11 @@ fn main() -> Result<()> {
         Command::Up => up(&cli.state),
         Command::Down => down(&cli.state),
         Command::Status => status(&cli.state),
+        Command::Bench(Bench::FlowPush { flows, change }) => {
+            let report = testbed::bench::flow_push::run(flows, change)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
         Command::Clean => {
             let swept = testbed::cleanup::sweep();
             println!(

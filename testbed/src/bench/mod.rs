@@ -1,0 +1,4 @@
+//! Benchmarks that measure our parts against the reference tool in the same run and report
+//! the ratio, as one JSON line each.
+
+pub mod flow_push;
