@@ -56,3 +56,9 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl crate::store::txn::StoreFailure for Error {
+    fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Store(StoreError::Unavailable(_)))
+    }
+}

@@ -8,7 +8,6 @@ mod table;
 
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::client::{Client, ClientError};
 use crate::model::*;
@@ -1204,11 +1203,6 @@ async fn service(c: &Client, cmd: &ServiceCmd) -> Out {
         }
         ServiceCmd::Inspect { name, t } => json(&c.inspect::<ServiceLb>(&scoped(t, name)).await?),
     }
-}
-
-/// A value's string field, or "".
-pub fn field<'a>(v: &'a Value, name: &str) -> &'a str {
-    v.get(name).and_then(Value::as_str).unwrap_or("")
 }
 
 #[cfg(test)]

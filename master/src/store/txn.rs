@@ -26,6 +26,22 @@ use super::{Guard, Op, StateStore, StoreError, StoreResult};
 /// How many times a conflicting transaction is retried before giving up with `Contention`.
 const MAX_ATTEMPTS: u32 = 64;
 
+/// Retries of a transaction that failed because the store was unreachable (Contiv retried its etcd
+/// calls too); short, so an outage still answers 503 within a few seconds.
+const UNAVAILABLE_RETRIES: u32 = 2;
+const UNAVAILABLE_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Errors that can say whether the store was unreachable (worth a retry).
+pub trait StoreFailure {
+    fn is_unavailable(&self) -> bool;
+}
+
+impl StoreFailure for StoreError {
+    fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
 /// A transaction in progress. See the module docs.
 pub struct Tx<'s> {
     store: &'s dyn StateStore,
@@ -174,8 +190,27 @@ pub fn decode<T: DeserializeOwned>(key: &str, kind: &'static str, bytes: &[u8]) 
     })
 }
 
-/// Run `body` as an optimistic transaction, retrying on conflict. Read-only bodies commit nothing.
+/// Run `body` as an optimistic transaction, retrying on conflict (and, briefly, on an unreachable
+/// store). Read-only bodies commit nothing.
 pub async fn run<T, E, F>(store: &dyn StateStore, mut body: F) -> Result<T, E>
+where
+    F: AsyncFnMut(&mut Tx<'_>) -> Result<T, E>,
+    E: From<StoreError> + StoreFailure,
+{
+    let mut outages = 0;
+    loop {
+        match attempt(store, &mut body).await {
+            Err(e) if e.is_unavailable() && outages < UNAVAILABLE_RETRIES => {
+                outages += 1;
+                tracing::debug!(outages, "state store unavailable; retrying the transaction");
+                tokio::time::sleep(UNAVAILABLE_PAUSE).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn attempt<T, E, F>(store: &dyn StateStore, body: &mut F) -> Result<T, E>
 where
     F: AsyncFnMut(&mut Tx<'_>) -> Result<T, E>,
     E: From<StoreError>,
@@ -234,7 +269,7 @@ impl Db {
     pub async fn write<T, E, F>(&self, body: F) -> Result<T, E>
     where
         F: AsyncFnMut(&mut Tx<'_>) -> Result<T, E>,
-        E: From<StoreError>,
+        E: From<StoreError> + StoreFailure,
     {
         let _turn = self.writer.lock().await;
         run(self.store.as_ref(), body).await
@@ -244,7 +279,7 @@ impl Db {
     pub async fn read<T, E, F>(&self, body: F) -> Result<T, E>
     where
         F: AsyncFnMut(&mut Tx<'_>) -> Result<T, E>,
-        E: From<StoreError>,
+        E: From<StoreError> + StoreFailure,
     {
         run(self.store.as_ref(), body).await
     }
