@@ -814,25 +814,24 @@ fn format_action(s: &mut String, a: &Action) {
         }
         Action::PopPbb => s.push_str("pop_pbb"),
         Action::Resubmit { in_port, table, ct } => {
+            // OVS prints by value, not by which of the three resubmit encodings was used.
             let port = PortNo::from_u16(*in_port);
-            match table {
-                None if !ct => {
-                    let _ = write!(s, "resubmit:{}", port_text(port));
+            let table = table.unwrap_or(255);
+            if port != PortNo::IN_PORT && table == 255 && !ct {
+                let _ = write!(s, "resubmit:{}", port_text(port));
+            } else {
+                s.push_str("resubmit(");
+                if port != PortNo::IN_PORT {
+                    s.push_str(&port_text(port));
                 }
-                _ => {
-                    s.push_str("resubmit(");
-                    if port != PortNo::IN_PORT {
-                        s.push_str(&port_text(port));
-                    }
-                    s.push(',');
-                    if let Some(t) = table.filter(|t| *t != 255) {
-                        let _ = write!(s, "{t}");
-                    }
-                    if *ct {
-                        s.push_str(",ct");
-                    }
-                    s.push(')');
+                s.push(',');
+                if table != 255 {
+                    let _ = write!(s, "{table}");
                 }
+                if *ct {
+                    s.push_str(",ct");
+                }
+                s.push(')');
             }
         }
         Action::RegLoad { dst, value } => {
@@ -1027,6 +1026,70 @@ fn format_action(s: &mut String, a: &Action) {
             }
             s.push(')');
         }
+        Action::Multipath(m) => {
+            let _ = write!(
+                s,
+                "multipath({},{},{},{},{},",
+                hash_fields(m.fields),
+                m.basis,
+                match m.algorithm {
+                    0 => "modulo_n".to_string(),
+                    1 => "hash_threshold".to_string(),
+                    2 => "hrw".to_string(),
+                    3 => "iter_hash".to_string(),
+                    n => n.to_string(),
+                },
+                u32::from(m.max_link) + 1,
+                m.arg
+            );
+            sub(s, &m.dst);
+            s.push(')');
+        }
+        Action::Bundle(b) => {
+            let _ = write!(
+                s,
+                "{}({},{},{},{},",
+                if b.dst.is_some() {
+                    "bundle_load"
+                } else {
+                    "bundle"
+                },
+                hash_fields(b.fields),
+                b.basis,
+                match b.algorithm {
+                    0 => "active_backup".to_string(),
+                    1 => "hrw".to_string(),
+                    n => n.to_string(),
+                },
+                if b.member_type == 0x0000_0002 {
+                    "ofport".to_string()
+                } else {
+                    format!("{:#x}", b.member_type)
+                }
+            );
+            if let Some(d) = &b.dst {
+                sub(s, d);
+                s.push(',');
+            }
+            s.push_str("members:");
+            s.push_str(
+                &b.members
+                    .iter()
+                    .map(|m| port_text(PortNo::from_u16(*m)))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            s.push(')');
+        }
+        Action::Clone(actions) => {
+            s.push_str("clone(");
+            format_actions(s, actions);
+            s.push(')');
+        }
+        Action::CheckPktLarger { pkt_len, dst } => {
+            let _ = write!(s, "check_pkt_larger({pkt_len})->");
+            sub(s, dst);
+        }
         Action::StackPush(sf) => {
             s.push_str("push:");
             sub(s, sf);
@@ -1049,6 +1112,20 @@ fn format_action(s: &mut String, a: &Action) {
         Action::Unknown { kind, .. } => {
             let _ = write!(s, "unknown_action({kind})");
         }
+    }
+}
+
+/// `NX_HASH_FIELDS_*` names.
+fn hash_fields(f: u16) -> String {
+    match f {
+        0 => "eth_src".into(),
+        1 => "symmetric_l4".into(),
+        2 => "symmetric_l3l4".into(),
+        3 => "symmetric_l3l4+udp".into(),
+        4 => "nw_src".into(),
+        5 => "nw_dst".into(),
+        6 => "symmetric_l3".into(),
+        n => n.to_string(),
     }
 }
 
@@ -1114,11 +1191,16 @@ fn format_learn(s: &mut String, l: &crate::action::Learn) {
     if l.flags & 2 != 0 {
         s.push_str("delete_learned,");
     }
-    if l.flags & 4 != 0 {
-        s.push_str("write_result,");
-    }
     if l.cookie != 0 {
         let _ = write!(s, "cookie={:#x},", l.cookie);
+    }
+    if l.limit != 0 {
+        let _ = write!(s, "limit={},", l.limit);
+    }
+    if let Some(r) = l.result_dst {
+        s.push_str("result_dst=");
+        sub(s, &r);
+        s.push(',');
     }
     for spec in &l.specs {
         match (&spec.src, spec.dst) {
@@ -1325,13 +1407,6 @@ impl fmt::Display for FlowMod {
         if self.out_port != OFPP_ANY {
             let _ = write!(s, "out_port:{} ", port_text(PortNo(self.out_port)));
         }
-        let is_delete = matches!(
-            self.command,
-            FlowModCommand::Delete | FlowModCommand::DeleteStrict
-        );
-        if is_delete && self.out_group != OFPG_ANY {
-            let _ = write!(s, "out_group:{} ", self.out_group);
-        }
         flow_flags(&mut s, self.flags, " ");
         s.push_str("actions=");
         format_instructions(&mut s, &self.instructions);
@@ -1339,11 +1414,17 @@ impl fmt::Display for FlowMod {
     }
 }
 
+/// OVS's `ofp_print_duration`: whole milliseconds print with exactly 3 decimals (OVS keeps
+/// millisecond precision, so dumps line up), finer values with as many as needed.
 fn duration(s: &mut String, sec: u32, nsec: u32) {
     let _ = write!(s, "{sec}");
     if nsec > 0 {
-        let frac = format!("{nsec:09}");
-        let _ = write!(s, ".{}", frac.trim_end_matches('0'));
+        if nsec.is_multiple_of(1_000_000) {
+            let _ = write!(s, ".{:03}", nsec / 1_000_000);
+        } else {
+            let frac = format!("{nsec:09}");
+            let _ = write!(s, ".{}", frac.trim_end_matches('0'));
+        }
     }
     s.push('s');
 }
@@ -1366,7 +1447,7 @@ impl fmt::Display for FlowStats {
         if self.hard_timeout != 0 {
             let _ = write!(s, "hard_timeout={}, ", self.hard_timeout);
         }
-        flow_flags(&mut s, self.flags, ", ");
+        flow_flags(&mut s, self.flags, " ");
         s.push_str(&format_match(&self.matching, Some(self.priority)));
         if !s.ends_with(' ') {
             s.push(' ');

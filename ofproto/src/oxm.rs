@@ -115,313 +115,50 @@ macro_rules! basic {
 use Prerequisite as P;
 
 /// The basic class, indexed by field number.
+#[rustfmt::skip]
 static BASIC: [FieldInfo; 42] = [
     basic!(0, "in_port", "OXM_OF_IN_PORT", 4, false, Port, P::None),
-    basic!(
-        1,
-        "in_phy_port",
-        "OXM_OF_IN_PHY_PORT",
-        4,
-        false,
-        Port,
-        P::InPort
-    ),
+    basic!(1, "in_phy_port", "OXM_OF_IN_PHY_PORT", 4, false, Port, P::InPort),
     basic!(2, "metadata", "OXM_OF_METADATA", 8, true, Hex, P::None),
     basic!(3, "dl_dst", "NXM_OF_ETH_DST", 6, true, Mac, P::None),
     basic!(4, "dl_src", "NXM_OF_ETH_SRC", 6, true, Mac, P::None),
     basic!(5, "dl_type", "NXM_OF_ETH_TYPE", 2, false, Hex, P::None),
     basic!(6, "vlan_vid", "OXM_OF_VLAN_VID", 2, true, Decimal, P::None),
     basic!(7, "vlan_pcp", "OXM_OF_VLAN_PCP", 1, false, Decimal, P::Vlan),
-    basic!(
-        8,
-        "ip_dscp",
-        "OXM_OF_IP_DSCP",
-        1,
-        false,
-        Decimal,
-        P::EthType(IP_TYPES)
-    ),
-    basic!(
-        9,
-        "nw_ecn",
-        "NXM_NX_IP_ECN",
-        1,
-        false,
-        Decimal,
-        P::EthType(IP_TYPES)
-    ),
-    basic!(
-        10,
-        "nw_proto",
-        "NXM_OF_IP_PROTO",
-        1,
-        false,
-        Decimal,
-        P::EthType(IP_TYPES)
-    ),
-    basic!(
-        11,
-        "nw_src",
-        "NXM_OF_IP_SRC",
-        4,
-        true,
-        Ipv4,
-        P::EthType(IPV4)
-    ),
-    basic!(
-        12,
-        "nw_dst",
-        "NXM_OF_IP_DST",
-        4,
-        true,
-        Ipv4,
-        P::EthType(IPV4)
-    ),
-    basic!(
-        13,
-        "tcp_src",
-        "NXM_OF_TCP_SRC",
-        2,
-        true,
-        Decimal,
-        P::IpProto(6, IP_TYPES)
-    ),
-    basic!(
-        14,
-        "tcp_dst",
-        "NXM_OF_TCP_DST",
-        2,
-        true,
-        Decimal,
-        P::IpProto(6, IP_TYPES)
-    ),
-    basic!(
-        15,
-        "udp_src",
-        "NXM_OF_UDP_SRC",
-        2,
-        true,
-        Decimal,
-        P::IpProto(17, IP_TYPES)
-    ),
-    basic!(
-        16,
-        "udp_dst",
-        "NXM_OF_UDP_DST",
-        2,
-        true,
-        Decimal,
-        P::IpProto(17, IP_TYPES)
-    ),
-    basic!(
-        17,
-        "sctp_src",
-        "OXM_OF_SCTP_SRC",
-        2,
-        true,
-        Decimal,
-        P::IpProto(132, IP_TYPES)
-    ),
-    basic!(
-        18,
-        "sctp_dst",
-        "OXM_OF_SCTP_DST",
-        2,
-        true,
-        Decimal,
-        P::IpProto(132, IP_TYPES)
-    ),
-    basic!(
-        19,
-        "icmp_type",
-        "NXM_OF_ICMP_TYPE",
-        1,
-        false,
-        Decimal,
-        P::IpProto(1, IPV4)
-    ),
-    basic!(
-        20,
-        "icmp_code",
-        "NXM_OF_ICMP_CODE",
-        1,
-        false,
-        Decimal,
-        P::IpProto(1, IPV4)
-    ),
-    basic!(
-        21,
-        "arp_op",
-        "NXM_OF_ARP_OP",
-        2,
-        false,
-        Decimal,
-        P::EthType(ARP)
-    ),
-    basic!(
-        22,
-        "arp_spa",
-        "NXM_OF_ARP_SPA",
-        4,
-        true,
-        Ipv4,
-        P::EthType(ARP)
-    ),
-    basic!(
-        23,
-        "arp_tpa",
-        "NXM_OF_ARP_TPA",
-        4,
-        true,
-        Ipv4,
-        P::EthType(ARP)
-    ),
-    basic!(
-        24,
-        "arp_sha",
-        "NXM_NX_ARP_SHA",
-        6,
-        true,
-        Mac,
-        P::EthType(ARP)
-    ),
-    basic!(
-        25,
-        "arp_tha",
-        "NXM_NX_ARP_THA",
-        6,
-        true,
-        Mac,
-        P::EthType(ARP)
-    ),
-    basic!(
-        26,
-        "ipv6_src",
-        "NXM_NX_IPV6_SRC",
-        16,
-        true,
-        Ipv6,
-        P::EthType(IPV6)
-    ),
-    basic!(
-        27,
-        "ipv6_dst",
-        "NXM_NX_IPV6_DST",
-        16,
-        true,
-        Ipv6,
-        P::EthType(IPV6)
-    ),
-    basic!(
-        28,
-        "ipv6_label",
-        "NXM_NX_IPV6_LABEL",
-        4,
-        true,
-        Hex,
-        P::EthType(IPV6)
-    ),
-    basic!(
-        29,
-        "icmpv6_type",
-        "NXM_NX_ICMPV6_TYPE",
-        1,
-        false,
-        Decimal,
-        P::IpProto(58, IPV6)
-    ),
-    basic!(
-        30,
-        "icmpv6_code",
-        "NXM_NX_ICMPV6_CODE",
-        1,
-        false,
-        Decimal,
-        P::IpProto(58, IPV6)
-    ),
-    basic!(
-        31,
-        "nd_target",
-        "NXM_NX_ND_TARGET",
-        16,
-        true,
-        Ipv6,
-        P::Icmpv6Type(&[135, 136])
-    ),
-    basic!(
-        32,
-        "nd_sll",
-        "NXM_NX_ND_SLL",
-        6,
-        true,
-        Mac,
-        P::Icmpv6Type(&[135])
-    ),
-    basic!(
-        33,
-        "nd_tll",
-        "NXM_NX_ND_TLL",
-        6,
-        true,
-        Mac,
-        P::Icmpv6Type(&[136])
-    ),
-    basic!(
-        34,
-        "mpls_label",
-        "OXM_OF_MPLS_LABEL",
-        4,
-        false,
-        Decimal,
-        P::EthType(MPLS)
-    ),
-    basic!(
-        35,
-        "mpls_tc",
-        "OXM_OF_MPLS_TC",
-        1,
-        false,
-        Decimal,
-        P::EthType(MPLS)
-    ),
-    basic!(
-        36,
-        "mpls_bos",
-        "OXM_OF_MPLS_BOS",
-        1,
-        false,
-        Decimal,
-        P::EthType(MPLS)
-    ),
-    basic!(
-        37,
-        "pbb_isid",
-        "OXM_OF_PBB_ISID",
-        3,
-        true,
-        Decimal,
-        P::EthType(PBB)
-    ),
+    basic!(8, "ip_dscp", "OXM_OF_IP_DSCP", 1, false, Decimal, P::EthType(IP_TYPES)),
+    basic!(9, "nw_ecn", "NXM_NX_IP_ECN", 1, false, Decimal, P::EthType(IP_TYPES)),
+    basic!(10, "nw_proto", "NXM_OF_IP_PROTO", 1, false, Decimal, P::EthType(IP_TYPES)),
+    basic!(11, "nw_src", "NXM_OF_IP_SRC", 4, true, Ipv4, P::EthType(IPV4)),
+    basic!(12, "nw_dst", "NXM_OF_IP_DST", 4, true, Ipv4, P::EthType(IPV4)),
+    basic!(13, "tcp_src", "NXM_OF_TCP_SRC", 2, true, Decimal, P::IpProto(6, IP_TYPES)),
+    basic!(14, "tcp_dst", "NXM_OF_TCP_DST", 2, true, Decimal, P::IpProto(6, IP_TYPES)),
+    basic!(15, "udp_src", "NXM_OF_UDP_SRC", 2, true, Decimal, P::IpProto(17, IP_TYPES)),
+    basic!(16, "udp_dst", "NXM_OF_UDP_DST", 2, true, Decimal, P::IpProto(17, IP_TYPES)),
+    basic!(17, "sctp_src", "OXM_OF_SCTP_SRC", 2, true, Decimal, P::IpProto(132, IP_TYPES)),
+    basic!(18, "sctp_dst", "OXM_OF_SCTP_DST", 2, true, Decimal, P::IpProto(132, IP_TYPES)),
+    basic!(19, "icmp_type", "NXM_OF_ICMP_TYPE", 1, false, Decimal, P::IpProto(1, IPV4)),
+    basic!(20, "icmp_code", "NXM_OF_ICMP_CODE", 1, false, Decimal, P::IpProto(1, IPV4)),
+    basic!(21, "arp_op", "NXM_OF_ARP_OP", 2, false, Decimal, P::EthType(ARP)),
+    basic!(22, "arp_spa", "NXM_OF_ARP_SPA", 4, true, Ipv4, P::EthType(ARP)),
+    basic!(23, "arp_tpa", "NXM_OF_ARP_TPA", 4, true, Ipv4, P::EthType(ARP)),
+    basic!(24, "arp_sha", "NXM_NX_ARP_SHA", 6, true, Mac, P::EthType(ARP)),
+    basic!(25, "arp_tha", "NXM_NX_ARP_THA", 6, true, Mac, P::EthType(ARP)),
+    basic!(26, "ipv6_src", "NXM_NX_IPV6_SRC", 16, true, Ipv6, P::EthType(IPV6)),
+    basic!(27, "ipv6_dst", "NXM_NX_IPV6_DST", 16, true, Ipv6, P::EthType(IPV6)),
+    basic!(28, "ipv6_label", "NXM_NX_IPV6_LABEL", 4, true, Hex, P::EthType(IPV6)),
+    basic!(29, "icmpv6_type", "NXM_NX_ICMPV6_TYPE", 1, false, Decimal, P::IpProto(58, IPV6)),
+    basic!(30, "icmpv6_code", "NXM_NX_ICMPV6_CODE", 1, false, Decimal, P::IpProto(58, IPV6)),
+    basic!(31, "nd_target", "NXM_NX_ND_TARGET", 16, true, Ipv6, P::Icmpv6Type(&[135, 136])),
+    basic!(32, "nd_sll", "NXM_NX_ND_SLL", 6, true, Mac, P::Icmpv6Type(&[135])),
+    basic!(33, "nd_tll", "NXM_NX_ND_TLL", 6, true, Mac, P::Icmpv6Type(&[136])),
+    basic!(34, "mpls_label", "OXM_OF_MPLS_LABEL", 4, false, Decimal, P::EthType(MPLS)),
+    basic!(35, "mpls_tc", "OXM_OF_MPLS_TC", 1, false, Decimal, P::EthType(MPLS)),
+    basic!(36, "mpls_bos", "OXM_OF_MPLS_BOS", 1, false, Decimal, P::EthType(MPLS)),
+    basic!(37, "pbb_isid", "OXM_OF_PBB_ISID", 3, true, Decimal, P::EthType(PBB)),
     basic!(38, "tun_id", "NXM_NX_TUN_ID", 8, true, Hex, P::None),
-    basic!(
-        39,
-        "ipv6_exthdr",
-        "OXM_OF_IPV6_EXTHDR",
-        2,
-        true,
-        Hex,
-        P::EthType(IPV6)
-    ),
+    basic!(39, "ipv6_exthdr", "OXM_OF_IPV6_EXTHDR", 2, true, Hex, P::EthType(IPV6)),
     basic!(40, "field40", "OXM_OF_FIELD40", 0, false, Hex, P::None),
-    basic!(
-        41,
-        "pbb_uca",
-        "OXM_OF_PBB_UCA",
-        1,
-        false,
-        Decimal,
-        P::EthType(PBB)
-    ),
+    basic!(41, "pbb_uca", "OXM_OF_PBB_UCA", 1, false, Decimal, P::EthType(PBB)),
 ];
 
 impl FieldId {

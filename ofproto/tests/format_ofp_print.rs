@@ -388,6 +388,8 @@ pub fn flow_mods() -> Vec<FlowMod> {
             table_id: 10,
             fin_idle_timeout: 1,
             fin_hard_timeout: 2,
+            limit: 0,
+            result_dst: None,
             specs: vec![
                 LearnSpec {
                     n_bits: 12,
@@ -459,6 +461,28 @@ pub fn flow_mods() -> Vec<FlowMod> {
     ]
 }
 
+fn learn2_flow() -> FlowMod {
+    FlowMod::add(10, 2).apply(vec![Action::Learn(Learn {
+        table_id: 4,
+        priority: 0x8000,
+        flags: ofproto::action::nicira::LEARN_WRITE_RESULT,
+        limit: 10,
+        result_dst: Some(Subfield::bits(reg(7), 0, 1)),
+        specs: vec![LearnSpec {
+            n_bits: 48,
+            src: LearnSrc::Field {
+                field: NxmHeader::of(FieldId::new(0, 1)),
+                ofs: 0,
+            },
+            dst: LearnDst::Match {
+                field: NxmHeader::of(FieldId::new(0, 1)),
+                ofs: 0,
+            },
+        }],
+        ..Learn::default()
+    })])
+}
+
 fn group_mods() -> Vec<GroupMod> {
     let mut weighted = Bucket::new(vec![Action::output(PortNo(2))]);
     weighted.weight = 5;
@@ -507,7 +531,43 @@ fn flow_mod_display_matches_ofp_print() {
         return;
     }
     let mut bad = Vec::new();
-    let all = flow_mods();
+    let mut all = flow_mods();
+    all.push(learn2_flow());
+    all.push(FlowMod::add(11, 1).apply(vec![
+        Action::Multipath(ofproto::action::Multipath {
+            fields: 0,
+            basis: 50,
+            algorithm: 0,
+            max_link: 0,
+            arg: 0,
+            dst: Subfield::whole(reg(0)),
+        }),
+        Action::Clone(vec![Action::output(PortNo(1))]),
+    ]));
+    all.push(
+        FlowMod::add(11, 2).apply(vec![Action::Bundle(ofproto::action::Bundle {
+            algorithm: 1,
+            fields: 0,
+            basis: 0,
+            member_type: 2,
+            dst: None,
+            members: vec![1, 2],
+        })]),
+    );
+    all.push(FlowMod::add(11, 3).apply(vec![
+        Action::Bundle(ofproto::action::Bundle {
+            algorithm: 0,
+            fields: 2,
+            basis: 5,
+            member_type: 2,
+            dst: Some(Subfield::bits(reg(1), 0, 16)),
+            members: vec![3],
+        }),
+        Action::CheckPktLarger {
+            pkt_len: 1500,
+            dst: Subfield::bits(reg(0), 0, 1),
+        },
+    ]));
     for fm in &all {
         let bytes = Message::FlowMod(fm.clone()).encode_to_vec(1);
         let theirs = ofp_print(&bytes);

@@ -266,6 +266,43 @@ fn leaf_action() -> impl Strategy<Value = Action> {
                     })
                 }
             ),
+        (any::<(u16, u16, u16, u16, u32)>(), packed_subfield()).prop_map(
+            |((fields, basis, algorithm, max_link, arg), dst)| {
+                Action::Multipath(ofproto::action::Multipath {
+                    fields,
+                    basis,
+                    algorithm,
+                    max_link,
+                    arg,
+                    dst,
+                })
+            }
+        ),
+        (
+            any::<(u16, u16, u16, u32)>(),
+            option::of(packed_subfield()),
+            vec(any::<u16>(), 0..5)
+        )
+            .prop_map(|((algorithm, fields, basis, member_type), dst, members)| {
+                Action::Bundle(ofproto::action::Bundle {
+                    algorithm,
+                    fields,
+                    basis,
+                    member_type,
+                    dst,
+                    members,
+                })
+            }),
+        (any::<u16>(), nxm_header(), any::<u16>()).prop_map(|(pkt_len, field, ofs)| {
+            Action::CheckPktLarger {
+                pkt_len,
+                dst: Subfield {
+                    field,
+                    ofs,
+                    n_bits: 1,
+                },
+            }
+        }),
         subfield().prop_map(Action::StackPush),
         subfield().prop_map(Action::StackPop),
         (100u16..200, bytes_mod8(6, 24)).prop_map(|(st, rest)| {
@@ -288,11 +325,20 @@ fn leaf_action() -> impl Strategy<Value = Action> {
 fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
         4 => leaf_action(),
+        1 => vec(leaf_action(), 0..3).prop_map(Action::Clone),
         1 => (any::<u16>(), prop_oneof![any::<u16>().prop_map(CtZone::Imm), packed_subfield().prop_map(CtZone::Field)], any::<u8>(), any::<u16>(), vec(leaf_action(), 0..3))
             .prop_map(|(flags, zone, recirc_table, alg, actions)| Action::Ct(Ct { flags, zone, recirc_table, alg, actions })),
-        1 => (any::<u16>(), any::<u16>(), any::<u16>(), any::<u64>(), any::<u16>(), any::<u8>(), any::<u16>(), any::<u16>(), vec(learn_spec(), 0..4))
-            .prop_map(|(idle_timeout, hard_timeout, priority, cookie, flags, table_id, fin_idle_timeout, fin_hard_timeout, specs)| {
-                Action::Learn(Learn { idle_timeout, hard_timeout, priority, cookie, flags, table_id, fin_idle_timeout, fin_hard_timeout, specs })
+        1 => (
+            (any::<u16>(), any::<u16>(), any::<u16>(), any::<u64>(), any::<u16>(), any::<u8>(), any::<u16>(), any::<u16>()),
+            vec(learn_spec(), 0..4),
+            any::<u32>(),
+            option::of((nxm_header(), any::<u16>())),
+        )
+            .prop_map(|((idle_timeout, hard_timeout, priority, cookie, flags, table_id, fin_idle_timeout, fin_hard_timeout), specs, limit, result)| {
+                // NX_LEARN_F_WRITE_RESULT goes with result_dst; both select learn2.
+                let result_dst = result.map(|(field, ofs)| Subfield { field, ofs, n_bits: 1 });
+                let flags = if result_dst.is_some() { flags | 4 } else { flags & !4 };
+                Action::Learn(Learn { idle_timeout, hard_timeout, priority, cookie, flags, table_id, fin_idle_timeout, fin_hard_timeout, specs, limit, result_dst })
             }),
     ]
 }

@@ -16,8 +16,8 @@ use crate::port::PortNo;
 use crate::wire::{DecodeError, PResult, fixed, take_tlv, u16p, u32p};
 
 pub use nicira::{
-    Conjunction, Controller2, Ct, CtZone, Learn, LearnDst, LearnSpec, LearnSrc, Nat, NatRange,
-    NxmHeader, Sample, Subfield,
+    Bundle, Conjunction, Controller2, Ct, CtZone, Learn, LearnDst, LearnSpec, LearnSrc, Multipath,
+    Nat, NatRange, NxmHeader, Sample, Subfield,
 };
 
 /// `OFPAT_EXPERIMENTER`.
@@ -148,6 +148,19 @@ pub enum Action {
     },
     /// `NXAST_SAMPLE`, `NXAST_SAMPLE2` or `NXAST_SAMPLE3`.
     Sample(Sample),
+    /// `NXAST_MULTIPATH`: hash fields, pick one of n links, store it in `dst`.
+    Multipath(Multipath),
+    /// `NXAST_BUNDLE` / `NXAST_BUNDLE_LOAD`: pick a live member port (output it or load it).
+    Bundle(Bundle),
+    /// `NXAST_CLONE`: run these actions on a copy of the packet.
+    Clone(Vec<Action>),
+    /// `NXAST_CHECK_PKT_LARGER`: set the `dst` bit when the packet is longer than `pkt_len`.
+    CheckPktLarger {
+        /// Length to compare with.
+        pkt_len: u16,
+        /// One bit to write the result to.
+        dst: Subfield,
+    },
     /// `NXAST_STACK_PUSH`.
     StackPush(Subfield),
     /// `NXAST_STACK_POP`.
@@ -201,6 +214,11 @@ impl Action {
 
     /// Parse one action.
     pub fn parse(i: &[u8]) -> PResult<'_, Action> {
+        Action::parse_nested(i, 0)
+    }
+
+    /// Parse one action that sits `depth` levels inside `ct`/`clone` action lists.
+    pub(crate) fn parse_nested(i: &[u8], depth: usize) -> PResult<'_, Action> {
         let (_, (kind, len)) = fixed(i, 4, "action header", (u16p, u16p))?;
         let len = usize::from(len);
         if len % 8 != 0 {
@@ -215,7 +233,7 @@ impl Action {
         let action = if kind == OFPAT_EXPERIMENTER {
             let (data, exp) = fixed(body, 4, "experimenter action", u32p)?;
             if exp == NX_EXPERIMENTER {
-                nicira::parse(data)?
+                nicira::parse(data, depth)?
             } else {
                 Action::Experimenter {
                     experimenter: exp,
@@ -250,10 +268,24 @@ impl Action {
 }
 
 /// Parse a list of actions filling all of `i`.
-pub fn parse_actions(mut i: &[u8]) -> Result<Vec<Action>, DecodeError> {
+pub fn parse_actions(i: &[u8]) -> Result<Vec<Action>, DecodeError> {
+    parse_actions_nested(i, 0)
+}
+
+/// Deepest nesting of `ct`/`clone` action lists the decoder accepts; bounds its recursion.
+pub const MAX_NESTING: usize = 8;
+
+/// Parse an action list that sits `depth` levels inside `ct`/`clone`.
+pub(crate) fn parse_actions_nested(mut i: &[u8], depth: usize) -> Result<Vec<Action>, DecodeError> {
+    if depth > MAX_NESTING {
+        return Err(DecodeError::Invalid {
+            what: "nested action list",
+            reason: "ct/clone actions nested more than 8 deep",
+        });
+    }
     let mut v = Vec::with_capacity(count_tlvs(i));
     while !i.is_empty() {
-        let (rest, a) = Action::parse(i)?;
+        let (rest, a) = Action::parse_nested(i, depth)?;
         v.push(a);
         i = rest;
     }

@@ -10,7 +10,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use bytes::{Bytes, BytesMut};
 
-use super::{Action, NX_EXPERIMENTER, emit_actions, parse_actions};
+use super::{Action, NX_EXPERIMENTER, emit_actions};
 use crate::oxm::{FieldId, Oxm};
 use crate::wire::{DecodeError, fixed, put_zeros, take, u8p, u16p, u32p, u64p};
 
@@ -221,6 +221,21 @@ pub struct Learn {
     pub fin_hard_timeout: u16,
     /// What to match and do.
     pub specs: Vec<LearnSpec>,
+    /// Most flows this action may learn (0 = unlimited); nonzero selects `NXAST_LEARN2`.
+    pub limit: u32,
+    /// Bit set to 1 when learning succeeded (`result_dst`, with `NX_LEARN_F_WRITE_RESULT` in
+    /// `flags`); present selects `NXAST_LEARN2`.
+    pub result_dst: Option<Subfield>,
+}
+
+/// `NX_LEARN_F_WRITE_RESULT`.
+pub const LEARN_WRITE_RESULT: u16 = 4;
+
+impl Learn {
+    /// Whether this learn needs the `NXAST_LEARN2` encoding.
+    pub fn is_learn2(&self) -> bool {
+        self.limit != 0 || self.result_dst.is_some()
+    }
 }
 
 /// `NXAST_CONTROLLER2`: a list of `NXAC2PT_*` properties kept as (type, payload).
@@ -305,6 +320,40 @@ impl Controller2 {
     }
 }
 
+/// `NXAST_MULTIPATH`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Multipath {
+    /// `NX_HASH_FIELDS_*`: what to hash.
+    pub fields: u16,
+    /// Hash basis.
+    pub basis: u16,
+    /// `NX_MP_ALG_*`: 0 modulo_n, 1 hash_threshold, 2 hrw, 3 iter_hash.
+    pub algorithm: u16,
+    /// Number of links minus one.
+    pub max_link: u16,
+    /// Algorithm argument.
+    pub arg: u32,
+    /// Where the chosen link number goes.
+    pub dst: Subfield,
+}
+
+/// `NXAST_BUNDLE` and `NXAST_BUNDLE_LOAD`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Bundle {
+    /// `NX_BD_ALG_*`: 0 active_backup, 1 hrw.
+    pub algorithm: u16,
+    /// `NX_HASH_FIELDS_*`.
+    pub fields: u16,
+    /// Hash basis.
+    pub basis: u16,
+    /// Member type; OVS supports only `NXM_OF_IN_PORT` (OpenFlow ports).
+    pub member_type: u32,
+    /// `bundle_load`: where the chosen port goes; `None` for `bundle` (output to it).
+    pub dst: Option<Subfield>,
+    /// Member ports.
+    pub members: Vec<u16>,
+}
+
 /// Sampling actions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Sample {
@@ -352,6 +401,12 @@ mod subtype {
     pub const OUTPUT_TRUNC: u16 = 39;
     pub const CT_CLEAR: u16 = 43;
     pub const RESUBMIT_TABLE_CT: u16 = 44;
+    pub const LEARN2: u16 = 45;
+    pub const MULTIPATH: u16 = 10;
+    pub const BUNDLE: u16 = 12;
+    pub const BUNDLE_LOAD: u16 = 13;
+    pub const CLONE: u16 = 42;
+    pub const CHECK_PKT_LARGER: u16 = 49;
 }
 
 const NAT_RANGE_IPV4_MIN: u16 = 1;
@@ -367,7 +422,7 @@ const LEARN_DST_LOAD: u16 = 1 << 11;
 const LEARN_DST_OUTPUT: u16 = 2 << 11;
 
 /// Decode a Nicira action from what follows the experimenter id (subtype first).
-pub(crate) fn parse(data: &[u8]) -> Result<Action, DecodeError> {
+pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
     use subtype::*;
     let (b, st) = fixed(data, 2, "nicira action subtype", u16p)?;
     let opaque = || Action::Experimenter {
@@ -513,14 +568,84 @@ pub(crate) fn parse(data: &[u8]) -> Result<Action, DecodeError> {
             let (_, (port, max_len)) = fixed(b, 6, "output_trunc action", (u16p, u32p))?;
             Action::OutputTrunc { port, max_len }
         }
-        CT => Action::Ct(parse_ct(b)?),
+        CT => Action::Ct(parse_ct(b, depth)?),
+        CLONE => {
+            let (nested, _) = take(b, 6, "clone action")?;
+            Action::Clone(super::parse_actions_nested(nested, depth + 1)?)
+        }
+        CHECK_PKT_LARGER => {
+            let (_, (pkt_len, ofs, dst)) =
+                fixed(b, 8, "check_pkt_larger action", (u16p, u16p, u32p))?;
+            Action::CheckPktLarger {
+                pkt_len,
+                dst: Subfield {
+                    field: NxmHeader(dst),
+                    ofs,
+                    n_bits: 1,
+                },
+            }
+        }
+        MULTIPATH => {
+            let (_, (fields, basis, _pad0, algorithm, max_link, arg, _pad1, ofs_nbits, dst)) =
+                fixed(
+                    b,
+                    22,
+                    "multipath action",
+                    (u16p, u16p, u16p, u16p, u16p, u32p, u16p, u16p, u32p),
+                )?;
+            Action::Multipath(Multipath {
+                fields,
+                basis,
+                algorithm,
+                max_link,
+                arg,
+                dst: Subfield::from_ofs_nbits(dst, ofs_nbits),
+            })
+        }
+        BUNDLE | BUNDLE_LOAD => {
+            let (members, (algorithm, fields, basis, member_type, n, ofs_nbits, dst, _zero)) =
+                fixed(
+                    b,
+                    22,
+                    "bundle action",
+                    (u16p, u16p, u16p, u32p, u16p, u16p, u32p, u32p),
+                )?;
+            let (_, members) = take(members, usize::from(n) * 2, "bundle members")?;
+            let dst = (st == BUNDLE_LOAD).then(|| Subfield::from_ofs_nbits(dst, ofs_nbits));
+            if st == BUNDLE && (ofs_nbits != 0 || dst_is_set(b)) {
+                return Ok(opaque());
+            }
+            Action::Bundle(Bundle {
+                algorithm,
+                fields,
+                basis,
+                member_type,
+                dst,
+                members: members
+                    .chunks_exact(2)
+                    .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                    .collect(),
+            })
+        }
         NAT => Action::Nat(parse_nat(b)?),
-        LEARN => Action::Learn(parse_learn(b)?),
+        LEARN => Action::Learn(parse_learn(b, false)?),
+        LEARN2 => match parse_learn(b, true)? {
+            // Only a learn2 that needs it re-encodes as learn2; keep any other one whole.
+            l if l.is_learn2() && (l.flags & LEARN_WRITE_RESULT != 0) == l.result_dst.is_some() => {
+                Action::Learn(l)
+            }
+            _ => opaque(),
+        },
         _ => opaque(),
     })
 }
 
-fn parse_ct(b: &[u8]) -> Result<Ct, DecodeError> {
+/// Whether the `dst` word of a bundle action (bytes 14..18 after the subtype) is nonzero.
+fn dst_is_set(b: &[u8]) -> bool {
+    b.get(14..18).is_some_and(|d| d.iter().any(|x| *x != 0))
+}
+
+fn parse_ct(b: &[u8], depth: usize) -> Result<Ct, DecodeError> {
     let (nested, (flags, zone_src, zone_v, recirc_table, _pad1, _pad2, alg)) =
         fixed(b, 14, "ct action", (u16p, u32p, u16p, u8p, u8p, u16p, u16p))?;
     let zone = if zone_src == 0 {
@@ -534,7 +659,7 @@ fn parse_ct(b: &[u8]) -> Result<Ct, DecodeError> {
         zone,
         recirc_table,
         alg,
-        actions: parse_actions(nested)?,
+        actions: super::parse_actions_nested(nested, depth + 1)?,
     })
 }
 
@@ -589,7 +714,7 @@ fn parse_nat(b: &[u8]) -> Result<Nat, DecodeError> {
     Ok(Nat { flags, range })
 }
 
-fn parse_learn(b: &[u8]) -> Result<Learn, DecodeError> {
+fn parse_learn(b: &[u8], learn2: bool) -> Result<Learn, DecodeError> {
     let (
         mut i,
         (
@@ -609,6 +734,21 @@ fn parse_learn(b: &[u8]) -> Result<Learn, DecodeError> {
         "learn action",
         (u16p, u16p, u16p, u64p, u16p, u8p, u8p, u16p, u16p),
     )?;
+    let (mut limit, mut result_dst) = (0, None);
+    if learn2 {
+        let (r, (l, dst_ofs, _pad)) = fixed(i, 8, "learn2 action", (u32p, u16p, u16p))?;
+        limit = l;
+        i = r;
+        if flags & LEARN_WRITE_RESULT != 0 {
+            let (r, field) = fixed(i, 4, "learn2 result_dst", u32p)?;
+            result_dst = Some(Subfield {
+                field: NxmHeader(field),
+                ofs: dst_ofs,
+                n_bits: 1,
+            });
+            i = r;
+        }
+    }
     let mut specs = Vec::new();
     while i.len() >= 2 {
         let (r, h) = fixed(i, 2, "learn spec", u16p)?;
@@ -655,6 +795,8 @@ fn parse_learn(b: &[u8]) -> Result<Learn, DecodeError> {
         fin_idle_timeout,
         fin_hard_timeout,
         specs,
+        limit,
+        result_dst,
     })
 }
 
@@ -700,6 +842,46 @@ pub(crate) fn emit(a: &Action, out: &mut BytesMut) {
         Action::Exit => out.extend_from_slice(&u16::to_be_bytes(EXIT)),
         Action::DecTtl => out.extend_from_slice(&u16::to_be_bytes(DEC_TTL)),
         Action::CtClear => out.extend_from_slice(&u16::to_be_bytes(CT_CLEAR)),
+        Action::Clone(actions) => {
+            out.extend_from_slice(&u16::to_be_bytes(CLONE));
+            put_zeros(out, 6);
+            emit_actions(actions, out);
+        }
+        Action::CheckPktLarger { pkt_len, dst } => {
+            out.extend_from_slice(&u16::to_be_bytes(CHECK_PKT_LARGER));
+            out.extend_from_slice(&u16::to_be_bytes(*pkt_len));
+            out.extend_from_slice(&u16::to_be_bytes(dst.ofs));
+            out.extend_from_slice(&u32::to_be_bytes(dst.field.0));
+        }
+        Action::Multipath(m) => {
+            out.extend_from_slice(&u16::to_be_bytes(MULTIPATH));
+            for v in [m.fields, m.basis, 0, m.algorithm, m.max_link] {
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+            out.extend_from_slice(&m.arg.to_be_bytes());
+            out.extend_from_slice(&[0, 0]);
+            out.extend_from_slice(&m.dst.ofs_nbits().to_be_bytes());
+            out.extend_from_slice(&m.dst.field.0.to_be_bytes());
+        }
+        Action::Bundle(bd) => {
+            let st = if bd.dst.is_some() {
+                BUNDLE_LOAD
+            } else {
+                BUNDLE
+            };
+            out.extend_from_slice(&st.to_be_bytes());
+            for v in [bd.algorithm, bd.fields, bd.basis] {
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+            out.extend_from_slice(&bd.member_type.to_be_bytes());
+            out.extend_from_slice(&(bd.members.len() as u16).to_be_bytes());
+            out.extend_from_slice(&bd.dst.map_or(0, |d| d.ofs_nbits()).to_be_bytes());
+            out.extend_from_slice(&bd.dst.map_or(0, |d| d.field.0).to_be_bytes());
+            out.extend_from_slice(&[0; 4]);
+            for m in &bd.members {
+                out.extend_from_slice(&m.to_be_bytes());
+            }
+        }
         Action::RegMove { src, dst } => {
             out.extend_from_slice(&u16::to_be_bytes(REG_MOVE));
             out.extend_from_slice(&u16::to_be_bytes(src.n_bits));
@@ -840,7 +1022,11 @@ pub(crate) fn emit(a: &Action, out: &mut BytesMut) {
             }
         }
         Action::Learn(l) => {
-            out.extend_from_slice(&u16::to_be_bytes(LEARN));
+            out.extend_from_slice(&u16::to_be_bytes(if l.is_learn2() {
+                LEARN2
+            } else {
+                LEARN
+            }));
             out.extend_from_slice(&u16::to_be_bytes(l.idle_timeout));
             out.extend_from_slice(&u16::to_be_bytes(l.hard_timeout));
             out.extend_from_slice(&u16::to_be_bytes(l.priority));
@@ -850,6 +1036,15 @@ pub(crate) fn emit(a: &Action, out: &mut BytesMut) {
             out.extend_from_slice(&[0]);
             out.extend_from_slice(&u16::to_be_bytes(l.fin_idle_timeout));
             out.extend_from_slice(&u16::to_be_bytes(l.fin_hard_timeout));
+            if l.is_learn2() {
+                out.extend_from_slice(&u32::to_be_bytes(l.limit));
+                let ofs = l.result_dst.map_or(0, |r| r.ofs);
+                out.extend_from_slice(&u16::to_be_bytes(ofs));
+                out.extend_from_slice(&[0, 0]);
+                if let Some(r) = l.result_dst {
+                    out.extend_from_slice(&u32::to_be_bytes(r.field.0));
+                }
+            }
             for s in &l.specs {
                 let src_bit = if matches!(s.src, LearnSrc::Imm(_)) {
                     LEARN_SRC_IMM

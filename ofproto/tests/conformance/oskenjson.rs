@@ -361,6 +361,36 @@ fn action(a: &Action) -> Value {
                 nx("NXActionSample2", s.subtype, a, v)
             }
         }
+        A::Multipath(m) => nx(
+            "NXActionMultipath",
+            10,
+            a,
+            json!({"fields": m.fields, "basis": m.basis, "algorithm": m.algorithm, "max_link": m.max_link,
+                   "arg": m.arg, "ofs_nbits": (m.dst.ofs << 6) | (m.dst.n_bits - 1), "dst": nxm_name(m.dst.field)}),
+        ),
+        A::Bundle(b) => nx(
+            if b.dst.is_some() {
+                "NXActionBundleLoad"
+            } else {
+                "NXActionBundle"
+            },
+            if b.dst.is_some() { 13 } else { 12 },
+            a,
+            json!({"algorithm": b.algorithm, "fields": b.fields, "basis": b.basis, "slave_type": b.member_type,
+                   "n_slaves": b.members.len(), "slaves": b.members}),
+        ),
+        A::Clone(actions) => nx(
+            "NXActionClone",
+            42,
+            a,
+            json!({"actions": actions.iter().map(action).collect::<Vec<_>>()}),
+        ),
+        A::CheckPktLarger { pkt_len, dst } => nx(
+            "NXActionCheckPktLarger",
+            49,
+            a,
+            json!({"pkt_len": pkt_len, "dst": nxm_name(dst.field), "ofs": dst.ofs}),
+        ),
         A::StackPush(sf) | A::StackPop(sf) => {
             let (name, st) = if matches!(a, A::StackPush(_)) {
                 ("NXActionStackPush", 27)
