@@ -259,6 +259,7 @@ pub async fn alloc_address(db: &Db, req: &AddressAllocRequest) -> Result<Address
     db.write(async |tx| {
         let mut t = resolve_target(tx, &req.NetworkID, &req.AddressPool).await?;
         let ip = take_address(&mut t, preferred)?;
+        t.net.ip_reservations.insert(ip.to_string());
         save_target(tx, &t)?;
         let network_id = if req.NetworkID.is_empty() {
             t.net.id.clone()
@@ -273,13 +274,18 @@ pub async fn alloc_address(db: &Db, req: &AddressAllocRequest) -> Result<Address
     .await
 }
 
-/// `POST /plugin/releaseAddress`.
+/// `POST /plugin/releaseAddress`. Frees an address reserved by allocAddress; an address bound to an
+/// endpoint (deleteEndpoint frees those) or already free is left alone, so a late or repeated release
+/// can never free an address someone else now holds.
 pub async fn release_address(db: &Db, req: &AddressReleaseRequest) -> Result<()> {
     let ip = parse_v4("IPv4Address", &req.IPv4Address)?;
     db.write(async |tx| {
         let mut t = resolve_target(tx, &req.NetworkID, "").await?;
-        give_back_address(&mut t, ip)?;
-        save_target(tx, &t)
+        if t.net.ip_reservations.remove(&ip.to_string()) {
+            give_back_address(&mut t, ip)?;
+            save_target(tx, &t)?;
+        }
+        Ok(())
     })
     .await
 }
@@ -352,18 +358,8 @@ pub async fn create_endpoint(db: &Db, req: &CreateEndpointRequest) -> Result<Cfg
         }
         let mut t = Target { net, epg };
         let ip = match preferred {
-            // An address handed out by allocAddress is already marked used: claim it as is.
-            Some(ip)
-                if t.net.subnet()?.index_of(ip).is_some_and(|i| {
-                    t.epg
-                        .as_ref()
-                        .filter(|g| !g.ip_pool.is_empty())
-                        .map_or(&t.net.ip_alloc_map, |g| &g.epg_ip_alloc_map)
-                        .test(i)
-                }) =>
-            {
-                ip
-            }
+            // An address handed out by allocAddress is already marked used: claim the reservation.
+            Some(ip) if t.net.ip_reservations.remove(&ip.to_string()) => ip,
             other => take_address(&mut t, other)?,
         };
         let mut ipv6_address = String::new();

@@ -1461,3 +1461,72 @@ async fn network_add_delete_aci_mode() {
     let inspect = ops::inspect::<Global>(&db, "global").await.unwrap();
     assert_eq!(inspect["Oper"]["vlansInUse"], "");
 }
+
+#[tokio::test]
+async fn preallocated_addresses_cannot_be_shared_or_freed_twice() {
+    let db = db();
+    setup(&db).await;
+    let mut n = net("default", "n1", "vxlan", "10.1.1.0/24", 0);
+    n.gateway = "10.1.1.254".into();
+    add_net(&db, n).await.unwrap();
+    let alloc = endpoint::alloc_address(
+        &db,
+        &AddressAllocRequest {
+            NetworkID: "n1.default".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(alloc.IPv4Address, "10.1.1.1/24");
+    let mut a = ep_req("default", "n1", "", "a");
+    a.ConfigEP.IPAddress = "10.1.1.1".into();
+    endpoint::create_endpoint(&db, &a).await.unwrap();
+    // The same address for another container, the gateway, the network or broadcast address: refused.
+    for taken in ["10.1.1.1", "10.1.1.254", "10.1.1.0", "10.1.1.255"] {
+        let mut b = ep_req("default", "n1", "", "b");
+        b.ConfigEP.IPAddress = taken.into();
+        assert_eq!(
+            status(endpoint::create_endpoint(&db, &b).await),
+            409,
+            "{taken}"
+        );
+    }
+    // Docker's order: deleteEndpoint frees the address, a later releaseAddress must not free it
+    // again once another endpoint holds it.
+    endpoint::delete_endpoint(
+        &db,
+        &DeleteEndpointRequest {
+            TenantName: "default".into(),
+            NetworkName: "n1".into(),
+            EndpointID: "a".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let c = endpoint::create_endpoint(&db, &ep_req("default", "n1", "", "c"))
+        .await
+        .unwrap();
+    assert_eq!(c.ip_address, "10.1.1.1");
+    endpoint::release_address(
+        &db,
+        &AddressReleaseRequest {
+            NetworkID: "n1.default".into(),
+            IPv4Address: alloc.IPv4Address,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        net_state(&db, "n1.default").await.ip_alloc_map.test(1),
+        "the live endpoint keeps its address"
+    );
+    assert_eq!(
+        endpoint::create_endpoint(&db, &ep_req("default", "n1", "", "d"))
+            .await
+            .unwrap()
+            .ip_address,
+        "10.1.1.2"
+    );
+}

@@ -281,6 +281,7 @@ impl Object for Network {
             } else {
                 obj.cfgd_tag.clone()
             },
+            ip_reservations: Default::default(),
         };
         let mut state = state;
         if let (Some(s6), Some(gw6)) = (

@@ -1,6 +1,6 @@
 //! `CfgNetworkState` at `/contiv.io/state/nets/<network>.<tenant>`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +54,15 @@ pub struct CfgNetworkState {
     pub ipv6_last_host: String,
     #[serde(rename = "networkTag", default)]
     pub network_tag: String,
+    /// Not in Contiv: addresses handed out by `/plugin/allocAddress` and not yet bound to an endpoint.
+    /// createEndpoint may claim only these (or free addresses), and releaseAddress frees only these,
+    /// so neither can take or free an address another endpoint holds.
+    #[serde(
+        rename = "ipReservations",
+        default,
+        skip_serializing_if = "BTreeSet::is_empty"
+    )]
+    pub ip_reservations: BTreeSet<String>,
 }
 
 impl CfgNetworkState {
