@@ -48,6 +48,7 @@ pub enum Instruction {
 
 impl Instruction {
     /// Parse one instruction.
+    #[inline]
     pub fn parse(i: &[u8]) -> PResult<'_, Instruction> {
         let (_, (kind, len)) = fixed(i, 4, "instruction header", (u16p, u16p))?;
         let (rest, ins) = take_tlv(i, usize::from(len), 8, "instruction")?;

@@ -218,6 +218,7 @@ impl Action {
     }
 
     /// Parse one action that sits `depth` levels inside `ct`/`clone` action lists.
+    #[inline]
     pub(crate) fn parse_nested(i: &[u8], depth: usize) -> PResult<'_, Action> {
         let (_, (kind, len)) = fixed(i, 4, "action header", (u16p, u16p))?;
         let len = usize::from(len);

@@ -14,6 +14,7 @@ pub const OFPAT_OUTPUT: u16 = 0;
 pub const OFPAT_SET_FIELD: u16 = 25;
 
 /// Decode a standard action of type `kind` from its body (after the 4-byte header).
+#[inline]
 pub(crate) fn parse(kind: u16, body: &[u8]) -> Result<Action, DecodeError> {
     let u16_of = |what| fixed(body, 2, what, u16p).map(|(_, v)| v);
     let u32_of = |what| fixed(body, 4, what, u32p).map(|(_, v)| v);
