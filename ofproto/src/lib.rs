@@ -5,12 +5,12 @@
 //! - [`header`], [`hello`], [`error`] (the error table), [`features`], [`config`], [`role`],
 //!   [`async_config`], [`table_mod`], [`queue`], [`port`], [`meter`], [`group`]: one message
 //!   family each.
-//! - [`oxm`] (basic match fields and TLV framing), [`nxm`] (Nicira/ONF fields), [`matches`]
+//! - [`oxm`] (basic match fields and TLV framing), [`nxm`] (Nicira/ONF fields), [`matches`](mod@matches)
 //!   (the [`Match`] type and prerequisite check).
 //! - [`instruction`], [`action`] (standard and Nicira actions).
 //! - [`flow_mod`], [`flow_removed`], [`packet_in`], [`packet_out`], [`multipart`], [`bundle`],
 //!   [`nicira_msg`].
-//! - [`format`]: ovs-ofctl text for matches, actions, instructions, flow mods, group mods and
+//! - [`format`](mod@format): ovs-ofctl text for matches, actions, instructions, flow mods, group mods and
 //!   flow stats (the `Display` impls).
 //! - [`packet`]: Ethernet/ARP/IP/... codecs for packet-in and packet-out payloads.
 //! - [`codec`] (feature `codec`): `tokio_util` framing.
