@@ -95,6 +95,18 @@ pub struct BundleAdd {
 }
 
 impl BundleAdd {
+    /// Add `message`, sent with transaction id `xid` (use the same xid for the outer message,
+    /// as OVS requires), to bundle `bundle_id`.
+    pub fn new(bundle_id: u32, flags: u16, xid: u32, message: Message) -> BundleAdd {
+        BundleAdd {
+            bundle_id,
+            flags,
+            xid,
+            message: Box::new(message),
+            properties: Bytes::new(),
+        }
+    }
+
     /// Parse the body after the experimenter header.
     pub fn parse(i: &[u8]) -> Result<BundleAdd, DecodeError> {
         let (inner, (bundle_id, _pad, flags)) = fixed(i, 8, "bundle add", (u32p, u16p, u16p))?;
@@ -146,5 +158,58 @@ impl BundleAdd {
             put_zeros(out, pad8(out.len() - start));
             out.extend_from_slice(&self.properties);
         }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// ONFT_BUNDLE_CONTROL OPEN_REQUEST for bundle 1, atomic.
+    static OPEN_BYTES: [u8; 24] = [
+        0x04, 0x04, 0x00, 0x18, 0x00, 0x00, 0x00, 0x05, // header, xid 5
+        0x4f, 0x4e, 0x46, 0x00, 0x00, 0x00, 0x08, 0xfc, // ONF, 2300
+        0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, // bundle 1, OPEN_REQUEST, ATOMIC
+    ];
+
+    /// ONFT_BUNDLE_ADD_MESSAGE carrying a BARRIER_REQUEST with the same xid.
+    static ADD_BYTES: [u8; 32] = [
+        0x04, 0x04, 0x00, 0x20, 0x00, 0x00, 0x00, 0x06, // header, xid 6
+        0x4f, 0x4e, 0x46, 0x00, 0x00, 0x00, 0x08, 0xfd, // ONF, 2301
+        0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, // bundle 1, pad, ATOMIC
+        0x04, 0x14, 0x00, 0x08, 0x00, 0x00, 0x00, 0x06, // barrier request, xid 6
+    ];
+
+    #[test]
+    fn test_control_parse_emit() {
+        let (xid, m) = Message::decode(&OPEN_BYTES).unwrap();
+        let expect = Message::BundleControl(BundleControl::new(
+            1,
+            BundleCtrlType::OpenRequest,
+            BUNDLE_ATOMIC,
+        ));
+        assert_eq!((xid, &m), (5, &expect));
+        assert_eq!(expect.encode_to_vec(5), OPEN_BYTES.to_vec());
+    }
+
+    #[test]
+    fn test_add_parse_emit() {
+        let expect =
+            Message::BundleAdd(BundleAdd::new(1, BUNDLE_ATOMIC, 6, Message::BarrierRequest));
+        assert_eq!(Message::decode(&ADD_BYTES).unwrap(), (6, expect.clone()));
+        assert_eq!(expect.encode_to_vec(6), ADD_BYTES.to_vec());
+    }
+
+    #[test]
+    fn malformed() {
+        assert!(
+            Message::decode(&OPEN_BYTES[..20])
+                .unwrap_err()
+                .is_truncated()
+        );
+        // The embedded message claims 16 bytes but only 8 follow.
+        let mut bad = ADD_BYTES;
+        bad[27] = 0x10;
+        assert!(Message::decode(&bad).unwrap_err().is_truncated());
     }
 }

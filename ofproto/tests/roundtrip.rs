@@ -1038,7 +1038,10 @@ fn message() -> impl Strategy<Value = Message> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    // OFPROTO_PROPTEST_CASES raises the case count for long runs (default 2000).
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("OFPROTO_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
+    ))]
 
     #[test]
     fn decode_inverts_encode(m in message(), xid in any::<u32>()) {
