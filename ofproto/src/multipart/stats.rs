@@ -649,3 +649,78 @@ impl MeterFeatures {
         out.extend_from_slice(&u16::to_be_bytes(0));
     }
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::action::Action;
+    use crate::port::PortNo;
+
+    /// table 0, 358.11521396s, priority 65535, cookie 0, match in_port=1, apply output:2.
+    static FLOW_STATS_BYTES: [u8; 88] = [
+        0x00, 0x58, 0x00, 0x00, 0x00, 0x00, 0x01, 0x66, 0x06, 0xde, 0x06,
+        0x88, // len, table, duration
+        0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, // prio, idle, hard, flags, pad
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0,
+        0xee, // cookie, packets, bytes
+        0x00, 0x01, 0x00, 0x0c, 0x80, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x01, 0, 0, 0,
+        0, // match
+        0x00, 0x04, 0x00, 0x18, 0, 0, 0, 0, // apply_actions
+        0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, // output:2
+    ];
+
+    #[test]
+    fn test_flow_stats_parse_emit() {
+        let (rest, fs) = FlowStats::parse(&FLOW_STATS_BYTES).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!(
+            (fs.duration_sec, fs.duration_nsec, fs.priority),
+            (358, 115_213_960, 0xffff)
+        );
+        assert_eq!((fs.packet_count, fs.byte_count), (3, 0xee));
+        assert_eq!(fs.matching, Match::new().in_port(1));
+        assert_eq!(
+            fs.instructions,
+            vec![Instruction::ApplyActions(vec![Action::output(PortNo(2))])]
+        );
+        let mut out = BytesMut::new();
+        fs.emit(&mut out);
+        assert_eq!(&out[..], &FLOW_STATS_BYTES[..]);
+        assert_eq!(
+            fs.to_string(),
+            " cookie=0x0, duration=358.11521396s, table=0, n_packets=3, n_bytes=238, \
+             priority=65535,in_port=1 actions=output:2"
+        );
+    }
+
+    #[test]
+    fn malformed_flow_stats() {
+        assert!(
+            FlowStats::parse(&FLOW_STATS_BYTES[..60])
+                .unwrap_err()
+                .is_truncated()
+        );
+        let mut short = FLOW_STATS_BYTES;
+        short[1] = 0x10; // shorter than the fixed part
+        assert!(matches!(
+            FlowStats::parse(&short),
+            Err(DecodeError::BadLength { .. })
+        ));
+    }
+
+    #[test]
+    fn desc_strings_round_trip() {
+        let d = Desc {
+            mfr_desc: "Nicira, Inc.".into(),
+            hw_desc: "Open vSwitch".into(),
+            sw_desc: "3.1.0".into(),
+            serial_num: "None".into(),
+            dp_desc: "br0".into(),
+        };
+        let mut out = BytesMut::new();
+        d.emit(&mut out);
+        assert_eq!(out.len(), 1056);
+        assert_eq!(Desc::parse(&out).unwrap(), d);
+    }
+}
