@@ -294,12 +294,12 @@ pub(crate) fn parse_actions_nested(mut i: &[u8], depth: usize) -> Result<Vec<Act
 }
 
 /// Count 16-bit-length TLVs (actions, instructions) in a list: a capacity hint bounded by the
-/// input, stopping at the first impossible length.
+/// input (at most one per 8 bytes), stopping at the first impossible length.
 pub(crate) fn count_tlvs(mut i: &[u8]) -> usize {
     let mut n = 0;
     while i.len() >= 4 {
         let len = usize::from(u16::from_be_bytes([i[2], i[3]]));
-        if len < 4 {
+        if len < 8 {
             break;
         }
         n += 1;

@@ -19,7 +19,7 @@ pub use stats::{
 };
 pub use table_features::{FeatureId, TableFeatureProp, TableFeatures};
 
-use stats::parse_all;
+use stats::{parse_all, parse_all_len16};
 
 code_enum! {
     /// `ofp_multipart_type`.
@@ -394,16 +394,16 @@ impl MultipartReply {
         let (b, (kind, flags, _pad)) = fixed(i, 8, "multipart reply", (u16p, u16p, u32p))?;
         let body = match kind {
             0 => B::Desc(Desc::parse(b)?),
-            1 => B::Flow(parse_all(b, FlowStats::parse)?),
+            1 => B::Flow(parse_all_len16(b, 56, FlowStats::parse)?),
             2 => B::Aggregate(AggregateStats::parse(b)?),
             3 => B::Table(parse_all(b, TableStats::parse)?),
             4 => B::PortStats(parse_all(b, PortStats::parse)?),
             5 => B::Queue(parse_all(b, QueueStats::parse)?),
-            6 => B::Group(parse_all(b, GroupStats::parse)?),
-            7 => B::GroupDesc(parse_all(b, GroupDesc::parse)?),
+            6 => B::Group(parse_all_len16(b, 40, GroupStats::parse)?),
+            7 => B::GroupDesc(parse_all_len16(b, 8, GroupDesc::parse)?),
             8 => B::GroupFeatures(GroupFeatures::parse(b)?),
             9 => B::Meter(parse_all(b, MeterStats::parse)?),
-            10 => B::MeterConfig(parse_all(b, MeterConfig::parse)?),
+            10 => B::MeterConfig(parse_all_len16(b, 8, MeterConfig::parse)?),
             11 => B::MeterFeatures(MeterFeatures::parse(b)?),
             12 => B::TableFeatures(table_features::parse_table_features(b)?),
             13 => B::PortDesc(parse_all(b, Port::parse)?),

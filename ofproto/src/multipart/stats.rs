@@ -25,10 +25,41 @@ fn put_c_string(out: &mut BytesMut, s: &str, width: usize) {
 
 /// Parse a list of entries filling all of `i`.
 pub(crate) fn parse_all<'a, T>(
-    mut i: &'a [u8],
+    i: &'a [u8],
     p: impl Fn(&'a [u8]) -> PResult<'a, T>,
 ) -> Result<Vec<T>, DecodeError> {
-    let mut v = Vec::new();
+    parse_all_with_capacity(i, 0, p)
+}
+
+/// Parse entries that start with their own 16-bit length (flow stats, group stats, ...),
+/// sizing the vector from a walk over those lengths first: a reply holds hundreds of entries.
+/// Lengths below `min_len` (the entry's fixed part) stop the count, so the capacity never
+/// exceeds `input length / min_len`.
+pub(crate) fn parse_all_len16<'a, T>(
+    i: &'a [u8],
+    min_len: usize,
+    p: impl Fn(&'a [u8]) -> PResult<'a, T>,
+) -> Result<Vec<T>, DecodeError> {
+    let (mut n, mut rest) = (0, i);
+    while let Some(len) = rest
+        .first_chunk::<2>()
+        .map(|b| usize::from(u16::from_be_bytes(*b)))
+    {
+        if len < min_len.max(1) {
+            break;
+        }
+        n += 1;
+        rest = rest.get(len..).unwrap_or(&[]);
+    }
+    parse_all_with_capacity(i, n, p)
+}
+
+fn parse_all_with_capacity<'a, T>(
+    mut i: &'a [u8],
+    capacity: usize,
+    p: impl Fn(&'a [u8]) -> PResult<'a, T>,
+) -> Result<Vec<T>, DecodeError> {
+    let mut v = Vec::with_capacity(capacity);
     while !i.is_empty() {
         let (r, t) = p(i)?;
         v.push(t);
