@@ -274,11 +274,14 @@ pub async fn run_with_store(
         .timeout(Duration::from_secs(30))
         .build()
         .map_err(|e| DaemonError::Server(std::io::Error::other(e)))?;
+    let endpoints =
+        crate::endpoint::batch::Batcher::spawn(db.clone()).map_err(DaemonError::Server)?;
     let state = Arc::new(AppState {
         db,
         role,
         control_addr: control.clone(),
         http,
+        endpoints,
     });
     let app_state = state.clone();
     let mut server = actix_web::HttpServer::new(move || rest::app(app_state.clone()))

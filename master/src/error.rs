@@ -6,7 +6,7 @@
 use crate::store::StoreError;
 
 /// A control-plane failure.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// A field failed validation (HTTP 400).
     #[error("invalid {field}: {rule}")]

@@ -34,6 +34,8 @@ pub struct AppState {
     pub control_addr: String,
     /// Client used by the follower proxy and for calls to netplugins.
     pub http: reqwest::Client,
+    /// Group commit of endpoint creates and deletes.
+    pub endpoints: crate::endpoint::batch::Batcher,
 }
 
 impl ResponseError for Error {

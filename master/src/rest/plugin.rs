@@ -55,7 +55,7 @@ async fn create_endpoint(
     body: web::Bytes,
 ) -> Result<HttpResponse, Error> {
     let r = parse(&req, &body)?;
-    let ep = endpoint::create_endpoint(&state.db, &r).await?;
+    let ep = state.endpoints.create(&r).await?;
     Ok(HttpResponse::Ok().json(EndpointResponse { EndpointConfig: ep }))
 }
 
@@ -65,7 +65,7 @@ async fn delete_endpoint(
     body: web::Bytes,
 ) -> Result<HttpResponse, Error> {
     let r = parse(&req, &body)?;
-    let ep = endpoint::delete_endpoint(&state.db, &r).await?;
+    let ep = state.endpoints.delete(&r).await?;
     Ok(HttpResponse::Ok().json(EndpointResponse { EndpointConfig: ep }))
 }
 

@@ -18,8 +18,10 @@ use crate::store::txn::Db;
 use crate::store::*;
 
 fn state(store: Arc<dyn StateStore>, role: LeaderState) -> Arc<AppState> {
+    let db = Db::new(store);
     Arc::new(AppState {
-        db: Db::new(store),
+        endpoints: crate::endpoint::batch::Batcher::spawn(db.clone()).unwrap(),
+        db,
         role: RoleView::fixed(role),
         control_addr: "127.0.0.1:9999".into(),
         http: reqwest::Client::new(),

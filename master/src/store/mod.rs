@@ -82,7 +82,7 @@ pub enum WatchEvent {
 }
 
 /// Store failures. `Unavailable` is transient (retry / 503); the others are not.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("state store unavailable: {0}")]
     Unavailable(String),

@@ -149,6 +149,17 @@ impl<'s> Tx<'s> {
         self.writes.insert(key.to_string(), None);
     }
 
+    /// Remember the buffered writes, to undo a failed step of a batch with [`Tx::rollback`].
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint(self.writes.clone())
+    }
+
+    /// Drop every write buffered since `savepoint`. Reads stay recorded (their guards only make the
+    /// commit more careful).
+    pub fn rollback(&mut self, savepoint: Savepoint) {
+        self.writes = savepoint.0;
+    }
+
     /// Number of buffered writes (tests and diagnostics).
     pub fn pending_writes(&self) -> usize {
         self.writes.len()
@@ -180,6 +191,9 @@ impl<'s> Tx<'s> {
         (guards, ops)
     }
 }
+
+/// Buffered writes at some point of a transaction.
+pub struct Savepoint(BTreeMap<String, Option<Vec<u8>>>);
 
 /// Decode a stored JSON value, naming key and type on failure.
 pub fn decode<T: DeserializeOwned>(key: &str, kind: &'static str, bytes: &[u8]) -> StoreResult<T> {

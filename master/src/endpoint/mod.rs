@@ -7,6 +7,8 @@
 
 #![allow(non_snake_case)]
 
+pub mod batch;
+
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -290,117 +292,152 @@ pub async fn release_address(db: &Db, req: &AddressReleaseRequest) -> Result<()>
     .await
 }
 
-/// `POST /plugin/createEndpoint`. Idempotent: an existing endpoint is returned unchanged.
-pub async fn create_endpoint(db: &Db, req: &CreateEndpointRequest) -> Result<CfgEndpointState> {
-    crate::model::validate::name("TenantName", &req.TenantName, 64)?;
-    crate::model::validate::name("NetworkName", &req.NetworkName, 64)?;
-    let container = if req.ConfigEP.Container.is_empty() {
-        &req.EndpointID
-    } else {
-        &req.ConfigEP.Container
-    };
-    if container.is_empty() {
-        return Err(Error::invalid(
-            "ConfigEP.Container",
-            "is required (or EndpointID)",
-        ));
-    }
-    let preferred = if req.ConfigEP.IPAddress.is_empty() {
-        None
-    } else {
-        Some(parse_v4("ConfigEP.IPAddress", &req.ConfigEP.IPAddress)?)
-    };
-    let preferred6 = if req.ConfigEP.IPv6Address.is_empty() {
-        None
-    } else {
-        Some(
-            strip_len(&req.ConfigEP.IPv6Address)
-                .parse::<Ipv6Addr>()
-                .map_err(|_| {
-                    Error::invalid(
-                        "ConfigEP.IPv6Address",
-                        format!("{:?} is not an IPv6 address", req.ConfigEP.IPv6Address),
-                    )
-                })?,
-        )
-    };
-    let group = if req.ServiceName.is_empty() {
-        req.ConfigEP.ServiceName.clone()
-    } else {
-        req.ServiceName.clone()
-    };
-    db.write(async |tx| {
-        let net_id = CfgNetworkState::id_for(&req.TenantName, &req.NetworkName);
-        let ep_id = CfgEndpointState::id_for(&net_id, container);
-        let ep_key = CfgEndpointState::key_for(&ep_id);
-        if let Some(existing) = tx
-            .get::<CfgEndpointState>(&ep_key, CfgEndpointState::KIND)
-            .await?
-        {
-            return Ok(existing);
-        }
-        let net = load_net_state(tx, &req.TenantName, &req.NetworkName).await?;
-        let epg = if group.is_empty() {
-            None
+/// A createEndpoint request, checked and parsed (done before any store access).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEndpoint {
+    pub tenant: String,
+    pub network: String,
+    /// EPG name, or empty.
+    pub group: String,
+    pub container: String,
+    pub endpoint_id: String,
+    pub host: String,
+    pub common_name: String,
+    pub preferred: Option<Ipv4Addr>,
+    pub preferred6: Option<Ipv6Addr>,
+}
+
+impl NewEndpoint {
+    pub fn parse(req: &CreateEndpointRequest) -> Result<Self> {
+        crate::model::validate::name("TenantName", &req.TenantName, 64)?;
+        crate::model::validate::name("NetworkName", &req.NetworkName, 64)?;
+        let container = if req.ConfigEP.Container.is_empty() {
+            &req.EndpointID
         } else {
-            Some(load_epg_state(tx, &req.TenantName, &group).await?)
+            &req.ConfigEP.Container
         };
-        if let Some(g) = &epg
-            && g.network_name != req.NetworkName
-        {
+        if container.is_empty() {
             return Err(Error::invalid(
-                "ServiceName",
-                format!(
-                    "endpoint group {group} is on network {}, not {}",
-                    g.network_name, req.NetworkName
-                ),
+                "ConfigEP.Container",
+                "is required (or EndpointID)",
             ));
         }
-        let mut t = Target { net, epg };
-        let ip = match preferred {
-            // An address handed out by allocAddress is already marked used: claim the reservation.
-            Some(ip) if t.net.ip_reservations.remove(&ip.to_string()) => ip,
-            other => take_address(&mut t, other)?,
+        let preferred = if req.ConfigEP.IPAddress.is_empty() {
+            None
+        } else {
+            Some(parse_v4("ConfigEP.IPAddress", &req.ConfigEP.IPAddress)?)
         };
-        let mut ipv6_address = String::new();
-        if !t.net.ipv6_subnet_ip.is_empty() {
-            let s6 = Ipv6Subnet::parse(
-                "ipv6Subnet",
-                &format!("{}/{}", t.net.ipv6_subnet_ip, t.net.ipv6_subnet_len),
-            )?;
-            let mut last = t.net.ipv6_last_host.clone();
-            let ip6 = ipv6::allocate(&s6, &mut t.net.ipv6_alloc_map, &mut last, preferred6)?;
-            t.net.ipv6_last_host = last;
-            ipv6_address = ip6.to_string();
-        }
-        t.net.ep_count += 1;
-        if let Some(g) = &mut t.epg {
-            g.ep_count += 1;
-        }
-        let ep = CfgEndpointState {
-            id: ep_id.clone(),
-            net_id: net_id.clone(),
+        let preferred6 = if req.ConfigEP.IPv6Address.is_empty() {
+            None
+        } else {
+            Some(
+                strip_len(&req.ConfigEP.IPv6Address)
+                    .parse::<Ipv6Addr>()
+                    .map_err(|_| {
+                        Error::invalid(
+                            "ConfigEP.IPv6Address",
+                            format!("{:?} is not an IPv6 address", req.ConfigEP.IPv6Address),
+                        )
+                    })?,
+            )
+        };
+        Ok(NewEndpoint {
+            tenant: req.TenantName.clone(),
+            network: req.NetworkName.clone(),
+            group: if req.ServiceName.is_empty() {
+                req.ConfigEP.ServiceName.clone()
+            } else {
+                req.ServiceName.clone()
+            },
+            container: container.clone(),
             endpoint_id: if req.EndpointID.is_empty() {
                 container.clone()
             } else {
                 req.EndpointID.clone()
             },
-            service_name: group.clone(),
-            endpoint_group_id: t.epg.as_ref().map_or(0, |g| g.endpoint_group_id),
-            endpoint_group_key: t.epg.as_ref().map_or(String::new(), |g| g.id.clone()),
-            ip_address: ip.to_string(),
-            ipv6_address,
-            mac_address: mac_from_ipv4(ip),
-            homing_host: req.ConfigEP.Host.clone(),
-            container_id: container.clone(),
-            ep_common_name: req.EPCommonName.clone(),
-            ..Default::default()
-        };
-        save_target(tx, &t)?;
-        tx.put(&ep_key, CfgEndpointState::KIND, &ep)?;
-        Ok(ep)
-    })
-    .await
+            host: req.ConfigEP.Host.clone(),
+            common_name: req.EPCommonName.clone(),
+            preferred,
+            preferred6,
+        })
+    }
+}
+
+/// `POST /plugin/createEndpoint` without batching. Idempotent: an existing endpoint is returned
+/// unchanged.
+pub async fn create_endpoint(db: &Db, req: &CreateEndpointRequest) -> Result<CfgEndpointState> {
+    let ne = NewEndpoint::parse(req)?;
+    db.write(async |tx| create_endpoint_in(tx, &ne).await).await
+}
+
+/// Create an endpoint inside a transaction: address (reserved, preferred or first free), IPv6,
+/// MAC, counters and the endpoint record.
+pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<CfgEndpointState> {
+    let net_id = CfgNetworkState::id_for(&ne.tenant, &ne.network);
+    let ep_id = CfgEndpointState::id_for(&net_id, &ne.container);
+    let ep_key = CfgEndpointState::key_for(&ep_id);
+    if let Some(existing) = tx
+        .get::<CfgEndpointState>(&ep_key, CfgEndpointState::KIND)
+        .await?
+    {
+        return Ok(existing);
+    }
+    let net = load_net_state(tx, &ne.tenant, &ne.network).await?;
+    let epg = if ne.group.is_empty() {
+        None
+    } else {
+        Some(load_epg_state(tx, &ne.tenant, &ne.group).await?)
+    };
+    if let Some(g) = &epg
+        && g.network_name != ne.network
+    {
+        return Err(Error::invalid(
+            "ServiceName",
+            format!(
+                "endpoint group {} is on network {}, not {}",
+                ne.group, g.network_name, ne.network
+            ),
+        ));
+    }
+    let mut t = Target { net, epg };
+    let ip = match ne.preferred {
+        // An address handed out by allocAddress is already marked used: claim the reservation.
+        Some(ip) if t.net.ip_reservations.remove(&ip.to_string()) => ip,
+        other => take_address(&mut t, other)?,
+    };
+    let mut ipv6_address = String::new();
+    if !t.net.ipv6_subnet_ip.is_empty() {
+        let s6 = Ipv6Subnet::parse(
+            "ipv6Subnet",
+            &format!("{}/{}", t.net.ipv6_subnet_ip, t.net.ipv6_subnet_len),
+        )?;
+        let mut last = t.net.ipv6_last_host.clone();
+        let ip6 = ipv6::allocate(&s6, &mut t.net.ipv6_alloc_map, &mut last, ne.preferred6)?;
+        t.net.ipv6_last_host = last;
+        ipv6_address = ip6.to_string();
+    }
+    t.net.ep_count += 1;
+    if let Some(g) = &mut t.epg {
+        g.ep_count += 1;
+    }
+    let ep = CfgEndpointState {
+        id: ep_id.clone(),
+        net_id,
+        endpoint_id: ne.endpoint_id.clone(),
+        service_name: ne.group.clone(),
+        endpoint_group_id: t.epg.as_ref().map_or(0, |g| g.endpoint_group_id),
+        endpoint_group_key: t.epg.as_ref().map_or(String::new(), |g| g.id.clone()),
+        ip_address: ip.to_string(),
+        ipv6_address,
+        mac_address: mac_from_ipv4(ip),
+        homing_host: ne.host.clone(),
+        container_id: ne.container.clone(),
+        ep_common_name: ne.common_name.clone(),
+        ..Default::default()
+    };
+    save_target(tx, &t)?;
+    tx.put(&ep_key, CfgEndpointState::KIND, &ep)?;
+    Ok(ep)
 }
 
 /// Delete an endpoint inside a transaction: free its addresses, fix counters, drop it from services.
@@ -461,10 +498,17 @@ async fn refresh_tenant_services(tx: &mut Tx<'_>, tenant: &str) -> Result<()> {
     Ok(())
 }
 
-/// `POST /plugin/deleteEndpoint`.
+/// The endpoint id a deleteEndpoint request names.
+pub fn endpoint_id_of(req: &DeleteEndpointRequest) -> String {
+    CfgEndpointState::id_for(
+        &CfgNetworkState::id_for(&req.TenantName, &req.NetworkName),
+        &req.EndpointID,
+    )
+}
+
+/// `POST /plugin/deleteEndpoint` without batching.
 pub async fn delete_endpoint(db: &Db, req: &DeleteEndpointRequest) -> Result<CfgEndpointState> {
-    let net_id = CfgNetworkState::id_for(&req.TenantName, &req.NetworkName);
-    let ep_id = CfgEndpointState::id_for(&net_id, &req.EndpointID);
+    let ep_id = endpoint_id_of(req);
     db.write(async |tx| delete_endpoint_in(tx, &ep_id).await)
         .await
 }
