@@ -1431,7 +1431,7 @@ fn duration(s: &mut String, sec: u32, nsec: u32) {
 
 impl fmt::Display for FlowStats {
     /// One `ovs-ofctl dump-flows` line, e.g.
-    /// ` cookie=0x0, duration=1.5s, table=0, n_packets=0, n_bytes=0, priority=0 actions=NORMAL`.
+    /// ` cookie=0x0, duration=1.500s, table=0, n_packets=0, n_bytes=0, priority=0 actions=NORMAL`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = String::new();
         let _ = write!(s, " cookie={:#x}, duration=", self.cookie);
