@@ -82,9 +82,12 @@ async fn run(
     cancel: CancellationToken,
 ) {
     let poll = (config.ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+    // The lease of our last term: after an etcd outage the lock may still be ours.
+    let mut last_lease = None;
     loop {
-        match follow_once(store.as_ref(), &config, &tx).await {
+        match follow_once(store.as_ref(), &config, &tx, last_lease).await {
             Ok(Some(lease)) => {
+                last_lease = Some(lease);
                 tracing::info!(id = %config.id, "acquired netmaster leader lock");
                 tx.send_replace(LeaderState {
                     is_leader: true,
@@ -110,14 +113,23 @@ async fn run(
     }
 }
 
-/// One follower step: publish the current holder, or try to take the free lock.
+/// One follower step: resume a lock that is still ours, publish the current holder, or try to take
+/// the free lock.
 async fn follow_once(
     store: &dyn StateStore,
     config: &ElectionConfig,
     tx: &watch::Sender<LeaderState>,
+    last_lease: Option<LeaseId>,
 ) -> Result<Option<LeaseId>, StoreError> {
     if let Some(kv) = store.get(keys::LEADER_LOCK).await? {
         let holder = String::from_utf8_lossy(&kv.value).into_owned();
+        if holder == config.id
+            && let Some(lease) = last_lease
+            && store.keep_alive(lease).await.is_ok()
+        {
+            // We stepped down while etcd was unreachable, but the lease outlived the outage.
+            return Ok(Some(lease));
+        }
         tx.send_if_modified(|s| {
             let next = LeaderState {
                 is_leader: false,

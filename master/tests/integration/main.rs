@@ -11,3 +11,4 @@ mod endpoints;
 mod netctl_cli;
 mod outage;
 mod restart;
+mod store_contract;
