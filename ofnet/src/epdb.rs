@@ -66,7 +66,8 @@ pub enum EndpointDbError {
 pub struct EndpointTable {
     networks: BTreeMap<u16, Network>,
     vrfs: BTreeMap<String, Vrf>,
-    endpoints: BTreeMap<String, Endpoint>,
+    /// Shared with older snapshots: copying the table copies pointers, not endpoints.
+    endpoints: BTreeMap<String, Arc<Endpoint>>,
     local: BTreeMap<u32, String>,
 }
 
@@ -98,30 +99,30 @@ impl EndpointTable {
 
     /// Every endpoint, local and remote, by id.
     pub fn endpoints(&self) -> impl Iterator<Item = &Endpoint> {
-        self.endpoints.values()
+        self.endpoints.values().map(|e| &**e)
     }
 
     pub fn endpoint(&self, id: &str) -> Option<&Endpoint> {
-        self.endpoints.get(id)
+        self.endpoints.get(id).map(|e| &**e)
     }
 
     /// The endpoint holding `ip` in `vrf`.
     pub fn find(&self, ip: IpAddr, vrf: &str) -> Option<&Endpoint> {
-        self.endpoints.get(&Endpoint::id_for(ip, vrf))
+        self.endpoint(&Endpoint::id_for(ip, vrf))
     }
 
     pub fn local(&self, port: u32) -> Option<&Endpoint> {
-        self.local.get(&port).and_then(|id| self.endpoints.get(id))
+        self.local.get(&port).and_then(|id| self.endpoint(id))
     }
 
     /// Local endpoints in port order.
     pub fn locals(&self) -> impl Iterator<Item = &Endpoint> {
-        self.local.values().filter_map(|id| self.endpoints.get(id))
+        self.local.values().filter_map(|id| self.endpoint(id))
     }
 
     /// Remote endpoints in id order.
     pub fn remotes(&self) -> impl Iterator<Item = &Endpoint> {
-        self.endpoints.values().filter(|e| !e.is_local())
+        self.endpoints().filter(|e| !e.is_local())
     }
 
     /// Apply one change; on error nothing changed.
@@ -139,7 +140,7 @@ impl EndpointTable {
                     .get(&port)
                     .ok_or(EndpointDbError::NoLocalEndpoint(port))?;
                 if let Some(ep) = self.endpoints.get_mut(id) {
-                    ep.dscp = dscp;
+                    Arc::make_mut(ep).dscp = dscp;
                 }
                 Ok(())
             }
@@ -281,7 +282,7 @@ impl EndpointTable {
             dscp: l.dscp,
         };
         if let Some(have_id) = self.local.get(&l.port_no) {
-            if self.endpoints.get(have_id) == Some(&ep) {
+            if self.endpoint(have_id) == Some(&ep) {
                 return Ok(());
             }
             return Err(EndpointDbError::PortInUse {
@@ -299,7 +300,7 @@ impl EndpointTable {
         }
         // A remote endpoint with the same id moved here: the local one replaces it.
         self.local.insert(l.port_no, id.clone());
-        self.endpoints.insert(id, ep);
+        self.endpoints.insert(id, Arc::new(ep));
         Ok(())
     }
 
@@ -311,14 +312,13 @@ impl EndpointTable {
             return Err(EndpointDbError::NoAddress(ep.endpoint_id));
         }
         if self
-            .endpoints
-            .get(&ep.endpoint_id)
+            .endpoint(&ep.endpoint_id)
             .is_some_and(Endpoint::is_local)
         {
             return Err(EndpointDbError::EndpointIsLocal(ep.endpoint_id));
         }
         ep.port_no = 0;
-        self.endpoints.insert(ep.endpoint_id.clone(), ep);
+        self.endpoints.insert(ep.endpoint_id.clone(), Arc::new(ep));
         Ok(())
     }
 }

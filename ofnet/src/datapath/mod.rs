@@ -1,13 +1,17 @@
 //! Bridge datapaths: what flows and groups a bridge should hold, computed as values.
 //!
 //! A datapath is a pure function of the [`Topology`] (the endpoint DB snapshot plus the
-//! agent's uplinks, VTEPs, policy rules and ARP mode) to the complete [`Desired`] set of flows
-//! and groups. The agent recomputes it after every change and sends only the difference
-//! ([`Desired::diff`]) to `ofctrl`. Keeping the whole set as a function of the state (instead of
-//! patching flows per event) means an order of events can never leave a stale flow behind: a
-//! VTEP added after its remote endpoints, a network added after its VTEP, a remote endpoint
-//! removed, all converge to the same table. The cost is linear in the number of flows per
-//! change (a few thousand flows take well under a millisecond to build).
+//! agent's uplinks, VTEPs, policy rules and ARP mode) to flows and groups. They are computed
+//! per [`Owner`], the object they exist for (a local endpoint, a remote endpoint, a network,
+//! an uplink, a rule, the input table): [`Datapath::part`] gives an owner's complete [`Part`],
+//! empty once the owner is gone. The agent recomputes only the owners a change touches and
+//! [`Desired::plan`] turns the new parts into `ofctrl` changes, so an update costs what its
+//! owners cost, not what the whole table costs. Changes that touch everything (a network, a
+//! VTEP) recompute every owner; the result is the same as building the table from scratch
+//! ([`Datapath::desired`]), which is what the golden tests compare.
+//!
+//! Every flow has exactly one owner: two owners wanting the same flow (same table, priority
+//! and match) is a [`DatapathError::Conflict`], refused before anything reaches the switch.
 //!
 //! - [`vlan::VlanBridge`]: VLAN networks (access ports, trunk uplinks, normal switching).
 //! - [`vxlan::VxlanBridge`]: VXLAN networks (local VLANs, VTEPs, MAC table, flood groups).
@@ -58,20 +62,66 @@ pub enum DatapathError {
     Pipeline(#[from] PipelineError),
     #[error(transparent)]
     Rule(#[from] RuleError),
-    /// Two objects want the same flow (same table, priority and match) with different
-    /// actions, e.g. two policy rules with the same match, or a remote endpoint claiming a
-    /// local endpoint's MAC.
-    #[error("two objects want different actions for the flow {flow}")]
-    Conflict { flow: String },
-    #[error("two groups with id {0}")]
-    GroupConflict(u32),
+    /// Two owners want the same flow (same table, priority and match), e.g. two policy rules
+    /// with the same match, or a remote endpoint claiming a local endpoint's MAC.
+    #[error("{owner} and {other} both want the flow {flow}")]
+    Conflict {
+        flow: String,
+        owner: Owner,
+        other: Owner,
+    },
+    #[error("{owner} and {other} both want group {id}")]
+    GroupConflict { id: u32, owner: Owner, other: Owner },
 }
 
-/// The complete set of flows and groups a bridge should hold.
+/// The object a flow or group exists for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Owner {
+    /// The input table's fixed flows (depend on the ARP mode).
+    Input,
+    /// A local endpoint, by OpenFlow port.
+    LocalEndpoint(u32),
+    /// A remote endpoint, by id.
+    RemoteEndpoint(String),
+    Uplink(u32),
+    /// A network, by VLAN: VTEP ingress, flood groups and flood flows.
+    Network(u16),
+    /// A policy rule, by id.
+    Rule(String),
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Owner::Input => write!(f, "the input table"),
+            Owner::LocalEndpoint(p) => write!(f, "local endpoint on port {p}"),
+            Owner::RemoteEndpoint(id) => write!(f, "remote endpoint {id}"),
+            Owner::Uplink(p) => write!(f, "uplink {p}"),
+            Owner::Network(v) => write!(f, "network on VLAN {v}"),
+            Owner::Rule(id) => write!(f, "rule {id}"),
+        }
+    }
+}
+
+/// The flows and groups of one owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Part {
+    pub flows: Vec<Flow>,
+    pub groups: Vec<Group>,
+}
+
+impl Part {
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty() && self.groups.is_empty()
+    }
+}
+
+/// What the bridge holds (or should hold), by owner.
 #[derive(Debug, Clone, Default)]
 pub struct Desired {
-    flows: HashMap<FlowKey, Flow>,
-    groups: BTreeMap<u32, Group>,
+    parts: HashMap<Owner, Part>,
+    flow_owner: HashMap<FlowKey, Owner>,
+    group_owner: HashMap<u32, Owner>,
 }
 
 impl Desired {
@@ -79,79 +129,147 @@ impl Desired {
         Desired::default()
     }
 
-    /// Add a flow; an identical one already present is fine, a different one with the same
-    /// key is a conflict.
-    pub fn add(&mut self, flow: Flow) -> Result<(), DatapathError> {
-        match self.flows.get(&flow.key) {
-            Some(have) if have.instructions != flow.instructions => Err(DatapathError::Conflict {
-                flow: text::flow(&flow),
-            }),
-            Some(_) => Ok(()),
-            None => {
-                self.flows.insert(flow.key.clone(), flow);
-                Ok(())
-            }
-        }
-    }
-
-    pub fn add_all(&mut self, flows: impl IntoIterator<Item = Flow>) -> Result<(), DatapathError> {
-        flows.into_iter().try_for_each(|f| self.add(f))
-    }
-
-    pub fn add_group(&mut self, group: Group) -> Result<(), DatapathError> {
-        if self.groups.contains_key(&group.id) {
-            return Err(DatapathError::GroupConflict(group.id));
-        }
-        self.groups.insert(group.id, group);
-        Ok(())
+    pub fn owners(&self) -> impl Iterator<Item = &Owner> {
+        self.parts.keys()
     }
 
     pub fn flows(&self) -> impl Iterator<Item = &Flow> {
-        self.flows.values()
+        self.parts.values().flat_map(|p| &p.flows)
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.groups.values()
+        self.parts.values().flat_map(|p| &p.groups)
     }
 
     pub fn flow_count(&self) -> usize {
-        self.flows.len()
+        self.flow_owner.len()
     }
 
     /// The flows in `ovs-ofctl` syntax, sorted (see [`text::sorted`]).
     pub fn flow_lines(&self) -> Vec<String> {
-        text::flows(self.flows.values())
+        text::flows(self.flows())
     }
 
     /// The groups in `ovs-ofctl dump-groups` syntax, by id.
     pub fn group_lines(&self) -> Vec<String> {
-        self.groups.values().map(text::group).collect()
+        let mut groups: Vec<&Group> = self.groups().collect();
+        groups.sort_by_key(|g| g.id);
+        groups.into_iter().map(text::group).collect()
     }
 
-    /// The changes that turn `self` (what the bridge holds) into `next`.
-    pub fn diff(&self, next: &Desired) -> Vec<Change> {
+    /// The changes that replace the parts of the given owners (an empty part removes the
+    /// owner). Refuses a flow or group another owner holds. Does not change `self`; see
+    /// [`Desired::commit`].
+    pub fn plan(&self, updates: &[(Owner, Part)]) -> Result<Vec<Change>, DatapathError> {
+        let replaced: HashMap<&Owner, &Part> = updates.iter().map(|(o, p)| (o, p)).collect();
+        let mut new_flows: HashMap<&FlowKey, (&Owner, &Flow)> = HashMap::new();
+        let mut new_groups: HashMap<u32, (&Owner, &Group)> = HashMap::new();
+        for (owner, part) in &replaced {
+            for f in &part.flows {
+                let other = new_flows
+                    .insert(&f.key, (owner, f))
+                    .map(|(o, _)| o)
+                    .or_else(|| {
+                        self.flow_owner
+                            .get(&f.key)
+                            .filter(|o| !replaced.contains_key(o))
+                    });
+                if let Some(other) = other
+                    && other != *owner
+                {
+                    return Err(DatapathError::Conflict {
+                        flow: text::flow(f),
+                        owner: (*owner).clone(),
+                        other: other.clone(),
+                    });
+                }
+            }
+            for g in &part.groups {
+                let other = new_groups
+                    .insert(g.id, (owner, g))
+                    .map(|(o, _)| o)
+                    .or_else(|| {
+                        self.group_owner
+                            .get(&g.id)
+                            .filter(|o| !replaced.contains_key(o))
+                    });
+                if let Some(other) = other {
+                    return Err(DatapathError::GroupConflict {
+                        id: g.id,
+                        owner: (*owner).clone(),
+                        other: other.clone(),
+                    });
+                }
+            }
+        }
         let mut out = Vec::new();
-        for (id, g) in &next.groups {
-            if self.groups.get(id) != Some(g) {
-                out.push(Change::AddGroup(g.clone()));
+        let mut removed_groups = Vec::new();
+        for owner in replaced.keys() {
+            let Some(old) = self.parts.get(owner) else {
+                continue;
+            };
+            for f in &old.flows {
+                if !new_flows.contains_key(&f.key) {
+                    out.push(Change::RemoveFlow(f.key.clone()));
+                }
+            }
+            for g in &old.groups {
+                if !new_groups.contains_key(&g.id) {
+                    removed_groups.push(Change::RemoveGroup(g.id));
+                }
             }
         }
-        for (k, f) in &next.flows {
-            if self.flows.get(k) != Some(f) {
-                out.push(Change::AddFlow(f.clone()));
+        let installed_flow = |k: &FlowKey| {
+            self.flow_owner
+                .get(k)
+                .and_then(|o| self.parts.get(o))
+                .and_then(|p| p.flows.iter().find(|f| &f.key == k))
+        };
+        for (id, (_, g)) in &new_groups {
+            let have = self
+                .group_owner
+                .get(id)
+                .and_then(|o| self.parts.get(o))
+                .and_then(|p| p.groups.iter().find(|h| h.id == *id));
+            if have != Some(*g) {
+                out.push(Change::AddGroup((*g).clone()));
             }
         }
-        for k in self.flows.keys() {
-            if !next.flows.contains_key(k) {
-                out.push(Change::RemoveFlow(k.clone()));
+        for (k, (_, f)) in &new_flows {
+            if installed_flow(k) != Some(*f) {
+                out.push(Change::AddFlow((*f).clone()));
             }
         }
-        for id in self.groups.keys() {
-            if !next.groups.contains_key(id) {
-                out.push(Change::RemoveGroup(*id));
+        out.extend(removed_groups);
+        Ok(out)
+    }
+
+    /// Record parts the switch confirmed (after [`Desired::plan`] accepted them).
+    pub fn commit(&mut self, updates: Vec<(Owner, Part)>) {
+        for (owner, part) in updates {
+            if let Some(old) = self.parts.remove(&owner) {
+                for f in &old.flows {
+                    if self.flow_owner.get(&f.key) == Some(&owner) {
+                        self.flow_owner.remove(&f.key);
+                    }
+                }
+                for g in &old.groups {
+                    if self.group_owner.get(&g.id) == Some(&owner) {
+                        self.group_owner.remove(&g.id);
+                    }
+                }
             }
+            if part.is_empty() {
+                continue;
+            }
+            for f in &part.flows {
+                self.flow_owner.insert(f.key.clone(), owner.clone());
+            }
+            for g in &part.groups {
+                self.group_owner.insert(g.id, owner.clone());
+            }
+            self.parts.insert(owner, part);
         }
-        out
     }
 }
 
@@ -168,32 +286,74 @@ pub trait Datapath: std::fmt::Debug {
 
     fn pipeline(&self) -> &'static Pipeline;
 
-    /// Every flow and group the bridge should hold for `topo`.
-    fn desired(&self, topo: &Topology<'_>) -> Result<Desired, DatapathError>;
+    /// Every owner that has flows or groups in `topo`.
+    fn owners(&self, topo: &Topology<'_>) -> Vec<Owner>;
+
+    /// The complete part of `owner` in `topo` (empty if the owner does not exist).
+    fn part(&self, topo: &Topology<'_>, owner: &Owner) -> Result<Part, DatapathError>;
 
     /// Packet-outs that carry an ARP request (`frame`, untagged, from local endpoint `src`)
     /// whose target no agent knows beyond this host: toward every VTEP, or out one uplink.
     fn forward_arp(&self, topo: &Topology<'_>, src: &Endpoint, frame: &[u8]) -> Vec<PacketOut>;
+
+    /// Everything the bridge should hold for `topo`, built from scratch.
+    fn desired(&self, topo: &Topology<'_>) -> Result<Desired, DatapathError> {
+        let updates: Vec<(Owner, Part)> = self
+            .owners(topo)
+            .into_iter()
+            .map(|o| Ok((o.clone(), self.part(topo, &o)?)))
+            .collect::<Result<_, DatapathError>>()?;
+        let mut d = Desired::new();
+        d.plan(&updates)?;
+        d.commit(updates);
+        Ok(d)
+    }
 }
 
-/// The flows every bridge datapath has: the destination-group entries of every endpoint whose
-/// VRF exists on this bridge, and the policy rules.
-fn shared_flows(
+/// The parts every bridge datapath computes the same way: policy rules.
+fn rule_part(p: &'static Pipeline, topo: &Topology<'_>, id: &str) -> Result<Part, DatapathError> {
+    let Some(rule) = topo.settings.rules.get(id) else {
+        return Ok(Part::default());
+    };
+    let table = p.table(id::POLICY)?;
+    Ok(Part {
+        flows: vec![flows::policy::rule_flow(table, rule, id::SERVICE_SNAT)?],
+        groups: Vec::new(),
+    })
+}
+
+/// The destination-group flows of an endpoint whose VRF exists on this bridge.
+fn dst_group_flows(
     p: &'static Pipeline,
     topo: &Topology<'_>,
-    out: &mut Desired,
-) -> Result<(), DatapathError> {
-    let dst = p.table(id::DST_GROUP)?;
-    for ep in topo.endpoints.endpoints() {
-        if let Some(vrf) = topo.vrf_of(ep) {
-            out.add_all(flows::dst_group(dst, ep, vrf, id::POLICY)?)?;
-        }
+    ep: &Endpoint,
+) -> Result<Vec<Flow>, DatapathError> {
+    match topo.vrf_of(ep) {
+        Some(vrf) => Ok(flows::dst_group(
+            p.table(id::DST_GROUP)?,
+            ep,
+            vrf,
+            id::POLICY,
+        )?),
+        None => Ok(Vec::new()),
     }
-    let policy = p.table(id::POLICY)?;
-    for rule in topo.settings.rules.values() {
-        out.add(flows::policy::rule_flow(policy, rule, id::SERVICE_SNAT)?)?;
-    }
-    Ok(())
+}
+
+/// Owners every bridge datapath has: the input table, endpoints, rules.
+fn common_owners(topo: &Topology<'_>) -> Vec<Owner> {
+    let mut out = vec![Owner::Input];
+    out.extend(
+        topo.endpoints
+            .locals()
+            .map(|e| Owner::LocalEndpoint(e.port_no)),
+    );
+    out.extend(
+        topo.endpoints
+            .remotes()
+            .map(|e| Owner::RemoteEndpoint(e.endpoint_id.clone())),
+    );
+    out.extend(topo.settings.rules.keys().map(|id| Owner::Rule(id.clone())));
+    out
 }
 
 /// Pick one of `ports` for traffic of `mac`, the same one every time while the set is the
@@ -222,41 +382,89 @@ mod tests {
         )
     }
 
-    #[test]
-    fn conflicting_flows_are_refused_identical_ones_merge() {
-        let mut d = Desired::new();
-        d.add(f(1, 3)).unwrap();
-        d.add(f(1, 3)).unwrap();
-        assert!(matches!(
-            d.add(f(1, 4)),
-            Err(DatapathError::Conflict { .. })
-        ));
-        assert_eq!(d.flow_count(), 1);
+    fn part(flows: Vec<Flow>) -> Part {
+        Part {
+            flows,
+            groups: Vec::new(),
+        }
     }
 
-    #[test]
-    fn diff_adds_changed_and_new_removes_gone() {
-        let mut a = Desired::new();
-        a.add(f(1, 3)).unwrap();
-        a.add(f(2, 3)).unwrap();
-        let mut b = Desired::new();
-        b.add(f(1, 4)).unwrap();
-        b.add(f(3, 3)).unwrap();
-        let changes = a.diff(&b);
+    fn adds_and_removes(changes: &[Change]) -> (usize, Vec<FlowKey>) {
         let adds = changes
             .iter()
             .filter(|c| matches!(c, Change::AddFlow(_)))
             .count();
-        let removes: Vec<_> = changes
+        let removes = changes
             .iter()
             .filter_map(|c| match c {
                 Change::RemoveFlow(k) => Some(k.clone()),
                 _ => None,
             })
             .collect();
+        (adds, removes)
+    }
+
+    #[test]
+    fn a_flow_another_owner_holds_is_a_conflict() {
+        let mut d = Desired::new();
+        let u = vec![(Owner::Uplink(1), part(vec![f(1, 3)]))];
+        d.plan(&u).unwrap();
+        d.commit(u);
+        let err = d
+            .plan(&[(Owner::LocalEndpoint(1), part(vec![f(1, 4)]))])
+            .unwrap_err();
+        assert!(matches!(err, DatapathError::Conflict { .. }), "{err}");
+        // Within one update, too.
+        let err = Desired::new()
+            .plan(&[
+                (Owner::LocalEndpoint(1), part(vec![f(1, 3)])),
+                (Owner::LocalEndpoint(2), part(vec![f(1, 3)])),
+            ])
+            .unwrap_err();
+        assert!(matches!(err, DatapathError::Conflict { .. }), "{err}");
+    }
+
+    #[test]
+    fn replacing_a_part_adds_changed_and_new_and_removes_gone() {
+        let mut d = Desired::new();
+        let u = vec![(Owner::LocalEndpoint(1), part(vec![f(1, 3), f(2, 3)]))];
+        d.plan(&u).unwrap();
+        d.commit(u);
+        let u = vec![(Owner::LocalEndpoint(1), part(vec![f(1, 4), f(3, 3)]))];
+        let (adds, removes) = adds_and_removes(&d.plan(&u).unwrap());
         assert_eq!(adds, 2);
         assert_eq!(removes, vec![f(2, 3).key]);
-        assert!(b.diff(&b).is_empty());
+        d.commit(u.clone());
+        assert!(
+            d.plan(&u).unwrap().is_empty(),
+            "same part again: nothing to do"
+        );
+        let gone = vec![(Owner::LocalEndpoint(1), Part::default())];
+        let (adds, removes) = adds_and_removes(&d.plan(&gone).unwrap());
+        assert_eq!((adds, removes.len()), (0, 2));
+        d.commit(gone);
+        assert_eq!(d.flow_count(), 0);
+        assert_eq!(d.owners().count(), 0);
+    }
+
+    #[test]
+    fn a_flow_can_move_between_owners_in_one_update() {
+        let mut d = Desired::new();
+        let u = vec![(Owner::Uplink(1), part(vec![f(1, 3)]))];
+        d.plan(&u).unwrap();
+        d.commit(u);
+        let u = vec![
+            (Owner::Uplink(1), Part::default()),
+            (Owner::LocalEndpoint(1), part(vec![f(1, 3)])),
+        ];
+        let (adds, removes) = adds_and_removes(&d.plan(&u).unwrap());
+        assert_eq!(
+            (adds, removes.len()),
+            (0, 0),
+            "same flow, new owner: no switch change"
+        );
+        d.commit(u);
+        assert_eq!(d.flow_count(), 1);
     }
 
     #[test]

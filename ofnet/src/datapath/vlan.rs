@@ -6,7 +6,10 @@
 //! marks DSCP), table 4 writes the destination group of known addresses, table 5 applies the
 //! rules. Traffic arriving on an uplink was policed at its source and skips to table 6.
 
-use super::{Datapath, DatapathError, Desired, PacketOut, Topology, pick_by_mac, shared_flows};
+use super::{
+    Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
+    pick_by_mac, rule_part,
+};
 use crate::flows::{self, PortClass, category, push_vlan};
 use crate::model::{ArpMode, BridgeKind, Endpoint};
 use crate::pipeline::{Pipeline, VLAN_PIPELINE, id};
@@ -44,44 +47,61 @@ impl Datapath for VlanBridge {
         &VLAN_PIPELINE
     }
 
-    fn desired(&self, topo: &Topology<'_>) -> Result<Desired, DatapathError> {
+    fn owners(&self, topo: &Topology<'_>) -> Vec<Owner> {
+        let mut out = common_owners(topo);
+        out.extend(topo.settings.uplinks.iter().map(|p| Owner::Uplink(*p)));
+        out
+    }
+
+    fn part(&self, topo: &Topology<'_>, owner: &Owner) -> Result<Part, DatapathError> {
         let p = self.pipeline();
-        let mut out = Desired::new();
-        out.add_all(flows::input(
-            p.table(id::INPUT)?,
-            false,
-            topo.settings.arp_mode == ArpMode::Proxy,
-        )?)?;
-        let t1 = p.table(id::VLAN)?;
-        for ep in topo.endpoints.locals() {
-            let Some(vrf_id) = topo.vrf_of(ep) else {
-                continue;
-            };
-            out.add_all(flows::port_class(
-                t1,
-                &PortClass {
-                    port: ep.port_no,
-                    vrf_id,
-                    epg: ep.endpoint_group,
-                    push_vlan: None,
-                    dscp: ep.dscp,
-                    next: id::SERVICE_DNAT,
-                },
-            )?)?;
-        }
-        for &uplink in &topo.settings.uplinks {
-            out.add(
+        let flows = match owner {
+            Owner::Input => flows::input(
+                p.table(id::INPUT)?,
+                false,
+                topo.settings.arp_mode == ArpMode::Proxy,
+            )?,
+            Owner::LocalEndpoint(port) => {
+                let Some(ep) = topo.endpoints.local(*port) else {
+                    return Ok(Part::default());
+                };
+                let Some(vrf_id) = topo.vrf_of(ep) else {
+                    return Ok(Part::default());
+                };
+                let mut out = flows::port_class(
+                    p.table(id::VLAN)?,
+                    &PortClass {
+                        port: ep.port_no,
+                        vrf_id,
+                        epg: ep.endpoint_group,
+                        push_vlan: None,
+                        dscp: ep.dscp,
+                        next: id::SERVICE_DNAT,
+                    },
+                )?;
+                out.extend(dst_group_flows(p, topo, ep)?);
+                out
+            }
+            Owner::RemoteEndpoint(rid) => match topo.endpoints.endpoint(rid) {
+                Some(ep) if !ep.is_local() => dst_group_flows(p, topo, ep)?,
+                _ => Vec::new(),
+            },
+            Owner::Uplink(port) if topo.settings.uplinks.contains(port) => vec![
                 flows::goto(
-                    t1,
+                    p.table(id::VLAN)?,
                     priority::MATCH,
-                    Match::new().in_port(uplink),
+                    Match::new().in_port(*port),
                     id::SERVICE_SNAT,
                 )?
-                .owned_by(category::UPLINK, u64::from(uplink)),
-            )?;
-        }
-        shared_flows(p, topo, &mut out)?;
-        Ok(out)
+                .owned_by(category::UPLINK, u64::from(*port)),
+            ],
+            Owner::Rule(rid) => return rule_part(p, topo, rid),
+            Owner::Uplink(_) | Owner::Network(_) => Vec::new(),
+        };
+        Ok(Part {
+            flows,
+            groups: Vec::new(),
+        })
     }
 
     fn forward_arp(&self, topo: &Topology<'_>, src: &Endpoint, frame: &[u8]) -> Vec<PacketOut> {

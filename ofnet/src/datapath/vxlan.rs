@@ -7,10 +7,13 @@
 //! id, and floods everything else through the VLAN's groups: everything from a local port
 //! floods to local ports and all VTEPs, everything from a VTEP only to local ports.
 
-use super::{Datapath, DatapathError, Desired, PacketOut, Topology, shared_flows};
+use super::{
+    Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
+    rule_part,
+};
 use crate::flows::{self, PortClass, VID_PRESENT, category, object_of, push_vlan, set_tun_id};
 use crate::metadata;
-use crate::model::{ArpMode, BridgeKind, Endpoint, Network};
+use crate::model::{ArpMode, BridgeKind, Endpoint};
 use crate::pipeline::{Pipeline, VXLAN_PIPELINE, id};
 use crate::priority;
 use ofctrl::Group;
@@ -38,22 +41,21 @@ fn vlan_match(vlan: u16) -> Match {
 }
 
 impl VxlanBridge {
-    fn network_flows(
-        &self,
-        topo: &Topology<'_>,
-        net: &Network,
-        out: &mut Desired,
-    ) -> Result<(), DatapathError> {
+    /// VTEP ingress per VTEP, the flood groups and the flows choosing between them.
+    fn network_part(&self, topo: &Topology<'_>, vlan: u16) -> Result<Part, DatapathError> {
         let p = self.pipeline();
+        let Some(net) = topo.endpoints.network(vlan).filter(|n| n.vni != 0) else {
+            return Ok(Part::default());
+        };
         let Some(vrf_id) = topo.endpoints.vrf_id(&net.vrf) else {
-            return Ok(());
+            return Ok(Part::default());
         };
         let object = u64::from(net.vlan);
-        // Tunnel ingress, per VTEP.
+        let mut flows = Vec::new();
         let t1 = p.table(id::VLAN)?;
         for &vtep in topo.settings.vteps.values() {
             let actions: Vec<Action> = push_vlan(net.vlan).into();
-            out.add(
+            flows.push(
                 t1.flow(
                     priority::MATCH,
                     Match::new().in_port(vtep).tun_id(u64::from(net.vni), None),
@@ -66,10 +68,9 @@ impl VxlanBridge {
                         Instruction::GotoTable(id::SERVICE_SNAT),
                     ],
                 )?
-                .owned_by(category::VTEP, u64::from(vtep)),
-            )?;
+                .owned_by(category::NETWORK, object),
+            );
         }
-        // Flood groups and the flows choosing between them.
         let local: Vec<Bucket> = topo
             .endpoints
             .locals()
@@ -84,54 +85,58 @@ impl VxlanBridge {
                 Action::output(vtep),
             ]));
         }
-        out.add_group(Group {
-            id: local_flood_group(net.vlan),
-            group_type: GroupType::All,
-            buckets: local,
-        })?;
-        out.add_group(Group {
-            id: all_flood_group(net.vlan),
-            group_type: GroupType::All,
-            buckets: all,
-        })?;
+        let groups = vec![
+            Group {
+                id: local_flood_group(net.vlan),
+                group_type: GroupType::All,
+                buckets: local,
+            },
+            Group {
+                id: all_flood_group(net.vlan),
+                group_type: GroupType::All,
+                buckets: all,
+            },
+        ];
         let t9 = p.table(id::MAC_DEST)?;
         for (from_vtep, group) in [
             (0, all_flood_group(net.vlan)),
             (metadata::RX_VTEP, local_flood_group(net.vlan)),
         ] {
-            out.add(
+            flows.push(
                 t9.flow(
                     priority::FLOOD,
                     vlan_match(net.vlan).metadata(from_vtep, Some(metadata::RX_VTEP)),
                     vec![Instruction::ApplyActions(vec![Action::Group(group)])],
                 )?
                 .owned_by(category::NETWORK, object),
-            )?;
+            );
         }
-        Ok(())
+        Ok(Part { flows, groups })
     }
 
-    fn endpoint_flows(&self, topo: &Topology<'_>, out: &mut Desired) -> Result<(), DatapathError> {
+    fn local_part(&self, topo: &Topology<'_>, port: u32) -> Result<Part, DatapathError> {
         let p = self.pipeline();
-        let t1 = p.table(id::VLAN)?;
-        let t9 = p.table(id::MAC_DEST)?;
-        for ep in topo.endpoints.locals() {
-            let Some(vrf_id) = topo.vrf_of(ep) else {
-                continue;
-            };
-            out.add_all(flows::port_class(
-                t1,
-                &PortClass {
-                    port: ep.port_no,
-                    vrf_id,
-                    epg: ep.endpoint_group,
-                    push_vlan: Some(ep.vlan),
-                    dscp: ep.dscp,
-                    next: id::SERVICE_DNAT,
-                },
-            )?)?;
-            out.add(
-                t9.flow(
+        let Some(ep) = topo.endpoints.local(port) else {
+            return Ok(Part::default());
+        };
+        let Some(vrf_id) = topo.vrf_of(ep) else {
+            return Ok(Part::default());
+        };
+        let mut flows = flows::port_class(
+            p.table(id::VLAN)?,
+            &PortClass {
+                port: ep.port_no,
+                vrf_id,
+                epg: ep.endpoint_group,
+                push_vlan: Some(ep.vlan),
+                dscp: ep.dscp,
+                next: id::SERVICE_DNAT,
+            },
+        )?;
+        flows.extend(dst_group_flows(p, topo, ep)?);
+        flows.push(
+            p.table(id::MAC_DEST)?
+                .flow(
                     priority::MATCH,
                     vlan_match(ep.vlan).eth_dst(ep.mac.octets(), None),
                     vec![Instruction::ApplyActions(vec![
@@ -140,30 +145,41 @@ impl VxlanBridge {
                     ])],
                 )?
                 .owned_by(category::LOCAL_ENDPOINT, u64::from(ep.port_no)),
-            )?;
+        );
+        Ok(Part {
+            flows,
+            groups: Vec::new(),
+        })
+    }
+
+    fn remote_part(&self, topo: &Topology<'_>, rid: &str) -> Result<Part, DatapathError> {
+        let p = self.pipeline();
+        let Some(ep) = topo.endpoints.endpoint(rid).filter(|e| !e.is_local()) else {
+            return Ok(Part::default());
+        };
+        let mut flows = dst_group_flows(p, topo, ep)?;
+        // Reachable once its network exists here and its host's VTEP is known.
+        let net = topo.endpoints.network_by_vni(ep.vni);
+        let vtep = ep.originator_ip.and_then(|ip| topo.settings.vteps.get(&ip));
+        if let (Some(net), Some(&vtep)) = (net, vtep) {
+            flows.push(
+                p.table(id::MAC_DEST)?
+                    .flow(
+                        priority::MATCH,
+                        vlan_match(net.vlan).eth_dst(ep.mac.octets(), None),
+                        vec![Instruction::ApplyActions(vec![
+                            Action::PopVlan,
+                            set_tun_id(ep.vni),
+                            Action::output(vtep),
+                        ])],
+                    )?
+                    .owned_by(category::REMOTE_ENDPOINT, object_of(&ep.endpoint_id)),
+            );
         }
-        for ep in topo.endpoints.remotes() {
-            // Reachable once its network exists here and its host's VTEP is known.
-            let Some(net) = topo.endpoints.network_by_vni(ep.vni) else {
-                continue;
-            };
-            let Some(&vtep) = ep.originator_ip.and_then(|ip| topo.settings.vteps.get(&ip)) else {
-                continue;
-            };
-            out.add(
-                t9.flow(
-                    priority::MATCH,
-                    vlan_match(net.vlan).eth_dst(ep.mac.octets(), None),
-                    vec![Instruction::ApplyActions(vec![
-                        Action::PopVlan,
-                        set_tun_id(ep.vni),
-                        Action::output(vtep),
-                    ])],
-                )?
-                .owned_by(category::REMOTE_ENDPOINT, object_of(&ep.endpoint_id)),
-            )?;
-        }
-        Ok(())
+        Ok(Part {
+            flows,
+            groups: Vec::new(),
+        })
     }
 }
 
@@ -176,22 +192,33 @@ impl Datapath for VxlanBridge {
         &VXLAN_PIPELINE
     }
 
-    fn desired(&self, topo: &Topology<'_>) -> Result<Desired, DatapathError> {
-        let p = self.pipeline();
-        let mut out = Desired::new();
-        out.add_all(flows::input(
-            p.table(id::INPUT)?,
-            true,
-            topo.settings.arp_mode == ArpMode::Proxy,
-        )?)?;
-        for net in topo.endpoints.networks() {
-            if net.vni != 0 {
-                self.network_flows(topo, net, &mut out)?;
-            }
+    fn owners(&self, topo: &Topology<'_>) -> Vec<Owner> {
+        let mut out = common_owners(topo);
+        out.extend(
+            topo.endpoints
+                .networks()
+                .filter(|n| n.vni != 0)
+                .map(|n| Owner::Network(n.vlan)),
+        );
+        out
+    }
+
+    fn part(&self, topo: &Topology<'_>, owner: &Owner) -> Result<Part, DatapathError> {
+        match owner {
+            Owner::Input => Ok(Part {
+                flows: flows::input(
+                    self.pipeline().table(id::INPUT)?,
+                    true,
+                    topo.settings.arp_mode == ArpMode::Proxy,
+                )?,
+                groups: Vec::new(),
+            }),
+            Owner::LocalEndpoint(port) => self.local_part(topo, *port),
+            Owner::RemoteEndpoint(rid) => self.remote_part(topo, rid),
+            Owner::Network(vlan) => self.network_part(topo, *vlan),
+            Owner::Rule(rid) => rule_part(self.pipeline(), topo, rid),
+            Owner::Uplink(_) => Ok(Part::default()),
         }
-        self.endpoint_flows(topo, &mut out)?;
-        shared_flows(p, topo, &mut out)?;
-        Ok(out)
     }
 
     fn forward_arp(&self, topo: &Topology<'_>, src: &Endpoint, frame: &[u8]) -> Vec<PacketOut> {
@@ -211,7 +238,7 @@ mod tests {
     use super::*;
     use crate::datapath::Settings;
     use crate::epdb::{EndpointOp, EndpointTable};
-    use crate::model::{LocalEndpoint, MacAddr};
+    use crate::model::{LocalEndpoint, MacAddr, Network};
     use std::net::Ipv4Addr;
 
     pub(crate) fn fixture() -> (EndpointTable, Settings) {

@@ -1,0 +1,115 @@
+//! How the agent scales with the number of endpoints. Every update recomputes the complete
+//! flow set and sends the difference, so the cost per update grows with the table. Run with
+//! `cargo test -p ofnet --release --test scale -- --ignored --nocapture`; prints the numbers.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{connect, init_tracing};
+use ofnet::datapath::{Datapath, Owner, Part, Settings, Topology};
+use ofnet::epdb::{EndpointOp, EndpointTable};
+use ofnet::{AgentConfig, AgentHandle, BridgeKind, LocalEndpoint, MacAddr, Network, VxlanBridge};
+use std::net::Ipv4Addr;
+use std::time::Instant;
+use testbed::{Ovs, OvsOptions};
+
+const NETWORKS: u32 = 4;
+
+fn network(n: u32) -> Network {
+    Network {
+        vlan: 2 + n as u16,
+        vni: 5000 + n,
+        gateway: None,
+        vrf: "t1".into(),
+    }
+}
+
+/// Endpoint `n`, spread round-robin over the networks.
+fn endpoint(n: u32) -> LocalEndpoint {
+    let [_, _, hi, lo] = n.to_be_bytes();
+    LocalEndpoint {
+        port_no: n + 1,
+        mac: MacAddr([2, 2, 10, 1, hi, lo]),
+        vlan: network(n % NETWORKS).vlan,
+        ipv4: Some(Ipv4Addr::new(10, 1, hi, lo)),
+        ipv6: None,
+        epg: 0,
+        epg_vlan: 0,
+        dscp: 0,
+    }
+}
+
+#[test]
+#[ignore = "measurement, not a check; run explicitly"]
+fn desired_state_computation() {
+    for total in [1000u32, 5000] {
+        let mut t = EndpointTable::new();
+        for n in 0..NETWORKS {
+            t.apply(EndpointOp::AddNetwork(network(n))).unwrap();
+        }
+        for n in 0..total {
+            t.apply(EndpointOp::AddLocal {
+                endpoint: endpoint(n),
+                originator: None,
+            })
+            .unwrap();
+        }
+        let s = Settings::default();
+        let topo = Topology {
+            endpoints: &t,
+            settings: &s,
+        };
+        let start = Instant::now();
+        let d = VxlanBridge.desired(&topo).unwrap();
+        let full = start.elapsed();
+        // What one endpoint add costs: its own part and its network's (the flood groups).
+        let rounds = 100;
+        let start = Instant::now();
+        for n in 0..rounds {
+            let ep = endpoint(n);
+            let updates: Vec<(Owner, Part)> =
+                [Owner::LocalEndpoint(ep.port_no), Owner::Network(ep.vlan)]
+                    .into_iter()
+                    .map(|o| (o.clone(), VxlanBridge.part(&topo, &o).unwrap()))
+                    .collect();
+            assert!(d.plan(&updates).unwrap().is_empty());
+        }
+        println!(
+            "{total} endpoints, {} flows: from scratch {full:?}, one endpoint's owners {:?}",
+            d.flow_count(),
+            start.elapsed() / rounds
+        );
+    }
+}
+
+#[actix_rt::test]
+#[ignore = "measurement, not a check; run explicitly"]
+async fn endpoint_adds_against_a_real_bridge() {
+    testbed::require!(Root, Ovs);
+    init_tracing();
+    let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
+    ovs.add_bridge("br0").unwrap();
+    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vxlan, "br0"));
+    let _listener = connect(&ovs, "br0", &agent).await;
+    for n in 0..NETWORKS {
+        agent.add_network(network(n)).await.unwrap();
+    }
+    let total = 2000;
+    let mut last = Instant::now();
+    let start = last;
+    for n in 0..total {
+        agent.add_local_endpoint(endpoint(n)).await.unwrap();
+        if (n + 1) % 500 == 0 {
+            println!(
+                "endpoints {:5}: {:?} per add (confirmed by OVS)",
+                n + 1,
+                last.elapsed() / 500
+            );
+            last = Instant::now();
+        }
+    }
+    println!("{total} endpoint adds: {:?} total", start.elapsed());
+    let flows = ovs.dump_flows("br0").unwrap().len();
+    println!("flows on the bridge: {flows}");
+    assert!(flows >= 3 * total as usize);
+}
