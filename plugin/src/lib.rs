@@ -1,9 +1,32 @@
-//! netplugin, the host agent: programs Open vSwitch (through its own OVSDB client) and the
-//! kernel (through netlink) for the endpoints of this host.
+//! netplugin, the host agent: programs Open vSwitch (through its own OVSDB client and the
+//! ofnet agents) and the kernel (through netlink) for the endpoints of this host, and serves
+//! the CNI socket.
 //!
 //! Layout:
+//! - [`config`]: flags and environment (reference §3).
+//! - [`daemon`]: start-up order and run loop (§4.1).
+//! - [`driver`]: bridges, agents, networks, groups and local endpoints (§4.2).
+//! - [`watch`]: replay and etcd watches of networks, groups and the global config.
+//! - [`cniserver`]: AddPod/DelPod/CheckPod/Status on the unix socket (§7).
+//! - [`debug`]: the debug REST (§4.3).
+//! - [`http`]: the small HTTP/1.1 server both APIs use.
+//! - [`oper`]: the endpoint oper state kept in etcd.
+//! - [`hostnet`]: netlink in the namespace OVS's datapath lives in.
 //! - [`ovsdb`]: OVSDB JSON-RPC client, monitor cache, bridge and port operations.
-//! - [`netlink`]: veth pairs, moving links into pod namespaces, addresses, routes.
+//! - [`netlink`]: veth pairs, pod namespaces, addresses, routes.
+//! - [`error`]: the error type, `PluginError`.
 
+pub mod cniserver;
+pub mod config;
+pub mod daemon;
+pub mod debug;
+pub mod driver;
+pub mod error;
+pub mod hostnet;
+pub mod http;
 pub mod netlink;
+pub mod oper;
 pub mod ovsdb;
+pub mod watch;
+
+pub use error::PluginError;

@@ -1,0 +1,213 @@
+//! netplugin's CNI server (reference §7.1, §7.3): `POST /ContivCNI.AddPod`, `DelPod`,
+//! `CheckPod` and `Status` on the unix socket, JSON [`PodRequest`] in, [`PodReply`] out.
+//!
+//! Contract:
+//! - Labels (tenant, network, group) come from the request (`args.cni.labels` or `CNI_ARGS`,
+//!   forwarded by contivk8s) with §7.3's defaults; no Kubernetes API client is built in this
+//!   version, so pods' Kubernetes labels are not consulted.
+//! - AddPod either attaches the pod completely or leaves nothing (the driver undoes every
+//!   step); errors are HTTP 500 with `result: 1`, a message that says what to do, and the CNI
+//!   code (`cniCode`) contivk8s reports.
+//! - DelPod succeeds when nothing of the pod is left, including when nothing was there.
+//! - CheckPod fails unless the endpoint, its OVS port and the pod's interface with its
+//!   address exist.
+
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use cni::api::{
+    ADD_POD_PATH, CHECK_POD_PATH, DEL_POD_PATH, PodNetwork, PodReply, PodRequest, RESULT_OK,
+    STATUS_PATH,
+};
+
+use crate::driver::{Driver, LocalEndpointInfo, PodAttach, PodDetach};
+use crate::error::PluginError;
+use crate::http::{Handler, Request, Response};
+use crate::netlink::pod_interface;
+
+/// The request handler for [`crate::http::serve_unix`].
+pub fn handler(driver: Arc<Driver>) -> Handler {
+    Rc::new(move |req: Request| {
+        let driver = driver.clone();
+        Box::pin(async move { handle(&driver, req).await })
+    })
+}
+
+fn error_reply(status: u16, reply: &PodReply) -> Response {
+    Response::json(status, reply)
+}
+
+fn plugin_error(what: &str, err: &PluginError) -> Response {
+    error_reply(
+        500,
+        &PodReply::error(
+            Some(err.cni_code()),
+            format!("{what}: {err}"),
+            format!("{err:?}"),
+        ),
+    )
+}
+
+async fn handle(driver: &Driver, req: Request) -> Response {
+    if req.method != "POST" {
+        return error_reply(
+            405,
+            &PodReply::error(None, format!("{} must be POST", req.path), ""),
+        );
+    }
+    if !req
+        .content_type
+        .as_deref()
+        .is_some_and(|t| t.starts_with("application/json"))
+    {
+        return error_reply(
+            415,
+            &PodReply::error(None, "Content-Type must be application/json", ""),
+        );
+    }
+    let pod: PodRequest = match serde_json::from_slice(&req.body) {
+        Ok(p) => p,
+        Err(e) => {
+            return error_reply(
+                400,
+                &PodReply::error(
+                    Some(7),
+                    format!("request body is not a pod request: {e}"),
+                    "",
+                ),
+            );
+        }
+    };
+    match req.path.as_str() {
+        ADD_POD_PATH => add_pod(driver, &pod).await,
+        DEL_POD_PATH => del_pod(driver, &pod).await,
+        CHECK_POD_PATH => check_pod(driver, &pod).await,
+        STATUS_PATH => Response::json(
+            200,
+            &PodReply {
+                result: RESULT_OK,
+                ..PodReply::default()
+            },
+        ),
+        other => error_reply(
+            404,
+            &PodReply::error(None, format!("no CNI operation {other}"), ""),
+        ),
+    }
+}
+
+fn endpoint_id(pod: &PodRequest) -> &str {
+    if pod.infra_container_id.is_empty() {
+        &pod.container_id
+    } else {
+        &pod.infra_container_id
+    }
+}
+
+/// The success reply for an attached endpoint.
+pub fn reply_for(info: &LocalEndpointInfo) -> PodReply {
+    let oper = &info.oper;
+    PodReply {
+        result: RESULT_OK,
+        endpointid: oper.endpoint_id.clone(),
+        ipaddress: format!("{}/{}", oper.ip_address, info.prefix_len),
+        ipv6address: if oper.ipv6_address.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{}/{}",
+                oper.ipv6_address.split('/').next().unwrap_or_default(),
+                info.ipv6_prefix_len
+            )
+        },
+        gateway: info.gateway.clone(),
+        ipv6_gateway: info.ipv6_gateway.clone(),
+        mac: oper.mac_address.clone(),
+        host_ifname: oper.ovs_port(),
+        ..PodReply::default()
+    }
+}
+
+async fn add_pod(driver: &Driver, pod: &PodRequest) -> Response {
+    let net = PodNetwork::from_labels(&pod.labels);
+    let attach = PodAttach {
+        tenant: net.tenant,
+        network: net.network,
+        group: net.group,
+        container_id: endpoint_id(pod).to_string(),
+        pod_name: pod.pod_name.clone(),
+        pod_namespace: pod.pod_namespace.clone(),
+        netns: PathBuf::from(&pod.netns),
+        ifname: pod.ifname.clone(),
+        labels: pod.labels.clone(),
+    };
+    match driver.attach(&attach).await {
+        Ok(info) => Response::json(200, &reply_for(&info)),
+        Err(e) => plugin_error(
+            &format!(
+                "cannot attach pod {} to network {} of tenant {}",
+                attach.container_id, attach.network, attach.tenant
+            ),
+            &e,
+        ),
+    }
+}
+
+async fn del_pod(driver: &Driver, pod: &PodRequest) -> Response {
+    let net = PodNetwork::from_labels(&pod.labels);
+    let detach = PodDetach {
+        tenant: net.tenant,
+        network: net.network,
+        container_id: endpoint_id(pod).to_string(),
+        netns: (!pod.netns.is_empty()).then(|| PathBuf::from(&pod.netns)),
+        ifname: pod.ifname.clone(),
+    };
+    match driver.detach(&detach).await {
+        Ok(()) => Response::json(
+            200,
+            &PodReply {
+                result: RESULT_OK,
+                endpointid: detach.container_id,
+                ..PodReply::default()
+            },
+        ),
+        Err(e) => plugin_error(&format!("cannot detach pod {}", detach.container_id), &e),
+    }
+}
+
+async fn check_pod(driver: &Driver, pod: &PodRequest) -> Response {
+    let id = endpoint_id(pod);
+    let fail = |msg: String| error_reply(500, &PodReply::error(Some(100), msg, ""));
+    let Some(info) = driver.find_local(id, &pod.ifname) else {
+        return fail(format!(
+            "pod {id} has no endpoint on this host (was it deleted?)"
+        ));
+    };
+    let port = info.oper.ovs_port();
+    if !driver.ovsdb.read(|c| c.port(&port).is_some()) {
+        return fail(format!("the OVS port {port} of pod {id} is missing"));
+    }
+    let netns = PathBuf::from(&pod.netns);
+    match pod_interface(&netns, &pod.ifname).await {
+        Ok(Some(state)) => {
+            let want = &info.oper.ip_address;
+            if !state
+                .addresses
+                .iter()
+                .any(|a| a.addr().to_string() == *want)
+            {
+                return fail(format!(
+                    "{} in pod {id} does not have its address {want}",
+                    pod.ifname
+                ));
+            }
+            Response::json(200, &reply_for(&info))
+        }
+        Ok(None) => fail(format!(
+            "interface {} is missing from pod {id}'s namespace {}",
+            pod.ifname, pod.netns
+        )),
+        Err(e) => fail(format!("cannot inspect pod {id}'s namespace: {e}")),
+    }
+}

@@ -1,0 +1,421 @@
+//! netplugin's command line: the flags and environment variables of reference §3, plus what
+//! running several netplugins on one machine needs (sockets, listen addresses, the namespace
+//! of the OVS datapath).
+//!
+//! Contract: [`Args::into_config`] either returns a complete, checked [`Config`] or a
+//! [`ConfigError`] naming the flag; the binary exits with 22 on it (Contiv's "bad options").
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Exit status for bad options (Contiv: `EINVAL`).
+pub const EXIT_BAD_OPTIONS: i32 = 22;
+
+/// Bridge names of reference §3.
+pub const VXLAN_BRIDGE: &str = "contivVxlanBridge";
+pub const VLAN_BRIDGE: &str = "contivVlanBridge";
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "netplugin",
+    about = "Contiv host agent: OVS, pods, CNI",
+    version
+)]
+pub struct Args {
+    /// Cluster mode: docker, kubernetes, swarm-mode or test.
+    #[arg(long, visible_aliases = ["plugin-mode", "cluster-mode"], env = "CONTIV_NETPLUGIN_MODE")]
+    pub mode: String,
+    /// Network mode: vlan or vxlan.
+    #[arg(
+        long,
+        visible_alias = "network-mode",
+        env = "CONTIV_NETPLUGIN_NET_MODE"
+    )]
+    pub netmode: String,
+    /// Forwarding mode: bridge or routing.
+    #[arg(
+        long,
+        visible_alias = "forward-mode",
+        env = "CONTIV_NETPLUGIN_FORWARD_MODE"
+    )]
+    pub fwdmode: String,
+    /// etcd endpoints, comma separated (the first is used).
+    #[arg(long, visible_alias = "etcd", env = "CONTIV_NETPLUGIN_ETCD_ENDPOINTS")]
+    pub etcd_endpoints: Option<String>,
+    /// Consul is not supported; given, it is rejected.
+    #[arg(
+        long,
+        visible_alias = "consul",
+        env = "CONTIV_NETPLUGIN_CONSUL_ENDPOINTS"
+    )]
+    pub consul_endpoints: Option<String>,
+    #[arg(long, env = "CONTIV_NETPLUGIN_LOG_LEVEL", default_value = "INFO")]
+    pub log_level: String,
+    #[arg(
+        long,
+        visible_alias = "json-log",
+        env = "CONTIV_NETPLUGIN_USE_JSON_LOG"
+    )]
+    pub use_json_log: bool,
+    /// Accepted for compatibility; logs go to stderr.
+    #[arg(long, visible_alias = "syslog", env = "CONTIV_NETPLUGIN_USE_SYSLOG")]
+    pub use_syslog: bool,
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_SYSLOG_URL",
+        default_value = "udp://127.0.0.1:514"
+    )]
+    pub syslog_url: String,
+    /// This host's label (default: the kernel hostname).
+    #[arg(long, visible_alias = "host-label", env = "CONTIV_NETPLUGIN_HOST")]
+    pub host: Option<String>,
+    /// VTEP address (default: the address of the default route's interface).
+    #[arg(long, env = "CONTIV_NETPLUGIN_VTEP_IP")]
+    pub vtep_ip: Option<Ipv4Addr>,
+    /// Control address (default: as the VTEP address).
+    #[arg(long, env = "CONTIV_NETPLUGIN_CONTROL_IP")]
+    pub ctrl_ip: Option<Ipv4Addr>,
+    /// VLAN uplink interfaces, comma separated (required with netmode vlan).
+    #[arg(long, visible_alias = "vlan-if", env = "CONTIV_NETPLUGIN_VLAN_UPLINKS")]
+    pub vlan_uplinks: Option<String>,
+    #[arg(long, env = "CONTIV_NETPLUGIN_VXLAN_PORT", default_value_t = 4789)]
+    pub vxlan_port: u16,
+    /// ovsdb-server's unix socket.
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_OVSDB_SOCKET",
+        default_value = "/var/run/openvswitch/db.sock"
+    )]
+    pub ovsdb_socket: PathBuf,
+    /// The CNI server's unix socket.
+    #[arg(long, env = "CONTIV_NETPLUGIN_CNI_SOCKET", default_value = cni::api::DEFAULT_SOCKET)]
+    pub cni_socket: PathBuf,
+    /// OpenFlow listen address of the VXLAN bridge's agent: `tcp:IP:PORT` or `unix:PATH`.
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_VXLAN_OF_LISTEN",
+        default_value = "tcp:127.0.0.1:6633"
+    )]
+    pub vxlan_of_listen: String,
+    /// OpenFlow listen address of the VLAN bridge's agent: `tcp:IP:PORT` or `unix:PATH`.
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_VLAN_OF_LISTEN",
+        default_value = "tcp:127.0.0.1:6634"
+    )]
+    pub vlan_of_listen: String,
+    /// Debug REST listen address.
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_DEBUG_LISTEN",
+        default_value = "0.0.0.0:9090"
+    )]
+    pub debug_listen: SocketAddr,
+    /// netmaster URL; default: the `netmaster` service registered in etcd.
+    #[arg(long, env = "CONTIV_NETPLUGIN_NETMASTER")]
+    pub netmaster: Option<String>,
+    /// Network namespace where OVS's datapath runs (veth host ends, uplinks); default: ours.
+    #[arg(long, env = "CONTIV_NETPLUGIN_HOST_NETNS")]
+    pub host_netns: Option<PathBuf>,
+    /// OVS datapath type of the bridges: `system` (kernel) or `netdev` (userspace).
+    #[arg(long, env = "CONTIV_NETPLUGIN_OVS_DATAPATH", default_value = "system")]
+    pub ovs_datapath: String,
+}
+
+/// Where an agent accepts its switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OfListen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl OfListen {
+    fn parse(flag: &'static str, text: &str) -> Result<OfListen, ConfigError> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            if path.starts_with('/') {
+                return Ok(OfListen::Unix(PathBuf::from(path)));
+            }
+        } else if let Some(addr) = text.strip_prefix("tcp:")
+            && let Ok(addr) = addr.parse()
+        {
+            return Ok(OfListen::Tcp(addr));
+        }
+        Err(ConfigError::Invalid {
+            flag,
+            value: text.to_string(),
+            rule: "must be tcp:IP:PORT or unix:/absolute/path",
+        })
+    }
+
+    /// The OVS controller target that reaches this listener.
+    pub fn controller_target(&self) -> String {
+        match self {
+            OfListen::Tcp(addr) if addr.ip().is_unspecified() => {
+                format!("tcp:127.0.0.1:{}", addr.port())
+            }
+            OfListen::Tcp(addr) => format!("tcp:{addr}"),
+            OfListen::Unix(path) => format!("unix:{}", path.display()),
+        }
+    }
+}
+
+/// A checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub mode: String,
+    pub netmode: String,
+    pub fwdmode: String,
+    pub etcd_endpoints: Vec<String>,
+    pub host: String,
+    pub vtep_ip: Ipv4Addr,
+    pub ctrl_ip: Ipv4Addr,
+    pub vlan_uplinks: Vec<String>,
+    pub vxlan_port: u16,
+    pub ovsdb_socket: PathBuf,
+    pub cni_socket: PathBuf,
+    pub vxlan_of_listen: OfListen,
+    pub vlan_of_listen: OfListen,
+    pub debug_listen: SocketAddr,
+    pub netmaster: Option<String>,
+    pub host_netns: Option<PathBuf>,
+    pub ovs_datapath: String,
+    pub log_level: String,
+    pub json_log: bool,
+}
+
+/// A bad option.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--{flag} {value:?}: {rule}")]
+    Invalid {
+        flag: &'static str,
+        value: String,
+        rule: &'static str,
+    },
+    #[error("--{0} is required")]
+    Missing(&'static str),
+    #[error("consul is not supported; use --etcd-endpoints")]
+    Consul,
+    #[error("network mode vxlan needs forward mode routing (reference §3)")]
+    VxlanBridge,
+}
+
+fn one_of(
+    flag: &'static str,
+    value: &str,
+    allowed: &[&str],
+    rule: &'static str,
+) -> Result<String, ConfigError> {
+    if allowed.contains(&value) {
+        Ok(value.to_string())
+    } else {
+        Err(ConfigError::Invalid {
+            flag,
+            value: value.to_string(),
+            rule,
+        })
+    }
+}
+
+impl Args {
+    /// Check the options and fill in defaults from the machine (hostname, default-route IP).
+    pub fn into_config(self) -> Result<Config, ConfigError> {
+        if self.consul_endpoints.is_some() {
+            return Err(ConfigError::Consul);
+        }
+        let mode = one_of(
+            "mode",
+            &self.mode,
+            &["docker", "kubernetes", "swarm-mode", "test"],
+            "must be docker, kubernetes, swarm-mode or test",
+        )?;
+        let netmode = one_of(
+            "netmode",
+            &self.netmode,
+            &["vlan", "vxlan"],
+            "must be vlan or vxlan",
+        )?;
+        let fwdmode = one_of(
+            "fwdmode",
+            &self.fwdmode,
+            &["bridge", "routing"],
+            "must be bridge or routing",
+        )?;
+        if netmode == "vxlan" && fwdmode == "bridge" {
+            return Err(ConfigError::VxlanBridge);
+        }
+        let etcd_endpoints: Vec<String> = self
+            .etcd_endpoints
+            .as_deref()
+            .unwrap_or("http://127.0.0.1:2379")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        if etcd_endpoints.is_empty() {
+            return Err(ConfigError::Missing("etcd-endpoints"));
+        }
+        let vlan_uplinks: Vec<String> = self
+            .vlan_uplinks
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        if netmode == "vlan" && vlan_uplinks.is_empty() {
+            return Err(ConfigError::Missing("vlan-uplinks"));
+        }
+        let ovs_datapath = one_of(
+            "ovs-datapath",
+            &self.ovs_datapath,
+            &["system", "netdev"],
+            "must be system or netdev",
+        )?;
+        let host = match self.host {
+            Some(h) if !h.is_empty() => h,
+            _ => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .ok()
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "localhost".into()),
+        };
+        let default_ip = default_route_ip();
+        let vtep_ip = self.vtep_ip.unwrap_or(default_ip);
+        let ctrl_ip = self.ctrl_ip.unwrap_or(vtep_ip);
+        if let Some(ns) = &self.host_netns
+            && !ns.is_absolute()
+        {
+            return Err(ConfigError::Invalid {
+                flag: "host-netns",
+                value: ns.display().to_string(),
+                rule: "must be an absolute path such as /var/run/netns/NAME",
+            });
+        }
+        if !self.cni_socket.is_absolute() {
+            return Err(ConfigError::Invalid {
+                flag: "cni-socket",
+                value: self.cni_socket.display().to_string(),
+                rule: "must be an absolute path",
+            });
+        }
+        Ok(Config {
+            mode,
+            netmode,
+            fwdmode,
+            etcd_endpoints,
+            host,
+            vtep_ip,
+            ctrl_ip,
+            vlan_uplinks,
+            vxlan_port: self.vxlan_port,
+            ovsdb_socket: self.ovsdb_socket,
+            cni_socket: self.cni_socket,
+            vxlan_of_listen: OfListen::parse("vxlan-of-listen", &self.vxlan_of_listen)?,
+            vlan_of_listen: OfListen::parse("vlan-of-listen", &self.vlan_of_listen)?,
+            debug_listen: self.debug_listen,
+            netmaster: self.netmaster.filter(|s| !s.is_empty()),
+            host_netns: self.host_netns,
+            ovs_datapath,
+            log_level: self.log_level,
+            json_log: self.use_json_log,
+        })
+    }
+}
+
+/// The source address the kernel would use for the default route (no packet is sent: a
+/// connected UDP socket only selects the route). Loopback when there is no default route.
+fn default_route_ip() -> Ipv4Addr {
+    let probe = || -> std::io::Result<IpAddr> {
+        let socket = UdpSocket::bind("0.0.0.0:0")?;
+        socket.connect("192.0.2.1:9")?;
+        Ok(socket.local_addr()?.ip())
+    };
+    match probe() {
+        Ok(IpAddr::V4(ip)) => ip,
+        _ => Ipv4Addr::LOCALHOST,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &[&str]) -> Result<Config, ConfigError> {
+        let mut argv = vec!["netplugin"];
+        argv.extend_from_slice(extra);
+        Args::try_parse_from(argv).unwrap().into_config()
+    }
+
+    #[test]
+    fn vlan_mode_needs_uplinks_and_vxlan_needs_routing() {
+        let base = ["--mode", "test", "--netmode", "vlan", "--fwdmode", "bridge"];
+        assert!(matches!(
+            parse(&base),
+            Err(ConfigError::Missing("vlan-uplinks"))
+        ));
+        let mut ok = base.to_vec();
+        ok.extend(["--vlan-uplinks", "eth1, eth2", "--host", "h1"]);
+        let cfg = parse(&ok).unwrap();
+        assert_eq!(cfg.vlan_uplinks, ["eth1", "eth2"]);
+        assert_eq!(cfg.host, "h1");
+        assert_eq!(cfg.etcd_endpoints, ["http://127.0.0.1:2379"]);
+        assert_eq!(
+            cfg.vxlan_of_listen.controller_target(),
+            "tcp:127.0.0.1:6633"
+        );
+        let vx = [
+            "--mode",
+            "test",
+            "--netmode",
+            "vxlan",
+            "--fwdmode",
+            "bridge",
+        ];
+        assert!(matches!(parse(&vx), Err(ConfigError::VxlanBridge)));
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        let err = parse(&[
+            "--mode",
+            "k8s",
+            "--netmode",
+            "vxlan",
+            "--fwdmode",
+            "routing",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--mode \"k8s\""), "{err}");
+        let err = parse(&[
+            "--mode",
+            "test",
+            "--netmode",
+            "vxlan",
+            "--fwdmode",
+            "routing",
+            "--vlan-of-listen",
+            "unix:relative",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("vlan-of-listen"), "{err}");
+        let cfg = parse(&[
+            "--mode",
+            "test",
+            "--netmode",
+            "vxlan",
+            "--fwdmode",
+            "routing",
+            "--vxlan-of-listen",
+            "unix:/run/x.sock",
+        ])
+        .unwrap();
+        assert_eq!(cfg.vxlan_of_listen.controller_target(), "unix:/run/x.sock");
+    }
+}

@@ -1,0 +1,122 @@
+//! netplugin's start-up (reference §4.1) and run loop.
+//!
+//! Order, and why:
+//! 1. etcd; wait for netmaster's global config (`/contiv.io/master/config/global`).
+//! 2. OVSDB; both bridges (`fail_mode=secure`, controller target = our listener), both
+//!    agents (not yet reachable by their switches), VLAN uplinks.
+//! 3. Replay: networks, endpoint groups, global config, then this host's endpoints from
+//!    their oper state (re-adopted, not re-created).
+//! 4. Only now the OpenFlow listeners: the switch's first reconcile then sees the complete
+//!    flow set, so a restart replaces flows in place (ofctrl generations) and pods keep
+//!    their traffic. With `fail_mode=secure` OVS keeps its flows while we are away.
+//! 5. The CNI socket, the debug REST, and the etcd watches.
+//!
+//! [`run`] returns when `shutdown` resolves; ports, veths and flows stay (a restart adopts
+//! them).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use master::state::GlobConfig;
+use master::store::{EtcdStore, StateStore};
+use ofctrl::Listener;
+use ofnet::BridgeKind;
+
+use crate::config::{Config, OfListen};
+use crate::driver::Driver;
+use crate::error::{PluginError, Result};
+use crate::ovsdb::OvsdbClient;
+use crate::watch::{self, Topic};
+use crate::{cniserver, debug, http};
+
+/// How often to look for the global config while netmaster has not written it.
+const GLOBAL_POLL: Duration = Duration::from_millis(500);
+
+/// Read the global config, waiting for netmaster to write it.
+async fn wait_global(store: &dyn StateStore) -> Result<GlobConfig> {
+    let key = GlobConfig::key();
+    let mut logged = false;
+    loop {
+        match store.get(&key).await {
+            Ok(Some(kv)) => {
+                return serde_json::from_slice(&kv.value).map_err(|e| PluginError::Corrupt {
+                    kind: GlobConfig::KIND,
+                    key: key.clone(),
+                    reason: e.to_string(),
+                });
+            }
+            Ok(None) if !logged => {
+                tracing::info!(%key, "waiting for netmaster to write the global config");
+                logged = true;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "reading the global config"),
+        }
+        tokio::time::sleep(GLOBAL_POLL).await;
+    }
+}
+
+async fn listen(driver: &Driver, kind: BridgeKind, at: &OfListen) -> Result<Listener> {
+    let agent = driver.agent(kind);
+    let result = match at {
+        OfListen::Tcp(addr) => agent.listen_tcp(*addr).await,
+        OfListen::Unix(path) => agent.listen_unix(path).await,
+    };
+    result.map_err(|e| PluginError::Invalid {
+        field: "OpenFlow listen address",
+        problem: format!("{at:?}: {e}"),
+    })
+}
+
+/// Start netplugin and serve until `shutdown` resolves. Must run on an actix system.
+pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
+    let store: Arc<dyn StateStore> = Arc::new(EtcdStore::connect(&cfg.etcd_endpoints).await?);
+    let global = wait_global(store.as_ref()).await?;
+    tracing::info!(fwd_mode = %global.fwd_mode, arp_mode = %global.arp_mode, "global config");
+    let ovsdb = OvsdbClient::connect(&cfg.ovsdb_socket).await?;
+    let driver = Driver::start(cfg.clone(), ovsdb, store, &global).await?;
+
+    let mut revisions = Vec::new();
+    for topic in Topic::ALL {
+        revisions.push((topic, watch::replay(&driver, topic).await?));
+    }
+    let (kept, removed) = driver.reconcile().await?;
+    tracing::info!(kept, removed, "local endpoints re-adopted");
+
+    let _vxlan = listen(&driver, BridgeKind::Vxlan, &cfg.vxlan_of_listen).await?;
+    let _vlan = listen(&driver, BridgeKind::Vlan, &cfg.vlan_of_listen).await?;
+
+    let cni = http::bind_unix(&cfg.cni_socket).map_err(|e| PluginError::Invalid {
+        field: "cni-socket",
+        problem: format!("{}: {e}", cfg.cni_socket.display()),
+    })?;
+    let cni_task = actix_rt::spawn(http::serve_unix(cni, cniserver::handler(driver.clone())));
+    let debug = tokio::net::TcpListener::bind(cfg.debug_listen)
+        .await
+        .map_err(|e| PluginError::Invalid {
+            field: "debug-listen",
+            problem: format!("{}: {e}", cfg.debug_listen),
+        })?;
+    let debug_task = actix_rt::spawn(http::serve_tcp(debug, debug::handler(driver.clone())));
+    let watches: Vec<_> = revisions
+        .into_iter()
+        .map(|(topic, rev)| actix_rt::spawn(watch::follow(driver.clone(), topic, rev)))
+        .collect();
+    tracing::info!(
+        host = %cfg.host,
+        cni = %cfg.cni_socket.display(),
+        debug = %cfg.debug_listen,
+        "netplugin ready"
+    );
+
+    shutdown.await;
+    tracing::info!("shutting down; ports, veths and flows stay for the next start");
+    cni_task.abort();
+    debug_task.abort();
+    for w in watches {
+        w.abort();
+    }
+    let _ = std::fs::remove_file(&cfg.cni_socket);
+    Ok(())
+}

@@ -1,0 +1,634 @@
+//! This host's endpoints (reference §4.2 `CreateEndpoint`/`DeleteEndpoint`, §7.3): netmaster's
+//! `/plugin/createEndpoint`, the veth pair into the pod, the OVS access port, the agent's local
+//! endpoint, and the oper state in etcd, undone in reverse on any failure.
+//!
+//! Contract:
+//! - [`Driver::attach`] either completes every step or leaves nothing (no port, veth, address
+//!   or state); attaching the same pod again returns the same endpoint.
+//! - [`Driver::detach`] removes whatever exists and succeeds when nothing is left, so a
+//!   second DEL (or a DEL after a half-done ADD) succeeds.
+//! - [`Driver::reconcile`] (start-up) keeps every endpoint whose config still exists and
+//!   whose port and veth are still there, re-learning the OpenFlow port from OVSDB; it removes
+//!   only what no longer exists in config. Nothing is re-created, so pod traffic continues.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+
+use ipnet::IpNet;
+use master::endpoint::{ConfigEp, CreateEndpointRequest, DeleteEndpointRequest};
+use master::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
+use ofnet::{BridgeKind, LocalEndpoint};
+
+use super::{Driver, OFPORT_TIMEOUT, bridge_kind, bridge_name, policing_of};
+use crate::error::{PluginError, Result};
+use crate::netlink::{MacAddr, PodInterfaceSpec};
+use crate::oper::{OperEndpointState, port_name_for};
+use crate::ovsdb::PortSpec;
+
+/// A pod to attach.
+#[derive(Debug, Clone, Default)]
+pub struct PodAttach {
+    pub tenant: String,
+    pub network: String,
+    /// Endpoint group; empty for none.
+    pub group: String,
+    /// The endpoint id (the infra container id).
+    pub container_id: String,
+    pub pod_name: String,
+    pub pod_namespace: String,
+    pub netns: PathBuf,
+    pub ifname: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A pod to detach: found by container id (and interface), or by the labels' network when
+/// this host has no record of it.
+#[derive(Debug, Clone, Default)]
+pub struct PodDetach {
+    pub tenant: String,
+    pub network: String,
+    pub container_id: String,
+    pub netns: Option<PathBuf>,
+    pub ifname: String,
+}
+
+/// One local endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalEndpointInfo {
+    pub oper: OperEndpointState,
+    pub ofport: u32,
+    pub kind: BridgeKind,
+    /// Network addresses and gateways, for CNI results.
+    pub prefix_len: u8,
+    pub ipv6_prefix_len: u8,
+    pub gateway: String,
+    pub ipv6_gateway: String,
+}
+
+fn parse_mac(text: &str, id: &str) -> Result<MacAddr> {
+    let mut out = [0u8; 6];
+    let mut parts = text.split(':');
+    for byte in &mut out {
+        *byte = parts
+            .next()
+            .and_then(|p| u8::from_str_radix(p, 16).ok())
+            .ok_or_else(|| PluginError::Invalid {
+                field: "macAddress",
+                problem: format!("{text:?} of endpoint {id}"),
+            })?;
+    }
+    Ok(MacAddr(out))
+}
+
+fn invalid_ip(field: &'static str, text: &str, id: &str) -> PluginError {
+    PluginError::Invalid {
+        field,
+        problem: format!("{text:?} of endpoint {id}"),
+    }
+}
+
+/// The interface the pod gets for an endpoint of `net`.
+fn interface_spec(
+    oper: &OperEndpointState,
+    net: &CfgNetworkState,
+    mtu: u32,
+) -> Result<PodInterfaceSpec> {
+    let mut addresses = Vec::new();
+    let ip: Ipv4Addr = oper
+        .ip_address
+        .parse()
+        .map_err(|_| invalid_ip("ipAddress", &oper.ip_address, &oper.id))?;
+    addresses.push(
+        IpNet::new(IpAddr::V4(ip), net.subnet_len)
+            .map_err(|_| invalid_ip("subnetLen", &net.subnet_len.to_string(), &oper.id))?,
+    );
+    if !oper.ipv6_address.is_empty() {
+        let ip6: Ipv6Addr = oper
+            .ipv6_address
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .parse()
+            .map_err(|_| invalid_ip("ipv6Address", &oper.ipv6_address, &oper.id))?;
+        addresses.push(
+            IpNet::new(IpAddr::V6(ip6), net.ipv6_subnet_len).map_err(|_| {
+                invalid_ip("ipv6SubnetLen", &net.ipv6_subnet_len.to_string(), &oper.id)
+            })?,
+        );
+    }
+    let mut gateways = Vec::new();
+    for (field, gw) in [
+        ("gateway", &net.gateway),
+        ("ipv6Gateway", &net.ipv6_gateway),
+    ] {
+        if !gw.is_empty() {
+            gateways.push(
+                gw.parse::<IpAddr>()
+                    .map_err(|_| invalid_ip(field, gw, &oper.id))?,
+            );
+        }
+    }
+    Ok(PodInterfaceSpec {
+        netns: PathBuf::from(&oper.netns),
+        host_name: oper.ovs_port(),
+        ifname: oper.intf_name.clone(),
+        mtu,
+        mac: Some(parse_mac(&oper.mac_address, &oper.id)?),
+        addresses,
+        gateways,
+    })
+}
+
+/// The agent's view of a local endpoint.
+fn local_endpoint(
+    oper: &OperEndpointState,
+    net: &CfgNetworkState,
+    group: Option<&EndpointGroupState>,
+    ofport: u32,
+) -> Result<LocalEndpoint> {
+    let vlan = u16::try_from(net.pkt_tag).unwrap_or(0);
+    // A group with its own VLAN (ACI mode) tags its GARPs with it.
+    let epg_vlan = group
+        .filter(|g| g.pkt_tag != net.pkt_tag && g.pkt_tag_type == "vlan")
+        .and_then(|g| u16::try_from(g.pkt_tag).ok())
+        .unwrap_or(0);
+    Ok(LocalEndpoint {
+        port_no: ofport,
+        mac: ofnet::MacAddr(parse_mac(&oper.mac_address, &oper.id)?.0),
+        vlan,
+        ipv4: oper.ip_address.parse().ok(),
+        ipv6: oper
+            .ipv6_address
+            .split('/')
+            .next()
+            .and_then(|s| s.parse().ok()),
+        epg: u16::try_from(oper.endpoint_group_id).unwrap_or(0),
+        epg_vlan,
+        dscp: group.and_then(|g| u8::try_from(g.dscp).ok()).unwrap_or(0),
+    })
+}
+
+/// The tag of the endpoint's access port: its group's own VLAN if it has one (ACI), else
+/// the network's VLAN (on the VXLAN bridge: the local VLAN).
+fn access_tag(net: &CfgNetworkState, group: Option<&EndpointGroupState>) -> u16 {
+    let tag = group
+        .filter(|g| g.pkt_tag_type == "vlan" && g.pkt_tag != 0)
+        .map_or(net.pkt_tag, |g| g.pkt_tag);
+    u16::try_from(tag).unwrap_or(0)
+}
+
+/// What a half-done attach has created, for the rollback.
+#[derive(Default)]
+struct Created {
+    endpoint: bool,
+    veth: bool,
+    port: bool,
+    ofport: Option<u32>,
+}
+
+impl Driver {
+    async fn load_network(&self, tenant: &str, network: &str) -> Result<CfgNetworkState> {
+        let id = CfgNetworkState::id_for(tenant, network);
+        let key = CfgNetworkState::key_for(&id);
+        let kv = self
+            .store
+            .get(&key)
+            .await?
+            .ok_or_else(|| PluginError::UnknownNetwork {
+                tenant: tenant.to_string(),
+                network: network.to_string(),
+            })?;
+        serde_json::from_slice(&kv.value).map_err(|e| PluginError::Corrupt {
+            kind: CfgNetworkState::KIND,
+            key,
+            reason: e.to_string(),
+        })
+    }
+
+    async fn load_group(&self, tenant: &str, group: &str) -> Result<Option<EndpointGroupState>> {
+        if group.is_empty() {
+            return Ok(None);
+        }
+        let id = EndpointGroupState::id_for(tenant, group);
+        if let Some(g) = self.group(&id) {
+            return Ok(Some(g));
+        }
+        let key = EndpointGroupState::key_for(&id);
+        let kv = self
+            .store
+            .get(&key)
+            .await?
+            .ok_or_else(|| PluginError::UnknownGroup {
+                tenant: tenant.to_string(),
+                group: group.to_string(),
+            })?;
+        serde_json::from_slice(&kv.value)
+            .map(Some)
+            .map_err(|e| PluginError::Corrupt {
+                kind: EndpointGroupState::KIND,
+                key,
+                reason: e.to_string(),
+            })
+    }
+
+    fn info(
+        &self,
+        oper: OperEndpointState,
+        net: &CfgNetworkState,
+        ofport: u32,
+    ) -> LocalEndpointInfo {
+        LocalEndpointInfo {
+            oper,
+            ofport,
+            kind: bridge_kind(&net.pkt_tag_type),
+            prefix_len: net.subnet_len,
+            ipv6_prefix_len: net.ipv6_subnet_len,
+            gateway: net.gateway.clone(),
+            ipv6_gateway: net.ipv6_gateway.clone(),
+        }
+    }
+
+    /// Attach a pod (see the module documentation).
+    pub async fn attach(&self, pod: &PodAttach) -> Result<LocalEndpointInfo> {
+        for (field, value) in [
+            ("container id", &pod.container_id),
+            ("CNI_IFNAME", &pod.ifname),
+        ] {
+            if value.is_empty() {
+                return Err(PluginError::Invalid {
+                    field,
+                    problem: "is empty".into(),
+                });
+            }
+        }
+        if !pod.netns.is_absolute() {
+            return Err(PluginError::Invalid {
+                field: "CNI_NETNS",
+                problem: format!("{:?} is not an absolute path", pod.netns),
+            });
+        }
+        let net_id = CfgNetworkState::id_for(&pod.tenant, &pod.network);
+        let ep_id = CfgEndpointState::id_for(&net_id, &pod.container_id);
+        let lock = self.endpoint_lock(&ep_id);
+        let _turn = lock.lock().await;
+        if let Some(have) = self.with_state(|s| s.local.get(&ep_id).cloned()) {
+            if have.oper.netns == pod.netns.to_string_lossy() && have.oper.intf_name == pod.ifname {
+                return Ok(have);
+            }
+            return Err(PluginError::EndpointExists(ep_id));
+        }
+        let net = self.load_network(&pod.tenant, &pod.network).await?;
+        let group = self.load_group(&pod.tenant, &pod.group).await?;
+        self.ensure_network(&net).await?;
+        let mut created = Created::default();
+        match self
+            .attach_steps(pod, &net, group.as_ref(), &ep_id, &mut created)
+            .await
+        {
+            Ok(info) => Ok(info),
+            Err(e) => {
+                tracing::warn!(endpoint = %ep_id, error = %e, "attach failed; undoing");
+                self.undo(pod, &net, &ep_id, &created).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn attach_steps(
+        &self,
+        pod: &PodAttach,
+        net: &CfgNetworkState,
+        group: Option<&EndpointGroupState>,
+        ep_id: &str,
+        created: &mut Created,
+    ) -> Result<LocalEndpointInfo> {
+        let client = self.netmaster().await?;
+        let request = CreateEndpointRequest {
+            TenantName: pod.tenant.clone(),
+            NetworkName: pod.network.clone(),
+            ServiceName: pod.group.clone(),
+            EndpointID: pod.container_id.clone(),
+            EPCommonName: pod.pod_name.clone(),
+            ConfigEP: ConfigEp {
+                Container: pod.container_id.clone(),
+                Host: self.cfg.host.clone(),
+                ServiceName: pod.group.clone(),
+                ..ConfigEp::default()
+            },
+        };
+        let ep = client.create_endpoint(&request).await.inspect_err(|e| {
+            if e.status().is_none() {
+                self.forget_netmaster();
+            }
+        })?;
+        created.endpoint = true;
+        let kind = bridge_kind(&net.pkt_tag_type);
+        let oper = OperEndpointState {
+            id: ep.id.clone(),
+            net_id: ep.net_id.clone(),
+            endpoint_id: ep.endpoint_id.clone(),
+            service_name: ep.service_name.clone(),
+            endpoint_group_id: ep.endpoint_group_id,
+            endpoint_group_key: ep.endpoint_group_key.clone(),
+            ip_address: ep.ip_address.clone(),
+            ipv6_address: ep.ipv6_address.clone(),
+            mac_address: ep.mac_address.clone(),
+            homing_host: self.cfg.host.clone(),
+            intf_name: pod.ifname.clone(),
+            port_name: port_name_for(ep_id),
+            vtep_ip: self.cfg.vtep_ip.to_string(),
+            container_id: pod.container_id.clone(),
+            ep_common_name: pod.pod_name.clone(),
+            netns: pod.netns.to_string_lossy().into_owned(),
+            pod_namespace: pod.pod_namespace.clone(),
+            tenant: pod.tenant.clone(),
+            network: pod.network.clone(),
+            labels: pod.labels.clone(),
+        };
+        let spec = interface_spec(&oper, net, self.pod_mtu(kind))?;
+        self.host
+            .run(move |nl| async move { nl.plumb_pod(&spec).await })
+            .await?;
+        created.veth = true;
+        let port = PortSpec::access(oper.ovs_port(), access_tag(net, group))
+            .endpoint_id(ep_id)
+            .policing(policing_of(group)?);
+        created.port = true;
+        self.ovsdb.ensure_port(bridge_name(kind), &port).await?;
+        let ofport = self
+            .ovsdb
+            .wait_ofport(&oper.ovs_port(), OFPORT_TIMEOUT)
+            .await?;
+        self.agent(kind)
+            .add_local_endpoint(local_endpoint(&oper, net, group, ofport)?)
+            .await
+            .map_err(|e| PluginError::agent(kind, e))?;
+        created.ofport = Some(ofport);
+        self.put_oper(&oper).await?;
+        let info = self.info(oper, net, ofport);
+        self.with_state(|s| s.local.insert(ep_id.to_string(), info.clone()));
+        Ok(info)
+    }
+
+    async fn put_oper(&self, oper: &OperEndpointState) -> Result<()> {
+        let key = OperEndpointState::key_for(&oper.id);
+        let value = serde_json::to_vec(oper).map_err(|e| PluginError::Corrupt {
+            kind: OperEndpointState::KIND,
+            key: key.clone(),
+            reason: e.to_string(),
+        })?;
+        self.store.put(&key, value).await?;
+        Ok(())
+    }
+
+    /// Roll back a failed attach; each step logs (and otherwise ignores) its own failure.
+    async fn undo(&self, pod: &PodAttach, net: &CfgNetworkState, ep_id: &str, created: &Created) {
+        let kind = bridge_kind(&net.pkt_tag_type);
+        if let Some(ofport) = created.ofport
+            && let Err(e) = self.agent(kind).remove_local_endpoint(ofport).await
+        {
+            tracing::warn!(endpoint = ep_id, error = %e, "undo: agent endpoint");
+        }
+        let port = format!("v{}", port_name_for(ep_id));
+        if created.port
+            && let Err(e) = self.ovsdb.delete_port(&port).await
+        {
+            tracing::warn!(endpoint = ep_id, error = %e, "undo: OVS port");
+        }
+        if created.veth {
+            let (netns, ifname, host) = (pod.netns.clone(), pod.ifname.clone(), port.clone());
+            if let Err(e) = self
+                .host
+                .run(move |nl| async move { nl.unplumb_pod(Some(&netns), &ifname, &host).await })
+                .await
+            {
+                tracing::warn!(endpoint = ep_id, error = %e, "undo: veth");
+            }
+        }
+        if created.endpoint {
+            self.release_endpoint(&pod.tenant, &pod.network, &pod.container_id)
+                .await
+                .unwrap_or_else(
+                    |e| tracing::warn!(endpoint = ep_id, error = %e, "undo: netmaster endpoint"),
+                );
+        }
+    }
+
+    /// `/plugin/deleteEndpoint`; an endpoint netmaster does not know is already released.
+    async fn release_endpoint(&self, tenant: &str, network: &str, container: &str) -> Result<()> {
+        let client = self.netmaster().await?;
+        let request = DeleteEndpointRequest {
+            TenantName: tenant.to_string(),
+            NetworkName: network.to_string(),
+            EndpointID: container.to_string(),
+            ..DeleteEndpointRequest::default()
+        };
+        match client.delete_endpoint(&request).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.status() == Some(404) => Ok(()),
+            Err(e) => {
+                if e.status().is_none() {
+                    self.forget_netmaster();
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The local endpoint of a container (and interface, when given).
+    pub fn find_local(&self, container_id: &str, ifname: &str) -> Option<LocalEndpointInfo> {
+        self.with_state(|s| {
+            s.local
+                .values()
+                .find(|l| {
+                    l.oper.container_id == container_id
+                        && (ifname.is_empty() || l.oper.intf_name == ifname)
+                })
+                .cloned()
+        })
+    }
+
+    /// Detach a pod (see the module documentation).
+    pub async fn detach(&self, pod: &PodDetach) -> Result<()> {
+        let known = self.find_local(&pod.container_id, &pod.ifname);
+        let (tenant, network, ep_id) = match &known {
+            Some(l) => (
+                l.oper.tenant.clone(),
+                l.oper.network.clone(),
+                l.oper.id.clone(),
+            ),
+            None => {
+                let net_id = CfgNetworkState::id_for(&pod.tenant, &pod.network);
+                (
+                    pod.tenant.clone(),
+                    pod.network.clone(),
+                    CfgEndpointState::id_for(&net_id, &pod.container_id),
+                )
+            }
+        };
+        let lock = self.endpoint_lock(&ep_id);
+        let _turn = lock.lock().await;
+        let known = self.with_state(|s| s.local.get(&ep_id).cloned()).or(known);
+        self.remove_local(&ep_id, known.as_ref(), pod.netns.clone(), &pod.ifname)
+            .await?;
+        self.release_endpoint(&tenant, &network, &pod.container_id)
+            .await?;
+        Ok(())
+    }
+
+    /// Remove the host side of an endpoint: agent, OVS port, veth, oper state.
+    async fn remove_local(
+        &self,
+        ep_id: &str,
+        known: Option<&LocalEndpointInfo>,
+        netns: Option<PathBuf>,
+        ifname: &str,
+    ) -> Result<()> {
+        if let Some(l) = known {
+            match self.agent(l.kind).remove_local_endpoint(l.ofport).await {
+                Ok(()) => {}
+                // Already gone from the agent (e.g. a reconcile that never re-added it).
+                Err(ofnet::AgentError::EndpointDb(_)) => {}
+                Err(e) => return Err(PluginError::agent(l.kind, e)),
+            }
+        }
+        let port_name = known.map_or_else(|| port_name_for(ep_id), |l| l.oper.port_name.clone());
+        let ovs_port = format!("v{port_name}");
+        self.ovsdb.delete_port(&ovs_port).await?;
+        let netns = netns.or_else(|| known.map(|l| PathBuf::from(&l.oper.netns)));
+        let ifname = if ifname.is_empty() {
+            known.map_or_else(|| "eth0".to_string(), |l| l.oper.intf_name.clone())
+        } else {
+            ifname.to_string()
+        };
+        self.host
+            .run(
+                move |nl| async move { nl.unplumb_pod(netns.as_deref(), &ifname, &ovs_port).await },
+            )
+            .await?;
+        self.store
+            .delete(&OperEndpointState::key_for(ep_id))
+            .await?;
+        self.with_state(|s| s.local.remove(ep_id));
+        Ok(())
+    }
+
+    /// `DELETE /debug/reclaimEndpoint/{id}`: remove a local endpoint's host side (agent, OVS,
+    /// veth, oper state) by endpoint id or container id. Returns false if there is none.
+    pub async fn reclaim(&self, id: &str) -> Result<bool> {
+        let found = self.with_state(|s| {
+            s.local
+                .values()
+                .find(|l| l.oper.id == id || l.oper.container_id == id)
+                .cloned()
+        });
+        let Some(l) = found else {
+            return Ok(false);
+        };
+        let lock = self.endpoint_lock(&l.oper.id);
+        let _turn = lock.lock().await;
+        self.remove_local(&l.oper.id, Some(&l), None, "").await?;
+        Ok(true)
+    }
+
+    /// Start-up: re-learn this host's endpoints from their oper state and OVSDB (see the
+    /// module documentation). Returns (kept, removed).
+    pub async fn reconcile(&self) -> Result<(usize, usize)> {
+        let listing = self.store.list(&OperEndpointState::prefix()).await?;
+        let (mut kept, mut removed) = (0, 0);
+        for kv in listing.entries {
+            let Ok(oper) = serde_json::from_slice::<OperEndpointState>(&kv.value) else {
+                tracing::warn!(key = %kv.key, "ignoring an oper state that does not parse");
+                continue;
+            };
+            if oper.homing_host != self.cfg.host {
+                continue;
+            }
+            match self.readopt(&oper).await {
+                Ok(true) => kept += 1,
+                Ok(false) => {
+                    removed += 1;
+                    let netns = Some(PathBuf::from(&oper.netns));
+                    if let Err(e) = self
+                        .remove_local(&oper.id, None, netns, &oper.intf_name)
+                        .await
+                    {
+                        tracing::warn!(endpoint = %oper.id, error = %e, "removing a stale endpoint");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(endpoint = %oper.id, error = %e, "cannot re-adopt endpoint; leaving it for a DEL");
+                }
+            }
+        }
+        self.remove_orphan_ports().await?;
+        Ok((kept, removed))
+    }
+
+    /// Re-adopt one endpoint if its config, port and veth still exist; false if it must go.
+    async fn readopt(&self, oper: &OperEndpointState) -> Result<bool> {
+        let cfg_key = CfgEndpointState::key_for(&oper.id);
+        if self.store.get(&cfg_key).await?.is_none() {
+            return Ok(false);
+        }
+        let Ok(net) = self.load_network(&oper.tenant, &oper.network).await else {
+            return Ok(false);
+        };
+        let host_end = oper.ovs_port();
+        let probe = host_end.clone();
+        let veth = self
+            .host
+            .run(move |nl| async move { nl.link(&probe).await })
+            .await?;
+        let has_port = self.ovsdb.read(|c| c.port(&host_end).is_some());
+        if veth.is_none() || !has_port {
+            return Ok(false);
+        }
+        let group_name = oper.service_name.clone();
+        let group = self
+            .load_group(&oper.tenant, &group_name)
+            .await
+            .ok()
+            .flatten();
+        self.ensure_network(&net).await?;
+        let kind = bridge_kind(&net.pkt_tag_type);
+        // Same spec as at attach: an unchanged port is left alone (same uuids, same ofport).
+        let port = PortSpec::access(host_end.clone(), access_tag(&net, group.as_ref()))
+            .endpoint_id(&oper.id)
+            .policing(policing_of(group.as_ref())?);
+        self.ovsdb.ensure_port(bridge_name(kind), &port).await?;
+        let ofport = self.ovsdb.wait_ofport(&host_end, OFPORT_TIMEOUT).await?;
+        self.agent(kind)
+            .add_local_endpoint(local_endpoint(oper, &net, group.as_ref(), ofport)?)
+            .await
+            .map_err(|e| PluginError::agent(kind, e))?;
+        let info = self.info(oper.clone(), &net, ofport);
+        self.with_state(|s| s.local.insert(oper.id.clone(), info));
+        Ok(true)
+    }
+
+    /// Endpoint ports on our bridges that no endpoint owns (a crash between port creation and
+    /// the oper state write): delete them and their veths.
+    async fn remove_orphan_ports(&self) -> Result<()> {
+        let owned: Vec<String> =
+            self.with_state(|s| s.local.values().map(|l| l.oper.ovs_port()).collect());
+        let orphans: Vec<String> = self.ovsdb.read(|c| {
+            [super::VXLAN_BRIDGE, super::VLAN_BRIDGE]
+                .iter()
+                .flat_map(|b| c.ports_of_bridge(b))
+                .filter(|p| p.name.starts_with("vvport") && !owned.contains(&p.name))
+                .map(|p| p.name)
+                .collect()
+        });
+        for name in orphans {
+            tracing::info!(port = %name, "removing an endpoint port no endpoint owns");
+            self.ovsdb.delete_port(&name).await?;
+            let host_end = name.clone();
+            self.host
+                .run(move |nl| async move { nl.delete_link(&host_end).await })
+                .await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,449 @@
+//! The OVS driver (reference §4.2): the two bridges and their ofnet agents, networks and
+//! endpoint groups as the agents need them, and this host's endpoints ([`endpoint`]).
+//!
+//! Contract:
+//! - [`Driver::start`] makes both bridges exist (through OVSDB, `fail_mode=secure`, the
+//!   controller target of each agent) and starts the agents, but does not let the switches
+//!   connect: [`crate::daemon`] first replays the state (so the first reconcile after a
+//!   restart installs the complete flow set, never an empty one), then listens.
+//! - Networks and groups are applied idempotently: the etcd watch and a pod ADD racing it
+//!   both call [`Driver::ensure_network`].
+//! - Everything runs on the daemon's actix thread; the shared state sits behind short-lived
+//!   locks that are never held across an `.await`.
+
+pub mod endpoint;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use master::client::Client;
+use master::registry;
+use master::state::{CfgNetworkState, EndpointGroupState, GlobConfig};
+use master::store::StateStore;
+use ofnet::{AgentConfig, AgentHandle, ArpMode, BridgeKind, Network};
+use serde_json::{Value, json};
+
+use crate::config::{Config, VLAN_BRIDGE, VXLAN_BRIDGE};
+use crate::error::{PluginError, Result};
+use crate::hostnet::HostNet;
+use crate::ovsdb::{BridgeSpec, OvsdbClient, Policing, PortSpec};
+
+pub use endpoint::{LocalEndpointInfo, PodAttach, PodDetach};
+
+/// How long to wait for ovs-vswitchd to give a port its OpenFlow number.
+pub const OFPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the driver knows about the cluster and this host.
+#[derive(Default)]
+struct State {
+    /// Networks handed to an agent, by `<network>.<tenant>`.
+    networks: BTreeMap<String, CfgNetworkState>,
+    /// Endpoint groups, by `<group>:<tenant>`.
+    groups: BTreeMap<String, EndpointGroupState>,
+    /// This host's endpoints, by `CfgEndpointState` id.
+    local: BTreeMap<String, LocalEndpointInfo>,
+    arp_mode: ArpMode,
+}
+
+/// See the module documentation.
+pub struct Driver {
+    pub cfg: Config,
+    pub ovsdb: OvsdbClient,
+    pub host: HostNet,
+    pub store: Arc<dyn StateStore>,
+    vlan: AgentHandle,
+    vxlan: AgentHandle,
+    netmaster: Mutex<Option<Client>>,
+    state: Mutex<State>,
+    /// One lock per endpoint id: ADD and DEL of the same pod take turns.
+    endpoint_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Lowest MTU of the host's links (loopback aside).
+    host_mtu: u32,
+}
+
+/// The bridge an encapsulation uses.
+pub fn bridge_kind(pkt_tag_type: &str) -> BridgeKind {
+    if pkt_tag_type == "vxlan" {
+        BridgeKind::Vxlan
+    } else {
+        BridgeKind::Vlan
+    }
+}
+
+pub fn bridge_name(kind: BridgeKind) -> &'static str {
+    match kind {
+        BridgeKind::Vxlan => VXLAN_BRIDGE,
+        BridgeKind::Vlan => VLAN_BRIDGE,
+    }
+}
+
+pub fn arp_mode_of(global: &GlobConfig) -> ArpMode {
+    if global.arp_mode == "flood" {
+        ArpMode::Flood
+    } else {
+        ArpMode::Proxy
+    }
+}
+
+/// The network as an agent sees it: the VLAN on the bridge (the packet tag, or on a VXLAN
+/// bridge the local VLAN netmaster assigned), the VNI, gateway and VRF (tenant).
+pub fn agent_network(net: &CfgNetworkState) -> Result<Network> {
+    let vlan = u16::try_from(net.pkt_tag).map_err(|_| PluginError::Invalid {
+        field: "pktTag",
+        problem: format!("{} of network {} is not a VLAN", net.pkt_tag, net.id),
+    })?;
+    let gateway = if net.gateway.is_empty() {
+        None
+    } else {
+        Some(
+            net.gateway
+                .parse::<Ipv4Addr>()
+                .map_err(|_| PluginError::Invalid {
+                    field: "gateway",
+                    problem: format!("{:?} of network {}", net.gateway, net.id),
+                })?,
+        )
+    };
+    Ok(Network {
+        vlan,
+        vni: if bridge_kind(&net.pkt_tag_type) == BridgeKind::Vxlan {
+            net.ext_pkt_tag
+        } else {
+            0
+        },
+        gateway,
+        vrf: net.tenant.clone(),
+    })
+}
+
+/// An EPG's `Bandwidth` ("10Mbps", "500kbps", "1gbps", a bare number = kbit/s) and `Burst`
+/// (kbit) as OVS ingress policing.
+pub fn policing_of(group: Option<&EndpointGroupState>) -> Result<Policing> {
+    let Some(g) = group else {
+        return Ok(Policing::default());
+    };
+    let text = g.bandwidth.trim().to_ascii_lowercase();
+    if text.is_empty() {
+        return Ok(Policing::default());
+    }
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits_end);
+    let invalid = || PluginError::Invalid {
+        field: "Bandwidth",
+        problem: format!(
+            "{:?} of group {} must be a number with kbps, mbps or gbps",
+            g.bandwidth, g.id
+        ),
+    };
+    let number: u64 = number.parse().map_err(|_| invalid())?;
+    let factor = match unit.trim() {
+        "" | "k" | "kb" | "kbps" => 1,
+        "m" | "mb" | "mbps" => 1_000,
+        "g" | "gb" | "gbps" => 1_000_000,
+        _ => return Err(invalid()),
+    };
+    let rate = u32::try_from(number.saturating_mul(factor)).map_err(|_| invalid())?;
+    Ok(Policing {
+        rate_kbps: rate,
+        burst_kb: g.burst,
+    })
+}
+
+impl Driver {
+    /// Create the bridges and start both agents (see the module documentation). Must run on
+    /// an actix system.
+    pub async fn start(
+        cfg: Config,
+        ovsdb: OvsdbClient,
+        store: Arc<dyn StateStore>,
+        global: &GlobConfig,
+    ) -> Result<Arc<Driver>> {
+        let host = HostNet::new(cfg.host_netns.clone());
+        for (bridge, listen) in [
+            (VXLAN_BRIDGE, &cfg.vxlan_of_listen),
+            (VLAN_BRIDGE, &cfg.vlan_of_listen),
+        ] {
+            let spec = BridgeSpec::new(bridge)
+                .controller(listen.controller_target())
+                .datapath_type(cfg.ovs_datapath.clone());
+            ovsdb.ensure_bridge(&spec).await?;
+        }
+        let host_mtu = host
+            .run(|nl| async move { nl.links().await })
+            .await?
+            .iter()
+            .filter(|l| l.name != "lo" && l.mtu >= 1280)
+            .map(|l| l.mtu)
+            .min()
+            .unwrap_or(1500);
+        let arp_mode = arp_mode_of(global);
+        let agent = |kind, bridge: &str| {
+            let mut config = AgentConfig::new(kind, bridge);
+            config.local_ip = Some(cfg.vtep_ip);
+            config.arp_mode = arp_mode;
+            AgentHandle::start(config)
+        };
+        let vxlan = agent(BridgeKind::Vxlan, VXLAN_BRIDGE);
+        let vlan = agent(BridgeKind::Vlan, VLAN_BRIDGE);
+        let driver = Arc::new(Driver {
+            cfg,
+            ovsdb,
+            host,
+            store,
+            vlan,
+            vxlan,
+            netmaster: Mutex::new(None),
+            state: Mutex::new(State {
+                arp_mode,
+                ..State::default()
+            }),
+            endpoint_locks: Mutex::new(HashMap::new()),
+            host_mtu,
+        });
+        driver.add_uplinks().await?;
+        Ok(driver)
+    }
+
+    pub fn agent(&self, kind: BridgeKind) -> &AgentHandle {
+        match kind {
+            BridgeKind::Vxlan => &self.vxlan,
+            BridgeKind::Vlan => &self.vlan,
+        }
+    }
+
+    /// The MTU of a pod interface on a bridge: VXLAN leaves room for the 50-byte encapsulation.
+    pub fn pod_mtu(&self, kind: BridgeKind) -> u32 {
+        match kind {
+            BridgeKind::Vxlan => self.host_mtu.saturating_sub(50),
+            BridgeKind::Vlan => self.host_mtu,
+        }
+    }
+
+    /// VLAN uplinks as trunk ports of the VLAN bridge (a single interface each; bonds are not
+    /// built).
+    async fn add_uplinks(&self) -> Result<()> {
+        for uplink in &self.cfg.vlan_uplinks {
+            let name = uplink.clone();
+            self.host
+                .run(move |nl| async move {
+                    nl.require_link(&name).await?;
+                    nl.set_up(&name).await
+                })
+                .await?;
+            self.ovsdb
+                .ensure_port(
+                    VLAN_BRIDGE,
+                    &PortSpec::trunk(uplink.clone()).endpoint_id("uplinkPort"),
+                )
+                .await?;
+            let port = self.ovsdb.wait_ofport(uplink, OFPORT_TIMEOUT).await?;
+            self.vlan
+                .add_uplink(port)
+                .await
+                .map_err(|e| PluginError::agent(BridgeKind::Vlan, e))?;
+        }
+        Ok(())
+    }
+
+    /// The netmaster REST client: `--netmaster`, else the registered `netmaster` service.
+    pub async fn netmaster(&self) -> Result<Client> {
+        if let Ok(guard) = self.netmaster.lock()
+            && let Some(client) = guard.as_ref()
+        {
+            return Ok(client.clone());
+        }
+        let url = match &self.cfg.netmaster {
+            Some(url) => url.clone(),
+            None => {
+                let services = registry::list(self.store.as_ref(), registry::NETMASTER).await?;
+                let svc = services.first().ok_or(PluginError::NoNetmaster)?;
+                format!("http://{}:{}", svc.HostAddr, svc.Port)
+            }
+        };
+        let client = Client::new(&url)?;
+        if let Ok(mut guard) = self.netmaster.lock() {
+            *guard = Some(client.clone());
+        }
+        Ok(client)
+    }
+
+    /// Forget the netmaster address (after it could not be reached: it may have moved).
+    pub fn forget_netmaster(&self) {
+        if self.cfg.netmaster.is_none()
+            && let Ok(mut guard) = self.netmaster.lock()
+        {
+            *guard = None;
+        }
+    }
+
+    fn with_state<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        match self.state.lock() {
+            Ok(mut guard) => f(&mut guard),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// Hand a network to its bridge's agent (no-op when it has it already).
+    pub async fn ensure_network(&self, net: &CfgNetworkState) -> Result<()> {
+        if self.with_state(|s| s.networks.get(&net.id) == Some(net)) {
+            return Ok(());
+        }
+        let kind = bridge_kind(&net.pkt_tag_type);
+        self.agent(kind)
+            .add_network(agent_network(net)?)
+            .await
+            .map_err(|e| PluginError::agent(kind, e))?;
+        self.with_state(|s| s.networks.insert(net.id.clone(), net.clone()));
+        Ok(())
+    }
+
+    /// A network was deleted from the config: take it off its agent. Its endpoints are
+    /// deleted by their pods' DELs; while any remain, the agent keeps the network.
+    pub async fn remove_network(&self, id: &str) -> Result<()> {
+        let Some(net) = self.with_state(|s| s.networks.get(id).cloned()) else {
+            return Ok(());
+        };
+        let kind = bridge_kind(&net.pkt_tag_type);
+        let vlan = agent_network(&net)?.vlan;
+        match self.agent(kind).remove_network(vlan).await {
+            Ok(()) => {
+                self.with_state(|s| s.networks.remove(id));
+                Ok(())
+            }
+            Err(e) => Err(PluginError::agent(kind, e)),
+        }
+    }
+
+    /// An endpoint group was created or changed: re-apply policing and DSCP to its local
+    /// endpoints.
+    pub async fn update_group(&self, group: &EndpointGroupState) -> Result<()> {
+        self.with_state(|s| s.groups.insert(group.id.clone(), group.clone()));
+        let members: Vec<LocalEndpointInfo> = self.with_state(|s| {
+            s.local
+                .values()
+                .filter(|l| l.oper.endpoint_group_key == group.id)
+                .cloned()
+                .collect()
+        });
+        let policing = policing_of(Some(group))?;
+        let dscp = u8::try_from(group.dscp).unwrap_or(0);
+        for member in members {
+            self.ovsdb
+                .set_ingress_policing(&member.oper.ovs_port(), policing)
+                .await?;
+            self.agent(member.kind)
+                .update_local_endpoint(member.ofport, dscp)
+                .await
+                .map_err(|e| PluginError::agent(member.kind, e))?;
+        }
+        Ok(())
+    }
+
+    pub fn remove_group(&self, id: &str) {
+        self.with_state(|s| s.groups.remove(id));
+    }
+
+    pub fn group(&self, id: &str) -> Option<EndpointGroupState> {
+        self.with_state(|s| s.groups.get(id).cloned())
+    }
+
+    /// Global config changed: follow its ARP mode.
+    pub async fn update_global(&self, global: &GlobConfig) -> Result<()> {
+        let mode = arp_mode_of(global);
+        if self.with_state(|s| std::mem::replace(&mut s.arp_mode, mode)) == mode {
+            return Ok(());
+        }
+        for kind in [BridgeKind::Vxlan, BridgeKind::Vlan] {
+            self.agent(kind)
+                .set_arp_mode(mode)
+                .await
+                .map_err(|e| PluginError::agent(kind, e))?;
+        }
+        Ok(())
+    }
+
+    /// The per-endpoint lock.
+    fn endpoint_lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = match self.endpoint_locks.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        // Drop locks nobody holds, so the map does not grow with every pod ever seen.
+        locks.retain(|_, l| Arc::strong_count(l) > 1);
+        locks.entry(id.to_string()).or_default().clone()
+    }
+
+    /// `/inspect/driver`: both agents' state in the reference's shape.
+    pub async fn inspect(&self) -> Result<Value> {
+        let vlan = self
+            .vlan
+            .inspect()
+            .await
+            .map_err(|e| PluginError::agent(BridgeKind::Vlan, e))?;
+        let vxlan = self
+            .vxlan
+            .inspect()
+            .await
+            .map_err(|e| PluginError::agent(BridgeKind::Vxlan, e))?;
+        Ok(json!({ "vlan": vlan, "vxlan": vxlan }))
+    }
+
+    /// This host's endpoints.
+    pub fn local_endpoints(&self) -> Vec<LocalEndpointInfo> {
+        self.with_state(|s| s.local.values().cloned().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_strings_become_policing() {
+        let mut g = EndpointGroupState {
+            id: "web:t".into(),
+            bandwidth: "10Mbps".into(),
+            burst: 100,
+            ..Default::default()
+        };
+        assert_eq!(
+            policing_of(Some(&g)).unwrap(),
+            Policing {
+                rate_kbps: 10_000,
+                burst_kb: 100
+            }
+        );
+        g.bandwidth = "500 kbps".into();
+        assert_eq!(policing_of(Some(&g)).unwrap().rate_kbps, 500);
+        g.bandwidth = "fast".into();
+        let err = policing_of(Some(&g)).unwrap_err().to_string();
+        assert!(err.contains("Bandwidth") && err.contains("web:t"), "{err}");
+        assert_eq!(policing_of(None).unwrap(), Policing::default());
+    }
+
+    #[test]
+    fn networks_map_to_their_bridge() {
+        let net = CfgNetworkState {
+            id: "blue.t".into(),
+            tenant: "t".into(),
+            pkt_tag_type: "vxlan".into(),
+            pkt_tag: 3,
+            ext_pkt_tag: 5001,
+            gateway: "10.1.0.1".into(),
+            ..Default::default()
+        };
+        let n = agent_network(&net).unwrap();
+        assert_eq!((n.vlan, n.vni, n.vrf.as_str()), (3, 5001, "t"));
+        assert_eq!(bridge_kind("vxlan"), BridgeKind::Vxlan);
+        assert_eq!(bridge_kind("vlan"), BridgeKind::Vlan);
+        let bad = CfgNetworkState {
+            gateway: "x".into(),
+            ..net
+        };
+        assert!(agent_network(&bad).is_err());
+    }
+}

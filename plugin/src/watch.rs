@@ -1,0 +1,121 @@
+//! Replay and watch of the cluster state netplugin follows (reference §4.1 steps 4 and 6):
+//! networks (`state/nets`), endpoint groups (`state/endpointGroups`) and the global config
+//! (`master/config`).
+//!
+//! Contract: [`replay`] applies the current content of each prefix and returns the revision
+//! it read at; [`follow`] then watches from the next revision, so no change is missed. A
+//! broken watch is re-established by listing again (every apply is idempotent); a delete
+//! that happened while the watch was down is not seen (it is picked up at the next start).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use master::state::{CfgNetworkState, EndpointGroupState, GlobConfig};
+use master::store::{WatchEvent, keys};
+
+use crate::driver::Driver;
+use crate::error::Result;
+
+/// The prefixes followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topic {
+    Networks,
+    Groups,
+    Global,
+}
+
+impl Topic {
+    pub const ALL: [Topic; 3] = [Topic::Networks, Topic::Groups, Topic::Global];
+
+    pub fn prefix(self) -> String {
+        match self {
+            Topic::Networks => keys::state_prefix(keys::category::NETS),
+            Topic::Groups => keys::state_prefix(keys::category::EPGS),
+            Topic::Global => GlobConfig::key(),
+        }
+    }
+}
+
+async fn apply_put(driver: &Driver, topic: Topic, key: &str, value: &[u8]) {
+    let outcome = match topic {
+        Topic::Networks => match serde_json::from_slice::<CfgNetworkState>(value) {
+            Ok(net) => driver.ensure_network(&net).await,
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "network state does not parse");
+                Ok(())
+            }
+        },
+        Topic::Groups => match serde_json::from_slice::<EndpointGroupState>(value) {
+            Ok(group) => driver.update_group(&group).await,
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "endpoint group state does not parse");
+                Ok(())
+            }
+        },
+        Topic::Global => match serde_json::from_slice::<GlobConfig>(value) {
+            Ok(global) => driver.update_global(&global).await,
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "global config does not parse");
+                Ok(())
+            }
+        },
+    };
+    if let Err(e) = outcome {
+        tracing::warn!(%key, error = %e, "applying a state change failed");
+    }
+}
+
+async fn apply_delete(driver: &Driver, topic: Topic, key: &str) {
+    let id = key.rsplit('/').next().unwrap_or_default();
+    match topic {
+        Topic::Networks => {
+            if let Err(e) = driver.remove_network(id).await {
+                tracing::warn!(network = %id, error = %e, "removing a deleted network");
+            }
+        }
+        Topic::Groups => driver.remove_group(id),
+        Topic::Global => {}
+    }
+}
+
+/// Apply the current state of `topic`; returns the revision it was read at.
+pub async fn replay(driver: &Driver, topic: Topic) -> Result<i64> {
+    let listing = driver.store.list(&topic.prefix()).await?;
+    for kv in &listing.entries {
+        apply_put(driver, topic, &kv.key, &kv.value).await;
+    }
+    Ok(listing.revision)
+}
+
+/// Follow `topic` from `revision + 1` forever (run it as a task).
+pub async fn follow(driver: Arc<Driver>, topic: Topic, mut revision: i64) {
+    loop {
+        match driver.store.watch(topic.prefix(), revision + 1).await {
+            Ok(mut events) => {
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(WatchEvent::Put { kv }) => {
+                            revision = revision.max(kv.mod_revision);
+                            apply_put(&driver, topic, &kv.key, &kv.value).await;
+                        }
+                        Ok(WatchEvent::Delete { key, revision: r }) => {
+                            revision = revision.max(r);
+                            apply_delete(&driver, topic, &key).await;
+                        }
+                        Err(e) => {
+                            tracing::warn!(?topic, error = %e, "watch broke");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(?topic, error = %e, "cannot watch"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        match replay(&driver, topic).await {
+            Ok(r) => revision = r,
+            Err(e) => tracing::warn!(?topic, error = %e, "re-listing after a broken watch"),
+        }
+    }
+}
