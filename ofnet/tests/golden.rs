@@ -190,3 +190,51 @@ async fn vxlan_bridge_flow_table_and_groups_match_golden_and_ovs() {
     dumped_groups.sort();
     assert_eq!(dumped_groups, VXLAN_GROUPS, "groups on the bridge");
 }
+
+/// After ovs-vswitchd restarts (flows live only in it), the agent's table comes back whole
+/// without any call to the agent: the bridge reconciles from the desired state on reconnect.
+#[actix_rt::test]
+async fn flow_table_comes_back_after_an_ovs_restart() {
+    testbed::require!(Root, Ovs);
+    init_tracing();
+    let mut ovs = Ovs::start(OvsOptions::dummy()).unwrap();
+    ovs.add_bridge("br0").unwrap();
+    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vlan, "br0"));
+    let _listener = connect(&ovs, "br0", &agent).await;
+    agent
+        .add_network(Network {
+            vlan: 10,
+            vni: 0,
+            gateway: None,
+            vrf: "t1".into(),
+        })
+        .await
+        .unwrap();
+    agent
+        .add_local_endpoint(local(2, 10, 2, 5, 0))
+        .await
+        .unwrap();
+    let before = dumped_flows(&ovs, "br0").await;
+    assert_eq!(before.len(), misses(&VLAN_PIPELINE).len() + 3);
+
+    ovs.kill_vswitchd();
+    ovs.restart().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let status = agent.bridge().status().await.unwrap();
+        if status.synced && status.reconciles >= 2 && dumped_flows(&ovs, "br0").await == before {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "table not restored: {status:?}"
+        );
+        actix_rt::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // And the agent keeps working on the new connection.
+    agent
+        .add_local_endpoint(local(3, 10, 3, 5, 0))
+        .await
+        .unwrap();
+    assert_eq!(dumped_flows(&ovs, "br0").await.len(), before.len() + 2);
+}
