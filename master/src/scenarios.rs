@@ -167,6 +167,12 @@ async fn tenant_links_and_oper_counts() {
     let inspect = ops::inspect::<Tenant>(&db, "default").await.unwrap();
     assert_eq!(inspect["Oper"]["totalNetworks"], 1);
     assert_eq!(inspect["Oper"]["totalEPGs"], 1);
+    assert_eq!(inspect["Oper"]["networks"][0]["networkName"], "n1");
+    assert_eq!(inspect["Oper"]["networks"][0]["externalPktTag"], 1);
+    assert_eq!(
+        inspect["Oper"]["endpointGroups"][0]["groupTag"],
+        "g1.default"
+    );
     // A network re-POSTed without links is identical (links are server-maintained).
     let n = ops::get::<Network>(&db, "default:n1").await.unwrap();
     let mut bare = n.clone();

@@ -60,7 +60,7 @@ struct Flags {
         default_value = "0.0.0.0:9999"
     )]
     listen_url: String,
-    /// Control address (ip:port) other netmasters and netplugins use; default <host ip>:<listen port>.
+    /// Control address (ip:port) other netmasters and netplugins use; default: host IP and listen port.
     #[arg(
         long = "control-url",
         visible_alias = "internal-address",

@@ -137,7 +137,22 @@ impl Object for Tenant {
             )
             .await?;
         let total_eps = eps.iter().filter(|e| e.net_id.ends_with(&suffix)).count();
+        let scope = format!("{}:", obj.tenant_name);
+        let mut networks = Vec::new();
+        for n in list_with_prefix::<Network>(tx, &scope).await? {
+            let mut oper = Network::oper(tx, &n).await?;
+            oper["networkName"] = json!(n.network_name);
+            networks.push(oper);
+        }
+        let mut groups = Vec::new();
+        for g in list_with_prefix::<EndpointGroup>(tx, &scope).await? {
+            let mut oper = EndpointGroup::oper(tx, &g).await?;
+            oper["groupName"] = json!(g.group_name);
+            groups.push(oper);
+        }
         Ok(json!({
+            "networks": networks,
+            "endpointGroups": groups,
             "totalNetworks": m[0].1,
             "totalEPGs": m[1].1,
             "totalPolicies": m[2].1,

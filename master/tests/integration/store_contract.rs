@@ -200,3 +200,16 @@ async fn leases_expire_without_keep_alive() {
         Err(StoreError::Unavailable(_))
     ));
 }
+
+#[tokio::test]
+async fn watch_outlives_the_request_timeout() {
+    testbed::require!(Etcd);
+    let etcd = testbed::Etcd::start().unwrap();
+    let store = EtcdStore::connect(&[etcd.client_url()]).await.unwrap();
+    let from = store.list("/idle/").await.unwrap().revision + 1;
+    let mut events = store.watch("/idle/".into(), from).await.unwrap();
+    // Longer than the per-request deadline: a watch is a stream, not a request.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    store.put("/idle/k", b"v".to_vec()).await.unwrap();
+    assert!(matches!(next_event(&mut events).await, WatchEvent::Put { kv } if kv.key == "/idle/k"));
+}
