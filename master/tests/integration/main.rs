@@ -8,6 +8,7 @@ mod common;
 mod bench;
 mod election;
 mod endpoints;
+mod flags;
 mod netctl_cli;
 mod outage;
 mod restart;
