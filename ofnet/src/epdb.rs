@@ -13,6 +13,7 @@
 use crate::model::{
     ENDPOINT_INTERNAL, Endpoint, LocalEndpoint, MAX_EPG, MAX_VLAN, MAX_VNI, Network,
 };
+use crate::timestamp;
 use actix::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -311,11 +312,20 @@ impl EndpointTable {
         if ep.ip_addr.is_none() && ep.ipv6_addr.is_none() {
             return Err(EndpointDbError::NoAddress(ep.endpoint_id));
         }
-        if self
-            .endpoint(&ep.endpoint_id)
-            .is_some_and(Endpoint::is_local)
-        {
-            return Err(EndpointDbError::EndpointIsLocal(ep.endpoint_id));
+        if let Some(have) = self.endpoint(&ep.endpoint_id) {
+            if have.is_local() {
+                return Err(EndpointDbError::EndpointIsLocal(ep.endpoint_id));
+            }
+            // Announcements can arrive out of order: an older one never replaces a newer one.
+            let (new, old) = (
+                timestamp::parse(&ep.timestamp),
+                timestamp::parse(&have.timestamp),
+            );
+            if let (Some(new), Some(old)) = (new, old)
+                && new < old
+            {
+                return Ok(());
+            }
         }
         ep.port_no = 0;
         self.endpoints.insert(ep.endpoint_id.clone(), Arc::new(ep));
@@ -339,7 +349,8 @@ pub enum EndpointOp {
         dscp: u8,
     },
     RemoveLocal(u32),
-    /// Adds or replaces (the newer announcement wins).
+    /// Adds or replaces; an announcement older (by `Timestamp`) than the stored one is
+    /// ignored.
     AddRemote(Endpoint),
     RemoveRemote(String),
 }
@@ -523,8 +534,18 @@ mod tests {
         remote.endpoint_id = "10.1.1.9:t1".into();
         remote.ip_addr = Some(Ipv4Addr::new(10, 1, 1, 9));
         remote.vlan = 77; // the remote host's own local VLAN
+        remote.timestamp = "2026-11-21T06:41:53.55Z".into();
         t.apply(EndpointOp::AddRemote(remote.clone())).unwrap();
         assert_eq!(t.remotes().count(), 1);
+        let mut stale = remote.clone();
+        stale.timestamp = "2026-11-21T06:41:53.5Z".into();
+        stale.mac = MacAddr([2, 2, 0, 0, 0, 1]);
+        t.apply(EndpointOp::AddRemote(stale)).unwrap();
+        assert_eq!(
+            t.endpoint("10.1.1.9:t1").map(|e| e.mac),
+            Some(remote.mac),
+            "an older announcement does not replace a newer one"
+        );
         t.apply(EndpointOp::RemoveLocal(3)).unwrap();
         t.apply(EndpointOp::RemoveNetwork(10)).unwrap();
         assert_eq!(t.remotes().count(), 0, "purged by VNI");

@@ -11,6 +11,7 @@
 //! - [`agent`]: the actor per bridge and [`AgentHandle`], the API the host daemon calls.
 //! - [`arp`]: the ARP proxy decision table and gratuitous ARPs.
 //! - [`inspect`]: the agent state in the reference's inspect JSON shape.
+//! - [`timestamp`]: RFC 3339 instants (which endpoint announcement is newer).
 //! - [`text`]: flows in `ovs-ofctl` syntax (golden tests, docs, inspect).
 
 pub mod agent;
@@ -24,6 +25,7 @@ pub mod model;
 pub mod pipeline;
 pub mod priority;
 pub mod text;
+pub mod timestamp;
 
 pub use agent::{AgentConfig, AgentError, AgentHandle, AgentOp};
 pub use datapath::vlan::VlanBridge;
