@@ -256,7 +256,7 @@ impl Object for Network {
         };
 
         let gateway = validate::optional_ipv4("gateway", &obj.gateway)?;
-        let state = CfgNetworkState {
+        let mut state = CfgNetworkState {
             id: obj.state_id(),
             tenant: obj.tenant_name.clone(),
             network_name: obj.network_name.clone(),
@@ -283,7 +283,6 @@ impl Object for Network {
             },
             ip_reservations: Default::default(),
         };
-        let mut state = state;
         if let (Some(s6), Some(gw6)) = (
             subnet6,
             validate::optional_ipv6("ipv6Gateway", &obj.ipv6_gateway)?,

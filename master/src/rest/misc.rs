@@ -44,6 +44,8 @@ async fn info(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
         v.dedup();
         v
     };
+    // /info must answer even while etcd is down (it is how an operator asks what is going on), so
+    // an unreadable registry shows as empty node lists rather than an error.
     let plugins = registry::list(state.db.store(), registry::NETPLUGIN)
         .await
         .unwrap_or_default();

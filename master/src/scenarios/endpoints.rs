@@ -1,0 +1,244 @@
+//! Endpoints: create/delete, allocAddress reservations, concurrency.
+
+use super::*;
+
+#[tokio::test]
+async fn endpoint_create() {
+    let db = db();
+    setup(&db).await;
+    let mut n = net("default", "n1", "vxlan", "20.1.1.0/24", 0);
+    n.ipv6_subnet = "2001:db8::/120".into();
+    add_net(&db, n).await.unwrap();
+    add_epg(&db, epg("default", "g1", "n1")).await.unwrap();
+    let ep = endpoint::create_endpoint(&db, &ep_req("default", "n1", "g1", "c1"))
+        .await
+        .unwrap();
+    assert_eq!(ep.id, "n1.default-c1");
+    assert_eq!(ep.ip_address, "20.1.1.1");
+    assert_eq!(ep.mac_address, "02:02:14:01:01:01");
+    assert_eq!(ep.ipv6_address, "2001:db8::1");
+    assert_eq!(
+        (ep.endpoint_group_id, ep.endpoint_group_key.as_str()),
+        (1, "g1:default")
+    );
+    // Idempotent.
+    assert_eq!(
+        endpoint::create_endpoint(&db, &ep_req("default", "n1", "g1", "c1"))
+            .await
+            .unwrap(),
+        ep
+    );
+    assert_eq!(net_state(&db, "n1.default").await.ep_count, 1);
+    assert_eq!(epg_state(&db, "g1:default").await.ep_count, 1);
+    // allocAddress then createEndpoint with that address claims it without a second allocation.
+    let alloc = endpoint::alloc_address(
+        &db,
+        &AddressAllocRequest {
+            NetworkID: "n1.default".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(alloc.IPv4Address, "20.1.1.2/24");
+    let mut req = ep_req("default", "n1", "g1", "c2");
+    req.ConfigEP.IPAddress = alloc.IPv4Address.clone();
+    assert_eq!(
+        endpoint::create_endpoint(&db, &req)
+            .await
+            .unwrap()
+            .ip_address,
+        "20.1.1.2"
+    );
+    assert_eq!(
+        endpoint::create_endpoint(&db, &ep_req("default", "n1", "", "c3"))
+            .await
+            .unwrap()
+            .ip_address,
+        "20.1.1.3"
+    );
+    // By pool, and release.
+    let by_pool = endpoint::alloc_address(
+        &db,
+        &AddressAllocRequest {
+            AddressPool: "20.1.1.0/24".into(),
+            PreferredIPv4Address: "20.1.1.100".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (by_pool.NetworkID.as_str(), by_pool.IPv4Address.as_str()),
+        ("n1.default", "20.1.1.100/24")
+    );
+    endpoint::release_address(
+        &db,
+        &AddressReleaseRequest {
+            NetworkID: "n1.default".into(),
+            IPv4Address: "20.1.1.100".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(!net_state(&db, "n1.default").await.ip_alloc_map.test(100));
+    // Inspect by container id substring.
+    let inspect = endpoint::inspect_endpoint(&db, "c2").await.unwrap();
+    assert_eq!(inspect["Oper"]["ipAddress"][0], "20.1.1.2");
+    assert_eq!(inspect["Oper"]["network"], "n1.default");
+    assert_eq!(status(endpoint::inspect_endpoint(&db, "zzz").await), 404);
+    // Network and EPG are kept alive by endpoints.
+    assert_eq!(status(ops::delete::<Network>(&db, "default:n1").await), 409);
+    let err = ops::delete::<EndpointGroup>(&db, "default:g1")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("active endpoints"), "{err}");
+    // Unknown EPG / network.
+    assert_eq!(
+        status(endpoint::create_endpoint(&db, &ep_req("default", "n1", "nope", "c9")).await),
+        404
+    );
+    assert_eq!(
+        status(endpoint::create_endpoint(&db, &ep_req("default", "nope", "", "c9")).await),
+        404
+    );
+    // Delete frees everything; cleanup by network removes the rest.
+    let del = endpoint::delete_endpoint(
+        &db,
+        &DeleteEndpointRequest {
+            TenantName: "default".into(),
+            NetworkName: "n1".into(),
+            EndpointID: "c1".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(del.ip_address, "20.1.1.1");
+    assert_eq!(
+        status(
+            endpoint::delete_endpoint(
+                &db,
+                &DeleteEndpointRequest {
+                    TenantName: "default".into(),
+                    NetworkName: "n1".into(),
+                    EndpointID: "c1".into(),
+                    ..Default::default()
+                }
+            )
+            .await
+        ),
+        404
+    );
+    assert_eq!(
+        endpoint::cleanup(&db, "default", "net", "n1")
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    let st = net_state(&db, "n1.default").await;
+    assert_eq!((st.ep_count, st.ep_addr_count), (0, 0));
+    assert_eq!(st.ip_alloc_map.count(), 2);
+    assert!(st.ipv6_alloc_map.is_empty());
+    assert!(
+        keys_under(&db, &keys::state_prefix(keys::category::EPS))
+            .await
+            .is_empty()
+    );
+    ops::delete::<EndpointGroup>(&db, "default:g1")
+        .await
+        .unwrap();
+    ops::delete::<Network>(&db, "default:n1").await.unwrap();
+}
+
+#[tokio::test]
+async fn concurrent_endpoint_creates_get_distinct_addresses() {
+    let db = db();
+    setup(&db).await;
+    add_net(&db, net("default", "n1", "vxlan", "10.1.0.0/24", 0))
+        .await
+        .unwrap();
+    let reqs: Vec<CreateEndpointRequest> = (0..200)
+        .map(|i| ep_req("default", "n1", "", &format!("c{i}")))
+        .collect();
+    let results =
+        futures::future::join_all(reqs.iter().map(|r| endpoint::create_endpoint(&db, r))).await;
+    let ok: Vec<CfgEndpointState> = results.into_iter().filter_map(Result::ok).collect();
+    // 254 usable addresses: all 200 succeed, all distinct.
+    assert_eq!(ok.len(), 200);
+    let mut ips: Vec<&str> = ok.iter().map(|e| e.ip_address.as_str()).collect();
+    ips.sort_unstable();
+    ips.dedup();
+    assert_eq!(ips.len(), 200);
+    assert_eq!(net_state(&db, "n1.default").await.ep_count, 200);
+}
+
+#[tokio::test]
+async fn preallocated_addresses_cannot_be_shared_or_freed_twice() {
+    let db = db();
+    setup(&db).await;
+    let mut n = net("default", "n1", "vxlan", "10.1.1.0/24", 0);
+    n.gateway = "10.1.1.254".into();
+    add_net(&db, n).await.unwrap();
+    let alloc = endpoint::alloc_address(
+        &db,
+        &AddressAllocRequest {
+            NetworkID: "n1.default".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(alloc.IPv4Address, "10.1.1.1/24");
+    let mut a = ep_req("default", "n1", "", "a");
+    a.ConfigEP.IPAddress = "10.1.1.1".into();
+    endpoint::create_endpoint(&db, &a).await.unwrap();
+    // The same address for another container, the gateway, the network or broadcast address: refused.
+    for taken in ["10.1.1.1", "10.1.1.254", "10.1.1.0", "10.1.1.255"] {
+        let mut b = ep_req("default", "n1", "", "b");
+        b.ConfigEP.IPAddress = taken.into();
+        assert_eq!(
+            status(endpoint::create_endpoint(&db, &b).await),
+            409,
+            "{taken}"
+        );
+    }
+    // Docker's order: deleteEndpoint frees the address, a later releaseAddress must not free it
+    // again once another endpoint holds it.
+    endpoint::delete_endpoint(
+        &db,
+        &DeleteEndpointRequest {
+            TenantName: "default".into(),
+            NetworkName: "n1".into(),
+            EndpointID: "a".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let c = endpoint::create_endpoint(&db, &ep_req("default", "n1", "", "c"))
+        .await
+        .unwrap();
+    assert_eq!(c.ip_address, "10.1.1.1");
+    endpoint::release_address(
+        &db,
+        &AddressReleaseRequest {
+            NetworkID: "n1.default".into(),
+            IPv4Address: alloc.IPv4Address,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        net_state(&db, "n1.default").await.ip_alloc_map.test(1),
+        "the live endpoint keeps its address"
+    );
+    assert_eq!(
+        endpoint::create_endpoint(&db, &ep_req("default", "n1", "", "d"))
+            .await
+            .unwrap()
+            .ip_address,
+        "10.1.1.2"
+    );
+}
