@@ -23,8 +23,9 @@ use crate::datapath::{
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flow;
 use crate::inspect::{self, AgentExport};
-use crate::model::{ArpMode, BridgeKind, Endpoint, LocalEndpoint, Network, PolicyRule};
+use crate::model::{ArpMode, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule};
 use crate::pipeline::id;
+use crate::rpc::{self, Peer, RpcServer};
 use crate::{VlanBridge, VxlanBridge};
 use actix::prelude::*;
 use bytes::Bytes;
@@ -93,6 +94,8 @@ pub enum AgentError {
         what: &'static str,
         kind: &'static str,
     },
+    #[error("master address {0} is not ip:port")]
+    BadMaster(String),
     #[error("the agent is not running")]
     Stopped,
 }
@@ -140,6 +143,17 @@ pub struct InjectGarps(pub u16);
 #[rtype(result = "AgentExport")]
 pub struct Inspect;
 
+/// Register with a master (the reference's `OfnetAgent.AddMaster`): announce this agent and
+/// its local endpoints to it, and from now on every local endpoint change.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), AgentError>")]
+pub struct AddMaster(pub Node);
+
+/// The port the agent's RPC server listens on (told to masters at registration).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct SetRpcPort(u16);
+
 /// One background gratuitous-ARP round of an endpoint group; schedules the next.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
@@ -163,6 +177,9 @@ pub struct Agent {
     stats: BTreeMap<String, u64>,
     /// Endpoint groups in background GARP, with their remaining rounds.
     garp_rounds: BTreeMap<u16, u32>,
+    /// Masters by `host:port`.
+    masters: BTreeMap<String, (Node, Peer)>,
+    rpc_port: u16,
 }
 
 /// Handle to a running agent: the API other crates call.
@@ -203,6 +220,8 @@ impl AgentHandle {
             switch: None,
             stats: BTreeMap::new(),
             garp_rounds: BTreeMap::new(),
+            masters: BTreeMap::new(),
+            rpc_port: 0,
         };
         // The input table's ARP punt depends on the ARP mode alone: compute the empty state's
         // flows once so they are installed from the first connect.
@@ -308,6 +327,22 @@ impl AgentHandle {
             .send(InjectGarps(epg))
             .await
             .map_err(|_| AgentError::Stopped)
+    }
+
+    /// Serve the agent's RPC methods (`OfnetAgent.*`, `PolicyAgent.*`) on `addr` (the
+    /// reference uses port 9002 for the vxlan agent, 9003 for the vlan agent).
+    pub async fn serve_rpc(&self, addr: std::net::SocketAddr) -> std::io::Result<RpcServer> {
+        let server = rpc::serve(addr, AgentService(self.clone())).await?;
+        self.addr.do_send(SetRpcPort(server.local_addr().port()));
+        Ok(server)
+    }
+
+    /// Register with a master (see [`AddMaster`]).
+    pub async fn add_master(&self, master: Node) -> Result<(), AgentError> {
+        self.addr
+            .send(AddMaster(master))
+            .await
+            .map_err(|_| AgentError::Stopped)?
     }
 
     /// The agent's state in the reference's inspect shape.
@@ -492,7 +527,8 @@ impl Agent {
     /// Side effects after an op was installed (VLAN bridge): announce a new endpoint on the
     /// uplink, and keep announcing its group for a while if the group has its own VLAN; on a
     /// switch to flood mode, announce every endpoint (the physical network must learn them).
-    fn after(&mut self, op: &AgentOp, ctx: &mut Context<Self>) {
+    fn after(&mut self, op: &AgentOp, removed: Option<Endpoint>, ctx: &mut Context<Self>) {
+        self.announce(op, removed);
         if self.config.kind != BridgeKind::Vlan {
             return;
         }
@@ -525,6 +561,31 @@ impl Agent {
                 self.send_garps(packets);
             }
             _ => {}
+        }
+    }
+
+    /// Tell every master about a local endpoint that was added, changed or removed.
+    fn announce(&mut self, op: &AgentOp, removed: Option<Endpoint>) {
+        let (method, ep) = match (op, removed) {
+            (AgentOp::AddLocalEndpoint(l), _) => (
+                "OfnetMaster.EndpointAdd",
+                self.endpoints.local(l.port_no).cloned(),
+            ),
+            (AgentOp::RemoveLocalEndpoint(_), removed) => ("OfnetMaster.EndpointDel", removed),
+            _ => return,
+        };
+        let Some(ep) = ep else {
+            return;
+        };
+        for (_, peer) in self.masters.values() {
+            peer.notify(method, &ep);
+        }
+        if !self.masters.is_empty() {
+            self.count(if method.ends_with("Add") {
+                "EndpointAddSent"
+            } else {
+                "EndpointDelSent"
+            });
         }
     }
 
@@ -620,6 +681,10 @@ impl Handler<Update> for Agent {
                 act.settings = prev_settings;
             };
             let before = act.endpoints.clone();
+            let removed = match &op {
+                AgentOp::RemoveLocalEndpoint(p) => before.local(*p).cloned(),
+                _ => None,
+            };
             let next = snapshot.and_then(|snap| {
                 if let Some(s) = snap {
                     act.endpoints = s;
@@ -644,7 +709,7 @@ impl Handler<Update> for Agent {
                     .map(move |applied, act, ctx| match applied {
                         Ok(_) => {
                             act.installed.commit(updates);
-                            act.after(&op, ctx);
+                            act.after(&op, removed, ctx);
                             Ok(())
                         }
                         Err(e) => {
@@ -675,6 +740,40 @@ impl Handler<SwitchEvent> for Agent {
             SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in),
             SwitchEvent::PortStatus { .. } | SwitchEvent::FlowRemoved { .. } => {}
         }
+    }
+}
+
+impl Handler<AddMaster> for Agent {
+    type Result = Result<(), AgentError>;
+
+    fn handle(&mut self, AddMaster(master): AddMaster, _: &mut Context<Self>) -> Self::Result {
+        let addr = master
+            .socket_addr()
+            .ok_or_else(|| AgentError::BadMaster(master.key()))?;
+        let peer = Peer::new(addr);
+        let me = Node {
+            host_addr: self
+                .config
+                .local_ip
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            host_port: self.rpc_port,
+        };
+        // Queued in order on the peer: registration first, then what we have.
+        peer.notify("OfnetMaster.RegisterNode", &me);
+        for ep in self.endpoints.locals() {
+            peer.notify("OfnetMaster.EndpointAdd", ep);
+        }
+        self.masters.insert(master.key(), (master, peer));
+        Ok(())
+    }
+}
+
+impl Handler<SetRpcPort> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, SetRpcPort(port): SetRpcPort, _: &mut Context<Self>) {
+        self.rpc_port = port;
     }
 }
 
@@ -714,12 +813,17 @@ impl Handler<Inspect> for Agent {
     type Result = MessageResult<Inspect>;
 
     fn handle(&mut self, _: Inspect, _: &mut Context<Self>) -> Self::Result {
+        let masters: Vec<Node> = self.masters.values().map(|(n, _)| n.clone()).collect();
         MessageResult(inspect::export(
             &self.config,
             &self.endpoints,
             &self.settings,
-            self.switch.as_ref().is_some_and(SwitchHandle::connected),
-            &self.stats,
+            inspect::Live {
+                connected: self.switch.as_ref().is_some_and(SwitchHandle::connected),
+                stats: &self.stats,
+                masters: &masters,
+                rpc_port: self.rpc_port,
+            },
         ))
     }
 }
@@ -729,6 +833,53 @@ impl Handler<InstalledFlows> for Agent {
 
     fn handle(&mut self, _: InstalledFlows, _: &mut Context<Self>) -> Self::Result {
         MessageResult((self.installed.flow_lines(), self.installed.group_lines()))
+    }
+}
+
+/// The agent's RPC methods, served by [`AgentHandle::serve_rpc`]. Every method answers
+/// `true`, as in the reference; a refused change answers its error.
+#[derive(Clone)]
+struct AgentService(AgentHandle);
+
+impl rpc::Service for AgentService {
+    fn call(
+        &self,
+        method: String,
+        params: serde_json::Value,
+    ) -> futures::future::LocalBoxFuture<'static, Result<serde_json::Value, String>> {
+        let agent = self.0.clone();
+        Box::pin(async move {
+            let m = method.as_str();
+            let done = match m {
+                "OfnetAgent.AddMaster" => agent.add_master(rpc::params(m, params)?).await,
+                "OfnetAgent.EndpointAdd" => {
+                    agent.add_remote_endpoint(rpc::params(m, params)?).await
+                }
+                "OfnetAgent.EndpointDel" => {
+                    let ep: Endpoint = rpc::params(m, params)?;
+                    match agent.remove_remote_endpoint(ep.endpoint_id).await {
+                        // Unknown (or our own): nothing to remove.
+                        Err(AgentError::EndpointDb(
+                            EndpointDbError::NoEndpoint(_) | EndpointDbError::EndpointIsLocal(_),
+                        )) => Ok(()),
+                        other => other,
+                    }
+                }
+                "OfnetAgent.InjectGARPs" => agent
+                    .inject_garps(rpc::params(m, params)?)
+                    .await
+                    .map(|_| ()),
+                "OfnetAgent.DummyRpc" => Ok(()),
+                "PolicyAgent.AddRule" => agent.add_rule(rpc::params(m, params)?).await,
+                "PolicyAgent.DelRule" => {
+                    let rule: PolicyRule = rpc::params(m, params)?;
+                    agent.remove_rule(rule.rule_id).await
+                }
+                other => return Err(format!("unknown method {other}")),
+            };
+            done.map(|()| serde_json::Value::Bool(true))
+                .map_err(|e| e.to_string())
+        })
     }
 }
 

@@ -278,12 +278,19 @@ impl EndpointTable {
             endpoint_group_vlan: l.epg_vlan,
             originator_ip: originator,
             originator_mac: String::new(),
-            timestamp: String::new(),
+            // Announcements of an endpoint are ordered by this stamp (see `AddRemote`).
+            timestamp: timestamp::now(),
             port_no: l.port_no,
             dscp: l.dscp,
         };
         if let Some(have_id) = self.local.get(&l.port_no) {
-            if self.endpoint(have_id) == Some(&ep) {
+            // The same endpoint again (whenever it was stamped) changes nothing.
+            if let Some(have) = self.endpoint(have_id)
+                && (Endpoint {
+                    timestamp: have.timestamp.clone(),
+                    ..ep.clone()
+                }) == *have
+            {
                 return Ok(());
             }
             return Err(EndpointDbError::PortInUse {

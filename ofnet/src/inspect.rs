@@ -7,17 +7,9 @@
 use crate::agent::AgentConfig;
 use crate::datapath::Settings;
 use crate::epdb::{EndpointTable, Vrf};
-use crate::model::{ArpMode, Endpoint, PolicyRule};
+use crate::model::{ArpMode, Endpoint, Node, PolicyRule};
 use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// A master the agent registered with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "PascalCase")]
-pub struct MasterNode {
-    pub host_addr: String,
-    pub host_port: u16,
-}
 
 /// `{"Rule": ...}` as the reference wraps installed rules.
 #[derive(Debug, Clone, Serialize)]
@@ -50,7 +42,7 @@ pub struct AgentExport {
     pub is_connected: bool,
     pub dp_name: &'static str,
     pub protopath: Option<()>,
-    pub master_db: BTreeMap<String, MasterNode>,
+    pub master_db: BTreeMap<String, Node>,
     pub vtep_table: BTreeMap<String, u32>,
     pub endpoint_db: BTreeMap<String, Endpoint>,
     pub vrf_name_id_map: BTreeMap<String, u8>,
@@ -62,14 +54,31 @@ pub struct AgentExport {
     pub datapath: DatapathExport,
 }
 
+/// What the agent knows at run time besides its state.
+#[derive(Debug, Clone, Copy)]
+pub struct Live<'a> {
+    /// A switch is connected.
+    pub connected: bool,
+    pub stats: &'a BTreeMap<String, u64>,
+    /// Masters the agent registered with.
+    pub masters: &'a [Node],
+    /// The port the agent's RPC server listens on (0: none).
+    pub rpc_port: u16,
+}
+
 /// Build the export from the agent's parts.
 pub fn export(
     config: &AgentConfig,
     endpoints: &EndpointTable,
     settings: &Settings,
-    connected: bool,
-    stats: &BTreeMap<String, u64>,
+    live: Live<'_>,
 ) -> AgentExport {
+    let Live {
+        connected,
+        stats,
+        masters,
+        rpc_port,
+    } = live;
     let local_ip = config.local_ip.map(|a| a.to_string()).unwrap_or_default();
     let (err_stats, stats): (BTreeMap<_, _>, BTreeMap<_, _>) = stats
         .iter()
@@ -78,11 +87,11 @@ pub fn export(
     AgentExport {
         my_addr: local_ip.clone(),
         local_ip,
-        my_port: 0,
+        my_port: rpc_port,
         is_connected: connected,
         dp_name: config.kind.name(),
         protopath: None,
-        master_db: BTreeMap::new(),
+        master_db: masters.iter().map(|m| (m.key(), m.clone())).collect(),
         vtep_table: settings
             .vteps
             .iter()
@@ -158,7 +167,17 @@ mod tests {
             ("ArpReqRcvd".to_string(), 2),
             ("ArpPktParse-ERROR".to_string(), 1),
         ]);
-        let v = serde_json::to_value(export(&config, &t, &s, true, &stats)).unwrap();
+        let masters = [Node {
+            host_addr: "192.168.77.9".into(),
+            host_port: 9001,
+        }];
+        let live = Live {
+            connected: true,
+            stats: &stats,
+            masters: &masters,
+            rpc_port: 9002,
+        };
+        let v = serde_json::to_value(export(&config, &t, &s, live)).unwrap();
         assert_eq!(v["DpName"], "vxlan");
         assert_eq!(v["LocalIp"], "192.168.77.1");
         assert_eq!(v["IsConnected"], true);
@@ -184,8 +203,11 @@ mod tests {
             v["Datapath"]["PolicyAgent"]["Rules"]["r1"]["Rule"]["Action"],
             "deny"
         );
-        assert!(
-            v["Protopath"].is_null() && v["MasterDb"].as_object().is_some_and(|m| m.is_empty())
+        assert!(v["Protopath"].is_null());
+        assert_eq!(v["MyPort"], 9002);
+        assert_eq!(
+            v["MasterDb"]["192.168.77.9:9001"],
+            serde_json::json!({"HostAddr": "192.168.77.9", "HostPort": 9001})
         );
     }
 }

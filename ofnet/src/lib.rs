@@ -10,6 +10,8 @@
 //! - [`epdb`]: the endpoint DB actor (networks, VRFs, endpoints).
 //! - [`agent`]: the actor per bridge and [`AgentHandle`], the API the host daemon calls.
 //! - [`arp`]: the ARP proxy decision table and gratuitous ARPs.
+//! - [`master`]: the master actor (agent registry, endpoint relay, rule fan-out).
+//! - [`rpc`]: the master↔agent RPC (length-delimited JSON over TCP): peers and servers.
 //! - [`inspect`]: the agent state in the reference's inspect JSON shape.
 //! - [`timestamp`]: RFC 3339 instants (which endpoint announcement is newer).
 //! - [`text`]: flows in `ovs-ofctl` syntax (golden tests, docs, inspect).
@@ -20,16 +22,19 @@ pub mod datapath;
 pub mod epdb;
 pub mod flows;
 pub mod inspect;
+pub mod master;
 pub mod metadata;
 pub mod model;
 pub mod pipeline;
 pub mod priority;
+pub mod rpc;
 pub mod text;
 pub mod timestamp;
 
 pub use agent::{AgentConfig, AgentError, AgentHandle, AgentOp};
 pub use datapath::vlan::VlanBridge;
 pub use datapath::vxlan::VxlanBridge;
+pub use master::MasterHandle;
 pub use model::{
-    ArpMode, BridgeKind, Endpoint, LocalEndpoint, MacAddr, Network, PolicyRule, RuleAction,
+    ArpMode, BridgeKind, Endpoint, LocalEndpoint, MacAddr, Network, Node, PolicyRule, RuleAction,
 };

@@ -183,6 +183,26 @@ impl Endpoint {
     }
 }
 
+/// An agent or master RPC endpoint (`OfnetNode`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Node {
+    pub host_addr: String,
+    pub host_port: u16,
+}
+
+impl Node {
+    /// `host:port`, the key the reference uses.
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.host_addr, self.host_port)
+    }
+
+    pub fn socket_addr(&self) -> Option<std::net::SocketAddr> {
+        let ip: IpAddr = self.host_addr.parse().ok()?;
+        Some(std::net::SocketAddr::new(ip, self.host_port))
+    }
+}
+
 /// What a policy rule does to the packets it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

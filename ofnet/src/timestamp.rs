@@ -23,6 +23,50 @@ fn days_since_epoch(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
+/// `(year, month, day)` of the day `days` after 1970-01-01 (inverse of [`days_since_epoch`]).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_from_march + 2) / 5 + 1) as u32;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// `instant` as RFC 3339 in UTC with nanoseconds (`2026-11-21T06:41:53.500000000Z`).
+pub fn format(instant: Instant) -> String {
+    let days = instant.secs.div_euclid(86_400);
+    let rem = instant.secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        instant.nanos
+    )
+}
+
+/// Now, as RFC 3339.
+pub fn now() -> String {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format(Instant {
+        secs: i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
+        nanos: since.subsec_nanos(),
+    })
+}
+
 fn num(s: &str, range: std::ops::RangeInclusive<u32>) -> Option<u32> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -100,6 +144,28 @@ mod tests {
         assert_eq!(a, c);
         let d = parse("2026-11-21T01:41:53.123456789-05:00").unwrap();
         assert!(d < a);
+    }
+
+    #[test]
+    fn format_round_trips_through_parse() {
+        for secs in [
+            0i64,
+            951_868_800,
+            1_795_243_313,
+            4_102_444_800,
+            1_709_164_800,
+        ] {
+            let i = Instant { secs, nanos: 123 };
+            assert_eq!(parse(&format(i)), Some(i), "{}", format(i));
+        }
+        assert_eq!(
+            format(Instant {
+                secs: 1_795_243_313,
+                nanos: 500_000_000
+            }),
+            "2026-11-21T06:41:53.500000000Z"
+        );
+        assert!(parse(&now()).is_some());
     }
 
     #[test]
