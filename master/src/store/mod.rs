@@ -12,6 +12,7 @@
 //! * An unreachable store is [`StoreError::Unavailable`]; the REST layer turns it into HTTP 503.
 
 pub mod etcd;
+pub mod follow;
 pub mod keys;
 pub mod memory;
 pub mod txn;

@@ -213,3 +213,42 @@ async fn watch_outlives_the_request_timeout() {
     store.put("/idle/k", b"v".to_vec()).await.unwrap();
     assert!(matches!(next_event(&mut events).await, WatchEvent::Put { kv } if kv.key == "/idle/k"));
 }
+
+#[tokio::test]
+async fn follow_resumes_after_etcd_restart() {
+    use master::store::follow::{StateEvent, follow};
+    testbed::require!(Etcd);
+    let mut etcd = testbed::Etcd::start().unwrap();
+    let store: Arc<dyn StateStore> =
+        Arc::new(EtcdStore::connect(&[etcd.client_url()]).await.unwrap());
+    store.put("/f/a", b"1".to_vec()).await.unwrap();
+    let mut events = follow(store.clone(), "/f/".into());
+    let first = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(first, StateEvent::Snapshot { ref entries, .. } if entries.len() == 1),
+        "{first:?}"
+    );
+    etcd.stop();
+    etcd.start_again().unwrap();
+    // Written after the restart: the follower picks the watch up again from where it was.
+    let mut wrote = false;
+    for _ in 0..50 {
+        if store.put("/f/b", b"2".to_vec()).await.is_ok() {
+            wrote = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(wrote, "etcd back");
+    let next = tokio::time::timeout(Duration::from_secs(15), events.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(next, StateEvent::Put(ref kv) if kv.key == "/f/b"),
+        "{next:?}"
+    );
+}
