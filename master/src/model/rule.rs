@@ -95,6 +95,39 @@ fn ip_match(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// An `in` rule may name `toIpAddress` only as the Kubernetes path uses it: the policy belongs to
+/// exactly one EPG and the address is one of that EPG's endpoints.
+async fn check_to_ip_on_in_rule(tx: &mut Tx<'_>, rule: &Rule) -> Result<()> {
+    let users: Vec<EndpointGroup> =
+        super::list_with_prefix::<EndpointGroup>(tx, &format!("{}:", rule.tenant_name))
+            .await?
+            .into_iter()
+            .filter(|g| g.policies.contains(&rule.policy_name))
+            .collect();
+    let [group] = users.as_slice() else {
+        return Err(Error::invalid(
+            "toIpAddress",
+            format!(
+                "an in rule may set it only when policy {} is used by exactly one endpoint group ({} use it)",
+                rule.policy_name,
+                users.len()
+            ),
+        ));
+    };
+    let ip = rule.to_ip_address.split('/').next().unwrap_or_default();
+    let eps = super::endpoint_group::endpoints_of_group(tx, group).await?;
+    if !eps.iter().any(|e| e.ip_address == ip) {
+        return Err(Error::invalid(
+            "toIpAddress",
+            format!(
+                "{ip} is not an endpoint of endpoint group {}",
+                group.group_name
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Object for Rule {
     const TYPE: &'static str = "rule";
     const PLURAL: &'static str = "rules";
@@ -172,6 +205,9 @@ impl Object for Rule {
     async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {
         let policy_key = format!("{}:{}", obj.tenant_name, obj.policy_name);
         load_required::<Policy>(tx, &policy_key).await?;
+        if obj.direction == "in" && !obj.to_ip_address.is_empty() {
+            check_to_ip_on_in_rule(tx, obj).await?;
+        }
         let group = if obj.direction == "in" {
             &obj.from_endpoint_group
         } else {

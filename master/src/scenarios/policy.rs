@@ -178,3 +178,24 @@ async fn epg_policies() {
     assert_eq!(err.http_status(), 404);
     assert!(err.to_string().contains("Policy p1 not found"), "{err}");
 }
+
+#[tokio::test]
+async fn in_rule_to_ip_must_be_an_endpoint_of_the_only_group() {
+    let db = db();
+    policy_setup(&db).await;
+    let mut r = rule("k8s", "in", "tcp", 80, "allow", 1);
+    r.to_ip_address = "10.1.1.1".into();
+    // No group uses the policy yet.
+    assert_eq!(status(add_rule(&db, r.clone()).await), 400);
+    let mut g = epg("default", "g1", "n1");
+    g.policies = vec!["p1".into()];
+    add_epg(&db, g).await.unwrap();
+    // The address is not an endpoint of the group yet.
+    assert_eq!(status(add_rule(&db, r.clone()).await), 400);
+    endpoint::create_endpoint(&db, &ep_req("default", "n1", "g1", "pod1"))
+        .await
+        .unwrap();
+    add_rule(&db, r).await.unwrap();
+    let compiled = keys_under(&db, &keys::state_prefix(keys::category::POLICY_RULE)).await;
+    assert_eq!(compiled.len(), 2, "{compiled:?}");
+}
