@@ -96,6 +96,8 @@ pub enum AgentError {
     },
     #[error("master address {0} is not ip:port")]
     BadMaster(String),
+    #[error(transparent)]
+    Rpc(#[from] rpc::RpcError),
     #[error("the agent is not running")]
     Stopped,
 }
@@ -744,13 +746,42 @@ impl Handler<SwitchEvent> for Agent {
 }
 
 impl Handler<AddMaster> for Agent {
-    type Result = Result<(), AgentError>;
+    type Result = ResponseActFuture<Self, Result<(), AgentError>>;
 
-    fn handle(&mut self, AddMaster(master): AddMaster, _: &mut Context<Self>) -> Self::Result {
-        let addr = master
-            .socket_addr()
-            .ok_or_else(|| AgentError::BadMaster(master.key()))?;
-        let peer = Peer::new(addr);
+    fn handle(&mut self, AddMaster(master): AddMaster, ctx: &mut Context<Self>) -> Self::Result {
+        let Some(addr) = master.socket_addr() else {
+            return Box::pin(fut::ready(Err(AgentError::BadMaster(master.key()))));
+        };
+        // Every new connection (the first, and after the master restarted) registers and
+        // re-announces the local endpoints before anything else.
+        let me = ctx.address();
+        let greeting: rpc::Greeting = std::rc::Rc::new(move || {
+            let me = me.clone();
+            Box::pin(async move { me.send(RegistrationCalls).await.unwrap_or_default() })
+        });
+        let peer = Peer::with_greeting(addr, greeting);
+        let key = master.key();
+        self.masters.insert(key.clone(), (master, peer.clone()));
+        Box::pin(async move { peer.connect().await }.into_actor(self).map(
+            move |connected, act, _| {
+                connected.map_err(|e| {
+                    act.masters.remove(&key);
+                    AgentError::Rpc(e)
+                })
+            },
+        ))
+    }
+}
+
+/// What a new connection to a master starts with: registration, then every local endpoint.
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<(String, serde_json::Value)>")]
+struct RegistrationCalls;
+
+impl Handler<RegistrationCalls> for Agent {
+    type Result = MessageResult<RegistrationCalls>;
+
+    fn handle(&mut self, _: RegistrationCalls, _: &mut Context<Self>) -> Self::Result {
         let me = Node {
             host_addr: self
                 .config
@@ -759,13 +790,16 @@ impl Handler<AddMaster> for Agent {
                 .unwrap_or_default(),
             host_port: self.rpc_port,
         };
-        // Queued in order on the peer: registration first, then what we have.
-        peer.notify("OfnetMaster.RegisterNode", &me);
+        let mut calls = vec![(
+            "OfnetMaster.RegisterNode".to_string(),
+            serde_json::to_value(me).unwrap_or_default(),
+        )];
         for ep in self.endpoints.locals() {
-            peer.notify("OfnetMaster.EndpointAdd", ep);
+            if let Ok(v) = serde_json::to_value(ep) {
+                calls.push(("OfnetMaster.EndpointAdd".to_string(), v));
+            }
         }
-        self.masters.insert(master.key(), (master, peer));
-        Ok(())
+        MessageResult(calls)
     }
 }
 

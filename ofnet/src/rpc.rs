@@ -73,10 +73,15 @@ pub enum RpcError {
 type Conn = Framed<TcpStream, LengthDelimitedCodec>;
 
 struct Call {
-    method: String,
+    /// `None`: only make sure the connection is up (and greeted).
+    method: Option<String>,
     params: Value,
     reply: oneshot::Sender<Result<Value, RpcError>>,
 }
+
+/// The calls a peer makes first on every new connection, before anything queued: how a client
+/// re-synchronizes a server that restarted (register, then re-announce its state).
+pub type Greeting = std::rc::Rc<dyn Fn() -> LocalBoxFuture<'static, Vec<(String, Value)>>>;
 
 /// A handle to a remote RPC server (see the module documentation).
 #[derive(Clone, Debug)]
@@ -89,8 +94,31 @@ impl Peer {
     /// Start the connection task (inside an actix or tokio runtime); it dials on first use.
     pub fn new(addr: SocketAddr) -> Peer {
         let (calls, rx) = mpsc::unbounded_channel();
-        actix_rt::spawn(run_peer(addr, rx));
+        actix_rt::spawn(run_peer(addr, rx, None));
         Peer { addr, calls }
+    }
+
+    /// A peer that sends `greeting`'s calls on every new connection.
+    pub fn with_greeting(addr: SocketAddr, greeting: Greeting) -> Peer {
+        let (calls, rx) = mpsc::unbounded_channel();
+        actix_rt::spawn(run_peer(addr, rx, Some(greeting)));
+        Peer { addr, calls }
+    }
+
+    /// Connect now (and greet) instead of on the first call.
+    pub async fn connect(&self) -> Result<(), RpcError> {
+        let (reply, answer) = oneshot::channel();
+        self.calls
+            .send(Call {
+                method: None,
+                params: Value::Null,
+                reply,
+            })
+            .map_err(|_| RpcError::Closed(self.addr))?;
+        answer
+            .await
+            .map_err(|_| RpcError::Closed(self.addr))?
+            .map(|_| ())
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -112,7 +140,7 @@ impl Peer {
         let (reply, answer) = oneshot::channel();
         self.calls
             .send(Call {
-                method: method.to_string(),
+                method: Some(method.to_string()),
                 params,
                 reply,
             })
@@ -176,42 +204,105 @@ async fn exchange(conn: &mut Conn, req: &Request) -> Result<Response, Option<Str
     }
 }
 
-async fn run_peer(addr: SocketAddr, mut calls: mpsc::UnboundedReceiver<Call>) {
+/// Dial `addr` and send the greeting's calls; a refused greeting call is logged, a broken
+/// connection fails the dial.
+async fn dial_and_greet(
+    addr: SocketAddr,
+    greeting: Option<&Greeting>,
+    next_id: &mut u64,
+) -> Result<Conn, RpcError> {
+    let mut conn = dial(addr).await?;
+    let Some(greeting) = greeting else {
+        return Ok(conn);
+    };
+    for (method, params) in greeting().await {
+        let req = Request {
+            id: *next_id,
+            method,
+            params,
+        };
+        *next_id += 1;
+        match tokio::time::timeout(CALL_TIMEOUT, exchange(&mut conn, &req)).await {
+            Ok(Ok(resp)) => {
+                if let Some(error) = resp.error {
+                    tracing::warn!(%addr, method = %req.method, %error, "greeting call refused");
+                }
+            }
+            Ok(Err(reason)) => {
+                return Err(RpcError::Unreachable {
+                    peer: addr,
+                    reason: reason.unwrap_or_else(|| "connection lost while greeting".into()),
+                });
+            }
+            Err(_) => {
+                return Err(RpcError::Timeout {
+                    peer: addr,
+                    method: req.method,
+                });
+            }
+        }
+    }
+    Ok(conn)
+}
+
+async fn run_peer(
+    addr: SocketAddr,
+    mut calls: mpsc::UnboundedReceiver<Call>,
+    greeting: Option<Greeting>,
+) {
     let mut conn: Option<Conn> = None;
     let mut next_id = 1u64;
     while let Some(call) = calls.recv().await {
-        let req = Request {
-            id: next_id,
-            method: call.method.clone(),
-            params: call.params,
+        let Some(method) = call.method else {
+            let outcome = match conn {
+                Some(_) => Ok(Value::Null),
+                None => match dial_and_greet(addr, greeting.as_ref(), &mut next_id).await {
+                    Ok(c) => {
+                        conn = Some(c);
+                        Ok(Value::Null)
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            let _ = call.reply.send(outcome);
+            continue;
         };
-        next_id += 1;
         let mut outcome = Err(RpcError::Closed(addr));
         // A connection that broke since the last call gets one fresh dial and one retry.
         for _attempt in 0..2 {
-            let c = match conn.as_mut() {
-                Some(c) => c,
-                None => match dial(addr).await {
-                    Ok(c) => conn.insert(c),
+            if conn.is_none() {
+                match dial_and_greet(addr, greeting.as_ref(), &mut next_id).await {
+                    Ok(c) => conn = Some(c),
                     Err(e) => {
                         outcome = Err(e);
                         break;
                     }
-                },
+                }
+            }
+            let Some(c) = conn.as_mut() else {
+                break;
             };
+            let req = Request {
+                id: next_id,
+                method: method.clone(),
+                params: call.params.clone(),
+            };
+            next_id += 1;
             match tokio::time::timeout(CALL_TIMEOUT, exchange(c, &req)).await {
                 Err(_) => {
                     outcome = Err(RpcError::Timeout {
                         peer: addr,
-                        method: req.method.clone(),
+                        method: method.clone(),
                     });
+                    // The answer may still come; a fresh connection avoids reading it later.
+                    conn = None;
                     break;
                 }
                 Ok(Ok(resp)) => {
                     outcome = match (resp.result, resp.error) {
                         (_, Some(error)) => Err(RpcError::Remote {
                             peer: addr,
-                            method: req.method.clone(),
+                            method: method.clone(),
                             error,
                         }),
                         (result, None) => Ok(result.unwrap_or(Value::Null)),
@@ -221,7 +312,7 @@ async fn run_peer(addr: SocketAddr, mut calls: mpsc::UnboundedReceiver<Call>) {
                 Ok(Err(Some(reason))) => {
                     outcome = Err(RpcError::BadReply {
                         peer: addr,
-                        method: req.method.clone(),
+                        method: method.clone(),
                         reason,
                     });
                     conn = None;
@@ -394,6 +485,39 @@ mod tests {
         assert!(
             matches!(&err, RpcError::Remote { method, error, .. } if method == "Test.Nope" && error.contains("unknown method")),
             "{err}"
+        );
+    }
+
+    /// Counts greetings: every new connection must greet before its first call.
+    #[derive(Clone, Default)]
+    struct Recorder(std::rc::Rc<std::cell::RefCell<Vec<String>>>);
+
+    impl Service for Recorder {
+        fn call(&self, method: String, _: Value) -> LocalBoxFuture<'static, Result<Value, String>> {
+            self.0.borrow_mut().push(method);
+            Box::pin(async { Ok(Value::Bool(true)) })
+        }
+    }
+
+    #[actix_rt::test]
+    async fn every_new_connection_is_greeted_first() {
+        let calls = Recorder::default();
+        let server = serve("127.0.0.1:0".parse().unwrap(), calls.clone())
+            .await
+            .unwrap();
+        let addr = server.local_addr();
+        let greeting: Greeting =
+            std::rc::Rc::new(|| Box::pin(async { vec![("Test.Hello".to_string(), Value::Null)] }));
+        let peer = Peer::with_greeting(addr, greeting);
+        peer.connect().await.unwrap();
+        peer.call::<_, Value>("Test.A", &1).await.unwrap();
+        drop(server);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let _again = serve(addr, calls.clone()).await.unwrap();
+        peer.call::<_, Value>("Test.B", &1).await.unwrap();
+        assert_eq!(
+            *calls.0.borrow(),
+            ["Test.Hello", "Test.A", "Test.Hello", "Test.B"]
         );
     }
 

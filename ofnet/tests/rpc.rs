@@ -68,6 +68,7 @@ async fn endpoints_and_rules_travel_through_the_master() {
     let master = MasterHandle::start("127.0.0.1:0".parse().unwrap(), None)
         .await
         .unwrap();
+    let master_addr = master.local_addr();
     let (a, _a_rpc, a_node) = agent(Ipv4Addr::new(127, 0, 0, 1), 2).await;
     let (b, _b_rpc, b_node) = agent(Ipv4Addr::new(127, 0, 0, 2), 3).await;
 
@@ -120,4 +121,26 @@ async fn endpoints_and_rules_travel_through_the_master() {
         })
         .await;
     }
+
+    // The master restarts empty: each agent's next call re-registers it and re-announces its
+    // endpoints first, and the master passes them on to the others.
+    drop(master);
+    actix_rt::time::sleep(Duration::from_millis(50)).await;
+    let master = MasterHandle::start(master_addr, None).await.unwrap();
+    a.add_local_endpoint(endpoint(4, 2)).await.unwrap();
+    b.add_local_endpoint(endpoint(5, 3)).await.unwrap();
+    eventually(&b, "B learns A's endpoint through the new master", |e| {
+        e.endpoint_db.contains_key("10.1.1.4:t1")
+    })
+    .await;
+    eventually(&a, "A learns B's endpoints through the new master", |e| {
+        e.endpoint_db.contains_key("10.1.1.5:t1") && e.endpoint_db.contains_key("10.1.1.3:t1")
+    })
+    .await;
+    let m = master.inspect().await.unwrap();
+    assert_eq!(m.agent_db.len(), 2, "{m:#?}");
+    assert_eq!(
+        m.endpoint_db.keys().collect::<Vec<_>>(),
+        ["10.1.1.3:t1", "10.1.1.4:t1", "10.1.1.5:t1"]
+    );
 }
