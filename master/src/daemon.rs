@@ -14,7 +14,7 @@ use crate::model::{Global, Tenant, ops};
 use crate::registry::{self, ServiceInfo};
 use crate::rest::{self, AppState};
 use crate::store::txn::Db;
-use crate::store::{EtcdStore, StateStore, StoreError};
+use crate::store::{EtcdStore, StateStore};
 
 /// The ofnet master RPC port registered as `netmaster.rpc`.
 pub const OFNET_MASTER_PORT: u16 = 9001;
@@ -228,7 +228,29 @@ pub async fn run_with_store(
     cancel: CancellationToken,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
+    // Bind first: a port in use must fail before anything is registered or the lock is taken.
+    let listen = resolve(&config.listen_url)?;
+    let bind = |addr: SocketAddr, text: &str| {
+        std::net::TcpListener::bind(addr).map_err(|e| DaemonError::Listen {
+            addr: text.to_string(),
+            source: e,
+        })
+    };
+    let mut listeners = vec![bind(listen, &config.listen_url)?];
+    let control_sock = resolve(&control)?;
+    let covered = control_sock.port() == listen.port()
+        && (listen.ip().is_unspecified() || listen.ip() == control_sock.ip());
+    if !covered {
+        listeners.push(bind(control_sock, &control)?);
+    }
+
     let db = Db::new(store.clone());
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| DaemonError::Server(std::io::Error::other(e)))?;
+    let endpoints =
+        crate::endpoint::batch::Batcher::spawn(db.clone()).map_err(DaemonError::Server)?;
     let (role, election) = leader::spawn(
         store.clone(),
         ElectionConfig {
@@ -270,12 +292,6 @@ pub async fn run_with_store(
     // caller's task next to the shutdown future.
     let duties = leader_duties(db.clone(), config.clone(), role.clone(), masters);
 
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .map_err(|e| DaemonError::Server(std::io::Error::other(e)))?;
-    let endpoints =
-        crate::endpoint::batch::Batcher::spawn(db.clone()).map_err(DaemonError::Server)?;
     let state = Arc::new(AppState {
         db,
         role,
@@ -288,16 +304,8 @@ pub async fn run_with_store(
         .workers(config.workers.max(1))
         .disable_signals()
         .shutdown_timeout(5);
-    let listen = resolve(&config.listen_url)?;
-    server = server.bind(listen).map_err(|e| DaemonError::Listen {
-        addr: config.listen_url.clone(),
-        source: e,
-    })?;
-    let control_sock = resolve(&control)?;
-    let covered = control_sock.port() == listen.port()
-        && (listen.ip().is_unspecified() || listen.ip() == control_sock.ip());
-    if !covered {
-        server = server.bind(control_sock).map_err(|e| DaemonError::Listen {
+    for listener in listeners {
+        server = server.listen(listener).map_err(|e| DaemonError::Listen {
             addr: control.clone(),
             source: e,
         })?;
@@ -320,11 +328,5 @@ pub async fn run_with_store(
     match serving.await {
         Ok(Ok(())) | Err(_) => Ok(()),
         Ok(Err(e)) => Err(DaemonError::Server(e)),
-    }
-}
-
-impl From<StoreError> for DaemonError {
-    fn from(e: StoreError) -> Self {
-        DaemonError::Server(std::io::Error::other(e))
     }
 }
