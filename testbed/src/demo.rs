@@ -1,29 +1,468 @@
-//! The demo cluster `testbed up` brings up, and the record `testbed down` tears down.
+//! The demo cluster `testbed up` brings up, the record `testbed down` tears down, and the
+//! [`Cluster`] the end-to-end tests and the pod-setup benchmark use.
 //!
-//! Today: etcd, one emulated host (a network namespace running its own Open vSwitch with the
-//! userspace datapath) with the bridge `contivVxlanBridge`, and two pods attached to it that
-//! ping each other. The control plane joins as netmaster and netplugin land.
+//! A [`Cluster`] is every part real, as processes: etcd, netmaster, and one emulated host
+//! (a network namespace running its own Open vSwitch with the userspace datapath and a VLAN
+//! uplink) driven by a netplugin process that runs in the root namespace (so it reaches etcd
+//! and netmaster on loopback) with `--host-netns` pointing at the host namespace. OVS reaches
+//! netplugin's OpenFlow listeners through unix sockets. Pods are created through libcni
+//! (`cnirun`) with a conflist naming `contivk8s`, exactly as a container runtime would.
 
-use crate::{Datapath, Etcd, Netns, Ovs, OvsOptions, Pod, PodOptions, Result, pid_alive, run};
+use crate::names::{SandboxDir, free_port, temp_dir, unique_name};
+use crate::process::Daemon;
+use crate::{Datapath, Error, Etcd, Netns, Ovs, OvsOptions, Result, pid_alive, run};
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// The bridge name Contiv uses for VXLAN networks.
 pub const BRIDGE: &str = "contivVxlanBridge";
+/// How long netmaster and netplugin get to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The running demo, owning every part (dropping it tears everything down).
+/// Where the programs of a cluster are.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    pub netmaster: PathBuf,
+    pub netctl: PathBuf,
+    pub netplugin: PathBuf,
+    /// The directory holding `contivk8s` (the runtime's `CNI_PATH`).
+    pub cni_dir: PathBuf,
+    /// The libcni runtime driver (`shared/tools/cnirun`).
+    pub cnirun: PathBuf,
+}
+
+impl Binaries {
+    /// The binaries in cargo's output directory `dir` (e.g. `target/debug`), and `cnirun`
+    /// from `$CNIRUN`, else `dir/cnirun/cnirun`, built with `shared/tools/cnirun/build.sh` if
+    /// missing.
+    pub fn in_dir(dir: &Path) -> Result<Binaries> {
+        let cnirun = match std::env::var_os("CNIRUN") {
+            Some(p) => PathBuf::from(p),
+            None => {
+                let out = dir.join("cnirun");
+                let exe = out.join("cnirun");
+                if !exe.exists() {
+                    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("../../shared/tools/cnirun/build.sh");
+                    run(&["bash", &script.to_string_lossy(), &out.to_string_lossy()])?;
+                }
+                exe
+            }
+        };
+        let bins = Binaries {
+            netmaster: dir.join("netmaster"),
+            netctl: dir.join("netctl"),
+            netplugin: dir.join("netplugin"),
+            cni_dir: dir.to_path_buf(),
+            cnirun,
+        };
+        for exe in [
+            &bins.netmaster,
+            &bins.netctl,
+            &bins.netplugin,
+            &dir.join("contivk8s"),
+            &bins.cnirun,
+        ] {
+            if !exe.exists() {
+                return Err(Error::Io {
+                    op: "find (build it with `cargo build -p master -p plugin -p cni`)",
+                    path: exe.clone(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                });
+            }
+        }
+        Ok(bins)
+    }
+
+    /// Build the daemons with cargo (`release` or not) and locate them.
+    pub fn build(release: bool) -> Result<Binaries> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut argv = vec![cargo.as_str(), "build", "-q"];
+        if release {
+            argv.push("--release");
+        }
+        argv.extend(["-p", "master", "-p", "plugin", "-p", "cni", "--bins"]);
+        let mut cmd = Command::new(argv[0]);
+        cmd.args(&argv[1..])
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+        crate::command::output(&mut cmd, &argv)?;
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        Binaries::in_dir(&target.join(if release { "release" } else { "debug" }))
+    }
+}
+
+/// A GET (or DELETE) over HTTP/1.0 on loopback: `(status, body)`, `None` if unreachable.
+pub fn http(method: &str, addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// A pod created through libcni.
+pub struct CniPod {
+    pub container_id: String,
+    /// The address netmaster assigned (without prefix length).
+    pub ip: String,
+    /// The runtime's result JSON.
+    pub result: Value,
+    pub conflist: PathBuf,
+    pub netns: Netns,
+}
+
+impl CniPod {
+    /// `ping` `count` packets to `ip` with a short interval; true if all were answered.
+    pub fn can_ping(&self, ip: &str, count: u32) -> bool {
+        self.netns
+            .exec(&[
+                "ping",
+                "-n",
+                "-q",
+                "-c",
+                &count.to_string(),
+                "-i",
+                "0.2",
+                "-W",
+                "1",
+                ip,
+            ])
+            .is_ok()
+    }
+}
+
+/// See the module documentation.
+pub struct Cluster {
+    pub bins: Binaries,
+    netplugin: Option<Daemon>,
+    netmaster: Daemon,
+    pub netmaster_url: String,
+    pub debug_addr: String,
+    pub cni_socket: PathBuf,
+    pub host_label: String,
+    pub uplink: String,
+    pub ovs: Ovs,
+    pub host: Netns,
+    pub etcd: Etcd,
+    // Last: removed after the daemons stopped.
+    pub dir: SandboxDir,
+}
+
+impl Cluster {
+    /// Start etcd, netmaster, the host (OVS + uplink) and netplugin.
+    pub fn start(bins: Binaries) -> Result<Cluster> {
+        let dir = temp_dir("cl")?;
+        let etcd = Etcd::start()?;
+        let host = Netns::new("hst")?;
+        let ovs = Ovs::start(OvsOptions {
+            netns: Some(&host),
+            datapath: Datapath::Netdev,
+        })?;
+        let uplink = unique_name("u");
+        let peer = unique_name("u");
+        host.exec(&[
+            "ip", "link", "add", &uplink, "type", "veth", "peer", "name", &peer,
+        ])?;
+        host.exec(&["ip", "link", "set", &peer, "up"])?;
+        let port = free_port().map_err(|source| Error::Io {
+            op: "pick a port",
+            path: PathBuf::new(),
+            source,
+        })?;
+        let listen = format!("127.0.0.1:{port}");
+        let netmaster_log = dir.path().join("netmaster.log");
+        let mut netmaster = Daemon::spawn(
+            "netmaster",
+            &[
+                bins.netmaster.to_string_lossy().as_ref(),
+                "--etcd",
+                &etcd.client_url(),
+                "--listen-url",
+                &listen,
+                "--control-url",
+                &listen,
+                "--mode",
+                "test",
+                "--netmode",
+                "vlan",
+                "--fwdmode",
+                "bridge",
+            ],
+            &[],
+            &netmaster_log,
+        )?;
+        netmaster.wait_ready(READY_TIMEOUT, || {
+            http("GET", &listen, "/api/v1/globals/")
+                .is_some_and(|(s, b)| s == 200 && b.contains("global"))
+        })?;
+        let debug_port = free_port().map_err(|source| Error::Io {
+            op: "pick a port",
+            path: PathBuf::new(),
+            source,
+        })?;
+        let mut cluster = Cluster {
+            netplugin: None,
+            netmaster,
+            netmaster_url: format!("http://{listen}"),
+            debug_addr: format!("127.0.0.1:{debug_port}"),
+            cni_socket: dir.path().join("cni.sock"),
+            host_label: format!("{}-host", host.name()),
+            uplink,
+            bins,
+            ovs,
+            host,
+            etcd,
+            dir,
+        };
+        cluster.start_netplugin()?;
+        Ok(cluster)
+    }
+
+    /// The netplugin command line.
+    fn netplugin_argv(&self) -> Vec<String> {
+        // ovs-vswitchd only connects to unix controllers inside its run directory.
+        let d = self.ovs.run_dir();
+        [
+            self.bins.netplugin.to_string_lossy().as_ref(),
+            "--mode",
+            "test",
+            "--netmode",
+            "vlan",
+            "--fwdmode",
+            "bridge",
+            "--vlan-uplinks",
+            &self.uplink,
+            "--etcd",
+            &self.etcd.client_url(),
+            "--netmaster",
+            &self.netmaster_url,
+            "--host",
+            &self.host_label,
+            "--vtep-ip",
+            "127.0.0.1",
+            "--ovsdb-socket",
+            &self.ovs.db_socket().to_string_lossy(),
+            "--cni-socket",
+            &self.cni_socket.to_string_lossy(),
+            "--vxlan-of-listen",
+            &format!("unix:{}", d.join("vxlan.of").display()),
+            "--vlan-of-listen",
+            &format!("unix:{}", d.join("vlan.of").display()),
+            "--debug-listen",
+            &self.debug_addr,
+            "--host-netns",
+            &self.host.path().to_string_lossy(),
+            "--ovs-datapath",
+            "netdev",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// Start netplugin and wait until both switches are connected and the CNI socket serves.
+    pub fn start_netplugin(&mut self) -> Result<()> {
+        let log = self.dir.path().join("netplugin.log");
+        let mut daemon = Daemon::spawn("netplugin", &self.netplugin_argv(), &[], &log)?;
+        let debug = self.debug_addr.clone();
+        let socket = self.cni_socket.clone();
+        daemon.wait_ready(READY_TIMEOUT, || {
+            socket.exists()
+                && http("GET", &debug, "/inspect/driver").is_some_and(|(s, body)| {
+                    s == 200
+                        && serde_json::from_str::<Value>(&body).is_ok_and(|v| {
+                            v["vlan"]["IsConnected"] == json!(true)
+                                && v["vxlan"]["IsConnected"] == json!(true)
+                        })
+                })
+        })?;
+        self.netplugin = Some(daemon);
+        Ok(())
+    }
+
+    /// SIGKILL netplugin, as a crash would.
+    pub fn kill_netplugin(&mut self) {
+        if let Some(mut d) = self.netplugin.take() {
+            d.kill();
+        }
+    }
+
+    /// Stop netplugin gracefully.
+    pub fn stop_netplugin(&mut self) {
+        if let Some(mut d) = self.netplugin.take() {
+            d.stop();
+        }
+    }
+
+    pub fn netplugin_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("netplugin.log")).unwrap_or_default()
+    }
+
+    /// Run `netctl --netmaster <url> args...`.
+    pub fn netctl(&self, args: &[&str]) -> Result<String> {
+        let mut argv = vec![
+            self.bins.netctl.to_string_lossy().into_owned(),
+            "--netmaster".into(),
+            self.netmaster_url.clone(),
+        ];
+        argv.extend(args.iter().map(|s| s.to_string()));
+        run(&argv)
+    }
+
+    /// Write a conflist for `network` (and `group`, if not empty) of tenant `default`.
+    pub fn conflist(&self, name: &str, network: &str, group: &str) -> Result<PathBuf> {
+        let mut labels = json!({ "io.contiv.network": network });
+        if !group.is_empty() {
+            labels["io.contiv.net-group"] = json!(group);
+        }
+        let list = json!({
+            "cniVersion": "1.0.0",
+            "name": name,
+            "plugins": [{
+                "type": "contivk8s",
+                "socketPath": self.cni_socket,
+                "args": { "cni": { "labels": labels } }
+            }]
+        });
+        let path = self.dir.path().join(format!("{name}.conflist"));
+        std::fs::write(&path, list.to_string()).map_err(|source| Error::Io {
+            op: "write",
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    }
+
+    /// Run `cnirun <command> conflist container netns` as a runtime would.
+    pub fn cnirun(
+        &self,
+        command: &str,
+        conflist: &Path,
+        container_id: &str,
+        netns: &Path,
+    ) -> std::result::Result<String, String> {
+        let out = Command::new(&self.bins.cnirun)
+            .args([command, &conflist.to_string_lossy(), container_id])
+            .arg(netns)
+            .env("CNI_PATH", &self.bins.cni_dir)
+            .env("POD_NS", "default")
+            .env("POD_NAME", container_id)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    /// Create a pod namespace and ADD it through libcni.
+    pub fn add_pod(&self, conflist: &Path) -> std::result::Result<CniPod, String> {
+        let netns = Netns::new("p").map_err(|e| e.to_string())?;
+        let container_id = format!("c{}", unique_name(""));
+        let out = self.cnirun("add", conflist, &container_id, &netns.path())?;
+        let result: Value = serde_json::from_str(out.trim()).map_err(|e| format!("{e}: {out}"))?;
+        let ip = result["ips"][0]["address"]
+            .as_str()
+            .and_then(|a| a.split('/').next())
+            .ok_or_else(|| format!("no address in {result}"))?
+            .to_string();
+        Ok(CniPod {
+            container_id,
+            ip,
+            result,
+            conflist: conflist.to_path_buf(),
+            netns,
+        })
+    }
+
+    /// DEL a pod through libcni.
+    pub fn del_pod(&self, pod: &CniPod) -> std::result::Result<(), String> {
+        self.cnirun("del", &pod.conflist, &pod.container_id, &pod.netns.path())
+            .map(|_| ())
+    }
+
+    /// Give up ownership of everything; returns what `down` needs.
+    pub fn detach(mut self, pods: Vec<CniPod>) -> DemoState {
+        let mut pids = Vec::new();
+        pids.extend(self.netplugin.take().and_then(Daemon::detach));
+        let Cluster {
+            netmaster,
+            ovs,
+            host,
+            etcd,
+            dir,
+            netmaster_url,
+            ..
+        } = self;
+        pids.extend(netmaster.detach());
+        let ovsdb = ovs.db_target();
+        let etcd_url = etcd.client_url();
+        let (etcd_pid, etcd_dir) = etcd.detach();
+        let (ovs_pids, ovs_dir) = ovs.detach();
+        pids.extend(etcd_pid);
+        pids.extend(ovs_pids);
+        let mut namespaces = vec![host.detach()];
+        let pods: Vec<PodState> = pods
+            .into_iter()
+            .map(|p| {
+                let state = PodState {
+                    netns: p.netns.detach(),
+                    ip: p.ip,
+                    port: p.container_id,
+                };
+                namespaces.push(state.netns.clone());
+                state
+            })
+            .collect();
+        DemoState {
+            etcd_url,
+            netmaster_url,
+            pids,
+            namespaces,
+            pods,
+            directories: vec![etcd_dir, ovs_dir, dir.keep()],
+            ovsdb,
+        }
+    }
+}
+
+/// The running demo: a [`Cluster`] with a VXLAN network, an endpoint group and two pods.
 pub struct Demo {
-    pods: Vec<Pod>,
-    ovs: Ovs,
-    host: Netns,
-    etcd: Etcd,
+    pods: Vec<CniPod>,
+    cluster: Cluster,
 }
 
 /// What `up` started, as recorded for `down` and `status`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct DemoState {
     pub etcd_url: String,
+    #[serde(default)]
+    pub netmaster_url: String,
     /// Every process started, to be stopped by pid.
     pub pids: Vec<u32>,
     /// Namespaces: the host first, then the pods.
@@ -38,71 +477,80 @@ pub struct DemoState {
 pub struct PodState {
     pub netns: String,
     pub ip: String,
+    /// The pod's container id.
     pub port: String,
 }
 
 impl Demo {
-    /// Start everything and check that the two pods reach each other.
-    pub fn up() -> Result<Demo> {
-        let etcd = Etcd::start()?;
-        let host = Netns::new("hst")?;
-        let ovs = Ovs::start(OvsOptions {
-            netns: Some(&host),
-            datapath: Datapath::Netdev,
-        })?;
-        ovs.add_bridge(BRIDGE)?;
+    /// Start everything and create the pods through the CNI plugin.
+    pub fn up(bins: Binaries) -> Result<Demo> {
+        let cluster = Cluster::start(bins)?;
+        cluster.netctl(&[
+            "net",
+            "create",
+            "-e",
+            "vxlan",
+            "-s",
+            "10.36.0.0/24",
+            "-g",
+            "10.36.0.1",
+            "demo-net",
+        ])?;
+        cluster.netctl(&["group", "create", "demo-net", "web"])?;
+        let conflist = cluster.conflist("demo", "demo-net", "web")?;
         let mut pods = Vec::new();
-        for ip in ["10.36.0.2/24", "10.36.0.3/24"] {
-            pods.push(Pod::attach(
-                &ovs,
-                BRIDGE,
-                &PodOptions {
-                    ip: ip.into(),
-                    ..Default::default()
-                },
-            )?);
+        for _ in 0..2 {
+            let pod = cluster.add_pod(&conflist).map_err(|e| Error::Command {
+                command: "cnirun add".into(),
+                status: "failed".into(),
+                stderr: e,
+            })?;
+            pods.push(pod);
         }
-        Ok(Demo {
-            pods,
-            ovs,
-            host,
-            etcd,
-        })
+        Ok(Demo { pods, cluster })
     }
 
     /// A human summary: where things are and how to reach them.
     pub fn describe(&self) -> String {
+        let c = &self.cluster;
         let mut s = String::new();
-        let _ = writeln!(s, "etcd:      {}", self.etcd.client_url());
+        let _ = writeln!(s, "etcd:      {}", c.etcd.client_url());
         let _ = writeln!(
             s,
-            "host:      namespace {} running OVS (ovsdb {})",
-            self.host.name(),
-            self.ovs.db_target()
+            "netmaster: {} (netctl --netmaster {0} net ls)",
+            c.netmaster_url
         );
+        let _ = writeln!(
+            s,
+            "host:      namespace {} running OVS (ovsdb {}), netplugin debug http://{}/inspect/driver",
+            c.host.name(),
+            c.ovs.db_target(),
+            c.debug_addr
+        );
+        let _ = writeln!(s, "network:   demo-net (vxlan 10.36.0.0/24), group web");
         for pod in &self.pods {
             let _ = writeln!(
                 s,
-                "pod:       {} in namespace {} (port {})",
-                pod.ip(),
-                pod.netns().name(),
-                pod.port_name()
+                "pod:       {} in namespace {} (container {})",
+                pod.ip,
+                pod.netns.name(),
+                pod.container_id
             );
         }
         if let [a, b, ..] = self.pods.as_slice() {
-            let reach = a.ping(b.ip(), 2).map(|p| p.all_answered()).unwrap_or(false);
+            let reach = a.can_ping(&b.ip, 2);
             let _ = writeln!(
                 s,
                 "ping {} -> {}: {}",
-                a.ip(),
-                b.ip(),
+                a.ip,
+                b.ip,
                 if reach { "ok" } else { "FAILED" }
             );
             let _ = writeln!(
                 s,
                 "try:       ip netns exec {} ping {}",
-                a.netns().name(),
-                b.ip()
+                a.netns.name(),
+                b.ip
             );
         }
         s
@@ -110,38 +558,7 @@ impl Demo {
 
     /// Leave everything running and return the record needed to tear it down later.
     pub fn detach(self) -> DemoState {
-        let Demo {
-            pods,
-            ovs,
-            host,
-            etcd,
-        } = self;
-        let ovsdb = ovs.db_target();
-        let pods: Vec<PodState> = pods
-            .into_iter()
-            .map(|p| {
-                let state = PodState {
-                    netns: p.netns().name().to_string(),
-                    ip: p.ip().to_string(),
-                    port: p.port_name().to_string(),
-                };
-                p.detach();
-                state
-            })
-            .collect();
-        let etcd_url = etcd.client_url();
-        let (etcd_pid, etcd_dir) = etcd.detach();
-        let (ovs_pids, ovs_dir) = ovs.detach();
-        let mut namespaces = vec![host.detach()];
-        namespaces.extend(pods.iter().map(|p| p.netns.clone()));
-        DemoState {
-            etcd_url,
-            pids: etcd_pid.into_iter().chain(ovs_pids).collect(),
-            namespaces,
-            pods,
-            directories: vec![etcd_dir, ovs_dir],
-            ovsdb,
-        }
+        self.cluster.detach(self.pods)
     }
 }
 
@@ -157,11 +574,9 @@ impl DemoState {
                 );
             }
         }
-        for _ in 0..250 {
-            if self.pids.iter().all(|p| !pid_alive(*p)) {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && self.pids.iter().any(|p| pid_alive(*p)) {
+            std::thread::sleep(Duration::from_millis(20));
         }
         for pid in self.pids.iter().filter(|p| pid_alive(**p)) {
             if let Ok(raw) = i32::try_from(*pid) {
@@ -181,7 +596,10 @@ impl DemoState {
 
     /// Which recorded parts are alive.
     pub fn status(&self) -> String {
-        let mut s = format!("etcd: {}\novsdb: {}\n", self.etcd_url, self.ovsdb);
+        let mut s = format!(
+            "etcd: {}\nnetmaster: {}\novsdb: {}\n",
+            self.etcd_url, self.netmaster_url, self.ovsdb
+        );
         for pid in &self.pids {
             let state = if pid_alive(*pid) { "running" } else { "gone" };
             let _ = writeln!(s, "pid {pid}: {state}");

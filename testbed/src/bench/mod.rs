@@ -2,3 +2,4 @@
 //! the ratio, as one JSON line each.
 
 pub mod flow_push;
+pub mod pod_setup;

@@ -1,12 +1,13 @@
 //! `testbed`: bring a demo cluster up on this machine, inspect it, tear it down.
 //!
-//! `up` starts real parts and leaves them running; `down` stops exactly what `up` recorded in
+//! `up` starts real parts (etcd, netmaster, OVS + netplugin, pods through the CNI plugin)
+//! and leaves them running; `down` stops exactly what `up` recorded in
 //! its state file; `clean` removes leftovers of interrupted test runs.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-use testbed::demo::{Demo, DemoState};
+use testbed::demo::{Binaries, Demo, DemoState};
 
 #[derive(Parser)]
 #[command(about = "Real sandboxes: a demo cluster, cleanup of interrupted test runs")]
@@ -24,8 +25,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start etcd, one emulated host (OVS in a namespace) and two pods on a bridge.
-    Up,
+    /// Start etcd, netmaster, one emulated host (OVS + netplugin), a VXLAN network, an
+    /// endpoint group and two pods created through the CNI plugin.
+    Up {
+        /// Use release builds of the daemons.
+        #[arg(long)]
+        release: bool,
+    },
     /// Stop and remove everything `up` started.
     Down,
     /// Show what `up` started and whether it is still alive.
@@ -47,16 +53,27 @@ enum Bench {
         #[arg(long, default_value_t = 1_000)]
         change: usize,
     },
+    /// CNI ADD latency through libcni: contivk8s + netplugin against Debian's bridge +
+    /// host-local plugins.
+    PodSetup {
+        #[arg(long, default_value_t = 50)]
+        pods: usize,
+    },
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Up => up(&cli.state),
+        Command::Up { release } => up(&cli.state, release),
         Command::Down => down(&cli.state),
         Command::Status => status(&cli.state),
         Command::Bench(Bench::FlowPush { flows, change }) => {
             let report = testbed::bench::flow_push::run(flows, change)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Command::Bench(Bench::PodSetup { pods }) => {
+            let report = testbed::bench::pod_setup::run_bench(pods)?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }
@@ -73,7 +90,7 @@ fn main() -> Result<()> {
     }
 }
 
-fn up(state: &PathBuf) -> Result<()> {
+fn up(state: &PathBuf, release: bool) -> Result<()> {
     if state.exists() {
         bail!(
             "a demo is already up (state in {}); run `testbed down` first",
@@ -89,7 +106,8 @@ fn up(state: &PathBuf) -> Result<()> {
     ]) {
         bail!("cannot bring the demo up: {why}");
     }
-    let demo = Demo::up().context("bringing the demo up")?;
+    let bins = Binaries::build(release).context("building netmaster, netplugin and contivk8s")?;
+    let demo = Demo::up(bins).context("bringing the demo up")?;
     print!("{}", demo.describe());
     let recorded = demo.detach();
     if let Some(dir) = state.parent() {
