@@ -50,6 +50,14 @@ impl RoleView {
     }
 }
 
+/// The current lock holder's control address (`ip:port`), as netplugin uses it to find the leader.
+pub async fn holder(store: &dyn StateStore) -> Result<Option<String>, StoreError> {
+    Ok(store
+        .get(keys::LEADER_LOCK)
+        .await?
+        .map(|kv| String::from_utf8_lossy(&kv.value).into_owned()))
+}
+
 /// Election parameters.
 #[derive(Debug, Clone)]
 pub struct ElectionConfig {
@@ -228,6 +236,10 @@ mod tests {
         );
         tokio::time::sleep(Duration::from_millis(800)).await;
         assert!(v1.current().is_leader);
+        assert_eq!(
+            holder(store.as_ref()).await.unwrap().as_deref(),
+            Some("a:1")
+        );
         assert_eq!(
             v2.current(),
             LeaderState {
