@@ -1,6 +1,7 @@
 //! Two real netmaster processes: exactly one leads, the follower proxies, and killing the leader
 //! hands over within the lock TTL.
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use master::model::Tenant;
@@ -89,4 +90,35 @@ async fn two_netmasters_elect_one_leader_follower_proxies_and_takes_over() {
         .post(&Tenant::named("after-handover"))
         .await
         .unwrap();
+
+    // A graceful stop (SIGTERM) releases the lock at once: a new follower takes over well before
+    // the TTL would have expired, and the stopped netmaster exits 0.
+    let mut leader = follower;
+    let next = Subprocess::spawn(&etcd.client_url(), TTL);
+    eventually(
+        "new follower sees the leader",
+        Duration::from_secs(20),
+        || async { (state(&next).await? == "follower").then_some(()) },
+    )
+    .await;
+    let stopped = Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &leader.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    eventually(
+        "next becomes leader",
+        Duration::from_secs(TTL + 5),
+        || async { (state(&next).await? == "leader").then_some(()) },
+    )
+    .await;
+    let took = stopped.elapsed();
+    assert!(
+        took < Duration::from_secs(TTL),
+        "graceful handover took {took:?}"
+    );
+    eprintln!("leader handover after SIGTERM took {took:?}");
+    assert_eq!(leader.child.wait().unwrap().code(), Some(0));
+    assert!(next.client().get::<Tenant>("after-handover").await.is_ok());
 }
