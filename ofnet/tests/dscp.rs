@@ -69,6 +69,7 @@ async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
     let b = &pods[1].0;
 
     agent.update_local_endpoint(a_port, 10).await.unwrap();
+    common::settle(&ovs);
     let capture = capture_echo_requests(b.netns().name(), 2).await;
     assert_eq!(ping(a.netns().name(), "10.1.1.3", 2).await, 2);
     let seen = capture.await.unwrap();
@@ -80,6 +81,7 @@ async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
     );
 
     agent.update_local_endpoint(a_port, 0).await.unwrap();
+    common::settle(&ovs);
     let flows = dumped_flows(&ovs, "br0").await;
     assert!(
         !flows.iter().any(|l| l.contains("ip_dscp")),

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{TcpServer, connect, init_tracing, ofport, tcp_connects};
+use common::{TcpServer, connect, init_tracing, ofport, settle, tcp_connects};
 use ofnet::{
     AgentConfig, AgentHandle, BridgeKind, LocalEndpoint, MacAddr, Network, PolicyRule, RuleAction,
 };
@@ -100,10 +100,12 @@ async fn deny_tcp_allow_8000_rules_open_and_close_ports_and_narrow_sources() {
     let mut deny = tcp_rule("deny-tcp", 1, RuleAction::Deny);
     deny.tcp_flags = "syn,!ack".into();
     agent.add_rule(deny).await.unwrap();
+    settle(&ovs);
     agent
         .add_rule(allow_port("allow-8000", 8000))
         .await
         .unwrap();
+    settle(&ovs);
     assert!(tcp_connects(c1, srv, 8000).await, "8000 allowed");
     assert!(!tcp_connects(c1, srv, 8001).await, "8001 denied");
 
@@ -111,8 +113,10 @@ async fn deny_tcp_allow_8000_rules_open_and_close_ports_and_narrow_sources() {
         .add_rule(allow_port("allow-8001", 8001))
         .await
         .unwrap();
+    settle(&ovs);
     assert!(tcp_connects(c1, srv, 8001).await, "allow-8001 opens 8001");
     agent.remove_rule("allow-8001").await.unwrap();
+    settle(&ovs);
     assert!(
         !tcp_connects(c1, srv, 8001).await,
         "removing allow-8001 closes it again"
@@ -120,17 +124,21 @@ async fn deny_tcp_allow_8000_rules_open_and_close_ports_and_narrow_sources() {
 
     // Only group 7 may reach 8000.
     agent.remove_rule("allow-8000").await.unwrap();
+    settle(&ovs);
     let mut from_group = allow_port("allow-8000-from-7", 8000);
     from_group.src_endpoint_group = 7;
     agent.add_rule(from_group).await.unwrap();
+    settle(&ovs);
     assert!(tcp_connects(c1, srv, 8000).await, "group 7 admitted");
     assert!(!tcp_connects(c2, srv, 8000).await, "group 8 refused");
 
     // Only 10.1.1.12/32 may reach 8000.
     agent.remove_rule("allow-8000-from-7").await.unwrap();
+    settle(&ovs);
     let mut from_cidr = allow_port("allow-8000-from-cidr", 8000);
     from_cidr.src_ip_addr = "10.1.1.12/32".into();
     agent.add_rule(from_cidr).await.unwrap();
+    settle(&ovs);
     assert!(tcp_connects(c2, srv, 8000).await, "10.1.1.12 admitted");
     assert!(!tcp_connects(c1, srv, 8000).await, "10.1.1.11 refused");
 

@@ -202,6 +202,8 @@ async fn pods_on_two_hosts_reach_each_other_per_vni_until_removed() {
             .any(|l| l.contains("arp_op=1")),
         "no ARP punt in flood mode"
     );
+    common::settle(&a.ovs);
+    common::settle(&b.ovs);
     let answered_before = a
         .agent
         .inspect()
@@ -235,6 +237,8 @@ async fn pods_on_two_hosts_reach_each_other_per_vni_until_removed() {
         .await
         .unwrap();
     a.agent.remove_remote_endpoint(b1_id.clone()).await.unwrap();
+    common::settle(&a.ovs);
+    common::settle(&b.ovs);
     let flows = dumped_flows(&a.ovs, "br0").await;
     assert!(
         !flows

@@ -208,3 +208,9 @@ pub fn missing_tool(test: &str, tool: &str, package: &str) -> bool {
 pub fn disable_tx_offload(pod: &testbed::Pod) {
     pod.exec(&["ethtool", "-K", "eth0", "tx", "off"]).unwrap();
 }
+
+/// Wait until the datapath's flow cache reflects the flow table: OVS applies a table change at
+/// once, but flows already cached in the datapath are revalidated in the background.
+pub fn settle(ovs: &Ovs) {
+    ovs.appctl(&["revalidator/wait"]).unwrap();
+}
