@@ -1,0 +1,271 @@
+//! End to end, every part real: etcd, the netmaster process, OVS (userspace datapath) in a
+//! host namespace, the netplugin process, and pods created through libcni (`cnirun`) with a
+//! conflist naming `contivk8s`, as a container runtime does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use testbed::demo::{CniPod, http};
+
+/// VLAN and VXLAN networks, two pods each: addresses from netmaster, reachability within a
+/// network, isolation across; netctl shows the endpoints. Then DEL: everything of the pod
+/// goes, a second DEL succeeds, CHECK fails, and the address is handed out again. Then the
+/// error cases leave nothing behind.
+#[test]
+fn pods_reach_within_networks_isolated_across_and_del_cleans_up() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping);
+    let mut c = cluster();
+    create_network(&c, "red", "vlan", "10.41.0.0/24", "10.41.0.1");
+    create_network(&c, "blue", "vxlan", "10.42.0.0/24", "10.42.0.1");
+    let red_conf = c.conflist("red", "red", "").unwrap();
+    let blue_conf = c.conflist("blue", "blue", "").unwrap();
+    let red: Vec<CniPod> = (0..2).map(|_| c.add_pod(&red_conf).unwrap()).collect();
+    let blue: Vec<CniPod> = (0..2).map(|_| c.add_pod(&blue_conf).unwrap()).collect();
+
+    for (pods, prefix) in [(&red, "10.41.0."), (&blue, "10.42.0.")] {
+        for pod in pods.iter() {
+            assert!(pod.ip.starts_with(prefix), "{} not in {prefix}*", pod.ip);
+            // The result is CNI 1.0: interfaces with the sandbox, the IP with its gateway.
+            let r = &pod.result;
+            assert_eq!(r["cniVersion"], "1.0.0");
+            assert!(
+                r["interfaces"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|i| i["sandbox"] == json!(pod.netns.path()))
+            );
+            assert_eq!(r["ips"][0]["gateway"], format!("{prefix}1"));
+            // netctl shows the endpoint with the address netmaster assigned.
+            let inspect = c
+                .netctl(&["endpoint", "inspect", &pod.container_id])
+                .unwrap();
+            assert!(inspect.contains(&pod.ip), "{inspect}");
+            // The address is really on the pod's eth0.
+            let addr = pod
+                .netns
+                .exec(&["ip", "-o", "addr", "show", "eth0"])
+                .unwrap();
+            assert!(addr.contains(&format!("{}/24", pod.ip)), "{addr}");
+        }
+        assert_ne!(pods[0].ip, pods[1].ip);
+        assert!(
+            pods[0].can_ping(&pods[1].ip, 3),
+            "{} cannot reach {} on its own network",
+            pods[0].ip,
+            pods[1].ip
+        );
+    }
+    assert!(!red[0].can_ping(&blue[0].ip, 2), "red reached blue");
+    assert!(!blue[1].can_ping(&red[1].ip, 2), "blue reached red");
+
+    // DEL: veth, OVS port, flows, endpoint state go; the address is free again.
+    let gone = &blue[1];
+    let port = pod_port(&c, &gone.container_id);
+    let (mac, ip) = (
+        gone.result["interfaces"][1]["mac"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        gone.ip.clone(),
+    );
+    assert!(flows(&c, VXLAN_BRIDGE).contains(&mac));
+    c.cnirun(
+        "check",
+        &gone.conflist,
+        &gone.container_id,
+        &gone.netns.path(),
+    )
+    .expect("CHECK of a live pod");
+    c.del_pod(gone).unwrap();
+    assert!(!endpoint_veths(&c).contains(&port));
+    assert!(!ovs_ports(&c, VXLAN_BRIDGE).contains(&port));
+    let after = flows(&c, VXLAN_BRIDGE);
+    assert!(!after.contains(&mac), "flows still mention {mac}:\n{after}");
+    assert!(!after.contains(&format!("nw_dst={ip},")), "{after}");
+    assert!(
+        gone.netns.exec(&["ip", "link", "show", "eth0"]).is_err(),
+        "eth0 left in the pod"
+    );
+    assert!(
+        c.netctl(&["endpoint", "inspect", &gone.container_id])
+            .is_err()
+    );
+    assert_eq!(local_endpoints(&c).len(), 3);
+    c.del_pod(gone).expect("a second DEL succeeds");
+    let check = c.cnirun(
+        "check",
+        &gone.conflist,
+        &gone.container_id,
+        &gone.netns.path(),
+    );
+    assert!(check.is_err(), "CHECK after DEL must fail");
+    let again = c.add_pod(&blue_conf).unwrap();
+    assert_eq!(again.ip, ip, "the freed address is handed out again");
+    assert!(blue[0].can_ping(&again.ip, 2));
+
+    // Errors leave nothing half-created.
+    let ports_before = endpoint_ports(&c);
+    let unknown = c.conflist("nowhere", "no-such-net", "").unwrap();
+    let err = c
+        .add_pod(&unknown)
+        .err()
+        .expect("unknown network must fail");
+    assert!(err.contains("no-such-net"), "{err}");
+    let unknown_group = c.conflist("nogroup", "blue", "no-such-group").unwrap();
+    let err = c.add_pod(&unknown_group).err().expect("unknown group");
+    assert!(err.contains("no-such-group"), "{err}");
+    assert_eq!(endpoint_ports(&c), ports_before);
+    assert_eq!(endpoint_veths(&c).len(), ports_before.len());
+    assert_eq!(local_endpoints(&c).len(), 4);
+    let oper = c.netctl(&["net", "inspect", "blue"]).unwrap();
+    assert!(oper.contains("\"allocatedAddressesCount\": 3"), "{oper}");
+
+    // Malformed network config: code 7 from contivk8s itself.
+    let out = Command::new(c.bins.cni_dir.join("contivk8s"))
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_CONTAINERID", "bad")
+        .env("CNI_NETNS", blue[0].netns.path())
+        .env("CNI_IFNAME", "eth1")
+        .env("CNI_PATH", &c.bins.cni_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(
+                br#"{"cniVersion":"1.0.0","name":"x","type":"contivk8s","socketPath":5}"#,
+            )?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(reply["code"], 7, "{reply}");
+
+    // netplugin down: the error names the socket it tried.
+    c.stop_netplugin();
+    let err = c
+        .add_pod(&blue_conf)
+        .err()
+        .expect("ADD with netplugin down");
+    assert!(err.contains(&c.cni_socket.display().to_string()), "{err}");
+    assert_eq!(endpoint_ports(&c), ports_before);
+}
+
+/// 50 pods added in parallel get distinct addresses and reach each other; deleting them
+/// leaves no port, veth or state.
+#[test]
+fn fifty_parallel_pods_then_nothing_left() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping);
+    let c = cluster();
+    create_network(&c, "many", "vxlan", "10.43.0.0/24", "10.43.0.1");
+    let conf = c.conflist("many", "many", "").unwrap();
+    let started = Instant::now();
+    let pods: Vec<CniPod> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..50).map(|_| s.spawn(|| c.add_pod(&conf))).collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
+    });
+    eprintln!("50 parallel ADDs: {:?}", started.elapsed());
+    let mut ips: Vec<&str> = pods.iter().map(|p| p.ip.as_str()).collect();
+    ips.sort_unstable();
+    ips.dedup();
+    assert_eq!(ips.len(), 50, "addresses are not distinct");
+    assert_eq!(endpoint_ports(&c).len(), 50);
+    // Everyone reaches the first pod, and the first pod reaches everyone.
+    std::thread::scope(|s| {
+        for p in &pods[1..] {
+            let first = &pods[0];
+            s.spawn(move || {
+                assert!(p.can_ping(&first.ip, 1), "{} -> {}", p.ip, first.ip);
+                assert!(first.can_ping(&p.ip, 1), "{} -> {}", first.ip, p.ip);
+            });
+        }
+    });
+    std::thread::scope(|s| {
+        for p in &pods {
+            let c = &c;
+            s.spawn(move || c.del_pod(p).unwrap());
+        }
+    });
+    assert!(endpoint_ports(&c).is_empty(), "{:?}", endpoint_ports(&c));
+    assert!(endpoint_veths(&c).is_empty(), "{:?}", endpoint_veths(&c));
+    assert!(local_endpoints(&c).is_empty());
+    let oper = c.netctl(&["net", "inspect", "many"]).unwrap();
+    assert!(oper.contains("\"allocatedAddressesCount\": 1"), "{oper}");
+    let namespaces: Vec<String> = pods.iter().map(|p| p.netns.name().to_string()).collect();
+    drop(pods);
+    let listed = testbed::run(&["ip", "netns", "list"]).unwrap();
+    assert!(namespaces.iter().all(|n| !listed.contains(n.as_str())));
+}
+
+/// netplugin SIGKILLed and restarted while a pod pings another at 100 packets/s: nothing is
+/// lost and no OVS port is re-created.
+#[test]
+fn netplugin_restart_is_hitless() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping);
+    let mut c = cluster();
+    create_network(&c, "steady", "vxlan", "10.44.0.0/24", "10.44.0.1");
+    create_network(&c, "steady-vlan", "vlan", "10.45.0.0/24", "10.45.0.1");
+    let conf = c.conflist("steady", "steady", "").unwrap();
+    let vconf = c.conflist("steady-vlan", "steady-vlan", "").unwrap();
+    let (a, b) = (c.add_pod(&conf).unwrap(), c.add_pod(&conf).unwrap());
+    let (va, vb) = (c.add_pod(&vconf).unwrap(), c.add_pod(&vconf).unwrap());
+    assert!(a.can_ping(&b.ip, 2) && va.can_ping(&vb.ip, 2));
+    let ports: Vec<String> = [&a, &b, &va, &vb]
+        .iter()
+        .map(|p| pod_port(&c, &p.container_id))
+        .collect();
+    let uuids: Vec<_> = ports.iter().map(|p| port_uuids(&c, p)).collect();
+    let ping = |from: &CniPod, to: &str| {
+        Command::new("ip")
+            .args(["netns", "exec", from.netns.name(), "ping", "-n", "-q"])
+            .args(["-i", "0.01", "-c", "500", "-W", "1", to])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let pingers = [ping(&a, &b.ip), ping(&va, &vb.ip)];
+    std::thread::sleep(Duration::from_millis(800));
+    let cookies = |c: &testbed::demo::Cluster| -> Vec<String> {
+        flows(c, VXLAN_BRIDGE)
+            .lines()
+            .filter_map(|l| l.split("cookie=").nth(1))
+            .map(|l| l.split(',').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    let before = cookies(&c);
+    c.kill_netplugin();
+    let down = Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    c.start_netplugin().expect("netplugin restarts");
+    eprintln!("netplugin back and connected after {:?}", down.elapsed());
+    for pinger in pingers {
+        let out = pinger.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("500 packets transmitted, 500 received"),
+            "packets lost across the restart:\n{text}\n{}",
+            c.netplugin_log()
+        );
+    }
+    // The switch reconciled: every flow now carries the new generation.
+    assert_ne!(before, cookies(&c), "no reconcile after the restart");
+    let after: Vec<_> = ports.iter().map(|p| port_uuids(&c, p)).collect();
+    assert_eq!(uuids, after, "OVS ports were re-created");
+    assert_eq!(local_endpoints(&c).len(), 4, "endpoints re-adopted");
+    // The restarted netplugin serves new pods and deletes adopted ones.
+    let d = c.add_pod(&conf).unwrap();
+    assert!(d.can_ping(&a.ip, 2));
+    c.del_pod(&b).unwrap();
+    assert!(!endpoint_ports(&c).contains(&ports[1]));
+    let (status, body) = http("GET", &c.debug_addr, "/inspect/driver").unwrap();
+    assert_eq!(status, 200);
+    assert!(body.contains(&d.ip), "{body}");
+}
