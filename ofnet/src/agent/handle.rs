@@ -1,0 +1,185 @@
+//! [`AgentHandle`]: the API other crates call, one async method per agent operation.
+
+use super::service::AgentService;
+use super::*;
+use crate::rpc;
+
+/// Handle to a running agent: the API other crates call.
+#[derive(Clone)]
+pub struct AgentHandle {
+    addr: Addr<Agent>,
+    bridge: BridgeHandle,
+    kind: BridgeKind,
+}
+
+impl AgentHandle {
+    /// Start the endpoint DB, the `ofctrl` bridge and the agent (inside an actix system).
+    /// Connect switches with [`AgentHandle::listen_unix`] / [`AgentHandle::listen_tcp`], or
+    /// subscribe [`AgentHandle::switch_events`] to a listener of your own.
+    pub fn start(config: AgentConfig) -> AgentHandle {
+        let datapath: Box<dyn Datapath> = match config.kind {
+            BridgeKind::Vlan => Box::new(VlanBridge),
+            BridgeKind::Vxlan => Box::new(VxlanBridge),
+        };
+        let bridge = BridgeHandle::start(BridgeConfig::new(
+            config.bridge.clone(),
+            datapath.pipeline().table_specs(),
+        ));
+        let epdb = EndpointDb::default().start();
+        let settings = Settings {
+            arp_mode: config.arp_mode,
+            ..Settings::default()
+        };
+        let kind = config.kind;
+        let agent = Agent {
+            config,
+            datapath,
+            bridge: bridge.clone(),
+            epdb,
+            endpoints: Arc::new(EndpointTable::new()),
+            settings,
+            installed: Desired::new(),
+            switch: None,
+            stats: BTreeMap::new(),
+            garp_rounds: BTreeMap::new(),
+            masters: BTreeMap::new(),
+            rpc_port: 0,
+        };
+        // The input table's ARP punt depends on the ARP mode alone: compute the empty state's
+        // flows once so they are installed from the first connect.
+        let addr = Agent::create(|ctx| {
+            ctx.notify(Update(AgentOp::SetArpMode(agent.settings.arp_mode)));
+            agent
+        });
+        AgentHandle { addr, bridge, kind }
+    }
+
+    pub fn kind(&self) -> BridgeKind {
+        self.kind
+    }
+
+    /// The `ofctrl` bridge (status, switch handle).
+    pub fn bridge(&self) -> &BridgeHandle {
+        &self.bridge
+    }
+
+    /// Who must hear a listener's switch events: the bridge (reconciliation) and the agent
+    /// (packet-ins).
+    pub fn switch_events(&self) -> Vec<Recipient<SwitchEvent>> {
+        vec![self.bridge.events(), self.addr.clone().recipient()]
+    }
+
+    /// Accept this bridge's switch on a unix socket (`ovs-vsctl set-controller br unix:PATH`).
+    pub async fn listen_unix(&self, path: &Path) -> std::io::Result<Listener> {
+        Listener::unix(path, SwitchOptions::default(), self.switch_events()).await
+    }
+
+    /// Accept this bridge's switch on TCP (`tcp:127.0.0.1:6634` in the reference).
+    pub async fn listen_tcp(&self, addr: std::net::SocketAddr) -> std::io::Result<Listener> {
+        Listener::tcp(addr, SwitchOptions::default(), self.switch_events()).await
+    }
+
+    pub async fn update(&self, op: AgentOp) -> Result<(), AgentError> {
+        self.addr
+            .send(Update(op))
+            .await
+            .map_err(|_| AgentError::Stopped)?
+    }
+
+    pub async fn add_network(&self, n: Network) -> Result<(), AgentError> {
+        self.update(AgentOp::AddNetwork(n)).await
+    }
+
+    pub async fn remove_network(&self, vlan: u16) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveNetwork(vlan)).await
+    }
+
+    pub async fn add_local_endpoint(&self, ep: LocalEndpoint) -> Result<(), AgentError> {
+        self.update(AgentOp::AddLocalEndpoint(ep)).await
+    }
+
+    pub async fn update_local_endpoint(&self, port: u32, dscp: u8) -> Result<(), AgentError> {
+        self.update(AgentOp::UpdateLocalEndpoint { port, dscp })
+            .await
+    }
+
+    pub async fn remove_local_endpoint(&self, port: u32) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveLocalEndpoint(port)).await
+    }
+
+    pub async fn add_remote_endpoint(&self, ep: Endpoint) -> Result<(), AgentError> {
+        self.update(AgentOp::AddRemoteEndpoint(ep)).await
+    }
+
+    pub async fn remove_remote_endpoint(&self, id: impl Into<String>) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveRemoteEndpoint(id.into())).await
+    }
+
+    pub async fn add_uplink(&self, port: u32) -> Result<(), AgentError> {
+        self.update(AgentOp::AddUplink(port)).await
+    }
+
+    pub async fn remove_uplink(&self, port: u32) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveUplink(port)).await
+    }
+
+    pub async fn add_vtep(&self, ip: Ipv4Addr, port: u32) -> Result<(), AgentError> {
+        self.update(AgentOp::AddVtep { ip, port }).await
+    }
+
+    pub async fn remove_vtep(&self, ip: Ipv4Addr) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveVtep(ip)).await
+    }
+
+    pub async fn set_arp_mode(&self, mode: ArpMode) -> Result<(), AgentError> {
+        self.update(AgentOp::SetArpMode(mode)).await
+    }
+
+    pub async fn add_rule(&self, rule: PolicyRule) -> Result<(), AgentError> {
+        self.update(AgentOp::AddRule(rule)).await
+    }
+
+    pub async fn remove_rule(&self, id: impl Into<String>) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveRule(id.into())).await
+    }
+
+    /// Send gratuitous ARPs for the local endpoints of `epg`; returns how many were sent.
+    pub async fn inject_garps(&self, epg: u16) -> Result<usize, AgentError> {
+        self.addr
+            .send(InjectGarps(epg))
+            .await
+            .map_err(|_| AgentError::Stopped)
+    }
+
+    /// Serve the agent's RPC methods (`OfnetAgent.*`, `PolicyAgent.*`) on `addr` (the
+    /// reference uses port 9002 for the vxlan agent, 9003 for the vlan agent).
+    pub async fn serve_rpc(&self, addr: std::net::SocketAddr) -> std::io::Result<RpcServer> {
+        let server = rpc::serve(addr, AgentService(self.clone())).await?;
+        self.addr.do_send(SetRpcPort(server.local_addr().port()));
+        Ok(server)
+    }
+
+    /// Register with a master (see [`AddMaster`]).
+    pub async fn add_master(&self, master: Node) -> Result<(), AgentError> {
+        self.addr
+            .send(AddMaster(master))
+            .await
+            .map_err(|_| AgentError::Stopped)?
+    }
+
+    /// The agent's state in the reference's inspect shape.
+    pub async fn inspect(&self) -> Result<AgentExport, AgentError> {
+        self.addr
+            .send(Inspect)
+            .await
+            .map_err(|_| AgentError::Stopped)
+    }
+
+    /// The flows (sorted) and groups the agent installed, in `ovs-ofctl` syntax.
+    pub async fn installed_flows(&self) -> Result<(Vec<String>, Vec<String>), AgentError> {
+        self.addr
+            .send(InstalledFlows)
+            .await
+            .map_err(|_| AgentError::Stopped)
+    }
+}

@@ -1,0 +1,553 @@
+//! The agent of one bridge: the actor that owns the bridge's datapath logic and is the only
+//! writer of its flows.
+//!
+//! An [`Agent`] holds the datapath ([`VlanBridge`] or [`VxlanBridge`]), the latest endpoint-DB
+//! snapshot, its own settings (uplinks, VTEPs, policy rules, ARP mode), the `ofctrl` bridge and
+//! the flows that bridge holds, by owner. Every API call is one [`Update`]: the endpoint DB
+//! applies its part, the datapath recomputes the parts of the owners the change touches (all of
+//! them for networks and VTEPs), and only the difference goes to `ofctrl` as one transaction.
+//! The call returns once the switch confirmed it (or once it was recorded, if no switch is connected: it goes out on connect). If the switch refuses, the
+//! endpoint DB and the settings are put back, so the state always describes what is installed.
+//! Updates run one at a time (the mailbox waits), so they apply in the order they were sent.
+//!
+//! The agent also receives the listener's switch events: ARP requests punted by the input
+//! table are answered or re-injected ([`crate::arp`]); the connected switch is remembered for
+//! packet-outs.
+//!
+//! Other crates use [`AgentHandle`] (`handle.rs`). `ops.rs` holds the operations and how each
+//! splits into an endpoint-DB change, a settings change and the owners it touches;
+//! `service.rs` serves the agent's RPC methods.
+
+mod handle;
+mod ops;
+mod service;
+
+pub use handle::AgentHandle;
+pub use ops::AgentOp;
+use ops::{apply_settings, endpoint_op, touched};
+
+use crate::arp;
+use crate::datapath::{
+    Datapath, DatapathError, Desired, Owner, PacketOut, Part, Settings, Topology,
+};
+use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
+use crate::flows::policy::rule_flow;
+use crate::inspect::{self, AgentExport};
+use crate::model::{ArpMode, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule};
+use crate::pipeline::id;
+use crate::rpc::{self, Peer, RpcServer};
+use crate::{VlanBridge, VxlanBridge};
+use actix::prelude::*;
+use bytes::Bytes;
+use ofctrl::{
+    BridgeConfig, BridgeHandle, Listener, SwitchEvent, SwitchHandle, SwitchOptions, TxError,
+};
+use ofproto::nxm;
+use ofproto::oxm::FieldId;
+use ofproto::port::OFPP_CONTROLLER;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How to run an agent.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub kind: BridgeKind,
+    /// The OVS bridge name (logs, inspect).
+    pub bridge: String,
+    /// This host's VTEP address: recorded as the originator of local endpoints; remote
+    /// endpoints carrying it are this host's own and ignored.
+    pub local_ip: Option<Ipv4Addr>,
+    pub arp_mode: ArpMode,
+    /// Background gratuitous-ARP rounds for an endpoint group with its own VLAN, after one of
+    /// its endpoints is added (VLAN bridge; reference: 15 rounds, 3 s apart).
+    pub garp_repeats: u32,
+    pub garp_interval: Duration,
+}
+
+impl AgentConfig {
+    pub fn new(kind: BridgeKind, bridge: impl Into<String>) -> AgentConfig {
+        AgentConfig {
+            kind,
+            bridge: bridge.into(),
+            local_ip: None,
+            arp_mode: ArpMode::Proxy,
+            garp_repeats: 15,
+            garp_interval: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Why an agent call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    EndpointDb(#[from] EndpointDbError),
+    #[error(transparent)]
+    Datapath(#[from] DatapathError),
+    #[error("the switch refused the flows: {0}")]
+    Switch(#[from] TxError),
+    #[error("rule {0} already exists with different fields")]
+    RuleExists(String),
+    #[error("no rule {0}")]
+    NoRule(String),
+    #[error("no uplink on port {0}")]
+    NoUplink(u32),
+    #[error("no VTEP for {0}")]
+    NoVtep(Ipv4Addr),
+    #[error("port {port} is already VTEP {ip}")]
+    VtepPortInUse { port: u32, ip: Ipv4Addr },
+    #[error("{what} does not apply to a {kind} bridge")]
+    WrongBridge {
+        what: &'static str,
+        kind: &'static str,
+    },
+    #[error("master address {0} is not ip:port")]
+    BadMaster(String),
+    #[error(transparent)]
+    Rpc(#[from] rpc::RpcError),
+    #[error("the agent is not running")]
+    Stopped,
+}
+
+/// Apply one [`AgentOp`].
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), AgentError>")]
+pub struct Update(pub AgentOp);
+
+/// Send gratuitous ARPs for the local endpoints of an endpoint group (VLAN bridge).
+#[derive(Debug, Message)]
+#[rtype(result = "usize")]
+pub struct InjectGarps(pub u16);
+
+/// The agent's state in the reference's inspect shape.
+#[derive(Debug, Message)]
+#[rtype(result = "AgentExport")]
+pub struct Inspect;
+
+/// Register with a master (the reference's `OfnetAgent.AddMaster`): announce this agent and
+/// its local endpoints to it, and from now on every local endpoint change.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), AgentError>")]
+pub struct AddMaster(pub Node);
+
+/// The port the agent's RPC server listens on (told to masters at registration).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct SetRpcPort(u16);
+
+/// One background gratuitous-ARP round of an endpoint group; schedules the next.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct GarpRound(u16);
+
+/// The flows the bridge holds besides the miss flows, in `ovs-ofctl` syntax.
+#[derive(Debug, Message)]
+#[rtype(result = "(Vec<String>, Vec<String>)")]
+pub struct InstalledFlows;
+
+/// See the module documentation.
+pub struct Agent {
+    config: AgentConfig,
+    datapath: Box<dyn Datapath>,
+    bridge: BridgeHandle,
+    epdb: Addr<EndpointDb>,
+    endpoints: Arc<EndpointTable>,
+    settings: Settings,
+    installed: Desired,
+    switch: Option<SwitchHandle>,
+    stats: BTreeMap<String, u64>,
+    /// Endpoint groups in background GARP, with their remaining rounds.
+    garp_rounds: BTreeMap<u16, u32>,
+    /// Masters by `host:port`.
+    masters: BTreeMap<String, (Node, Peer)>,
+    rpc_port: u16,
+}
+
+impl Actor for Agent {
+    type Context = Context<Self>;
+}
+
+/// New parts by owner, and the switch changes that install them.
+type Recomputed = (Vec<(Owner, Part)>, Vec<ofctrl::Change>);
+
+impl Agent {
+    fn topology(&self) -> Topology<'_> {
+        Topology {
+            endpoints: &self.endpoints,
+            settings: &self.settings,
+        }
+    }
+
+    fn count(&mut self, counter: &str) {
+        *self.stats.entry(counter.to_string()).or_default() += 1;
+    }
+
+    /// New parts for `owners` (all owners when `None`) and the switch changes they need.
+    fn recompute(&self, owners: Option<Vec<Owner>>) -> Result<Recomputed, AgentError> {
+        let topo = self.topology();
+        let owners: BTreeSet<Owner> = match owners {
+            Some(o) => o.into_iter().collect(),
+            None => self
+                .installed
+                .owners()
+                .cloned()
+                .chain(self.datapath.owners(&topo))
+                .collect(),
+        };
+        let updates = owners
+            .into_iter()
+            .map(|o| {
+                let part = self.datapath.part(&topo, &o)?;
+                Ok((o, part))
+            })
+            .collect::<Result<Vec<_>, DatapathError>>()?;
+        let changes = self.installed.plan(&updates)?;
+        Ok((updates, changes))
+    }
+
+    /// Side effects after an op was installed (VLAN bridge): announce a new endpoint on the
+    /// uplink, and keep announcing its group for a while if the group has its own VLAN; on a
+    /// switch to flood mode, announce every endpoint (the physical network must learn them).
+    fn after(&mut self, op: &AgentOp, removed: Option<Endpoint>, ctx: &mut Context<Self>) {
+        self.announce(op, removed);
+        if self.config.kind != BridgeKind::Vlan {
+            return;
+        }
+        match op {
+            AgentOp::AddLocalEndpoint(l) => {
+                let Some(ep) = self.endpoints.local(l.port_no).cloned() else {
+                    return;
+                };
+                if let Some(out) = arp::garp(&self.topology(), &ep) {
+                    self.send_packets(vec![out]);
+                    self.count("GarpSent");
+                }
+                if ep.endpoint_group_vlan != 0 && self.config.garp_repeats > 0 {
+                    let fresh = self
+                        .garp_rounds
+                        .insert(ep.endpoint_group, self.config.garp_repeats)
+                        .is_none();
+                    if fresh {
+                        ctx.notify_later(GarpRound(ep.endpoint_group), self.config.garp_interval);
+                    }
+                }
+            }
+            AgentOp::SetArpMode(ArpMode::Flood) => {
+                let topo = self.topology();
+                let packets: Vec<PacketOut> = self
+                    .endpoints
+                    .locals()
+                    .filter_map(|e| arp::garp(&topo, e))
+                    .collect();
+                self.send_garps(packets);
+            }
+            _ => {}
+        }
+    }
+
+    /// Tell every master about a local endpoint that was added, changed or removed.
+    fn announce(&mut self, op: &AgentOp, removed: Option<Endpoint>) {
+        let (method, ep) = match (op, removed) {
+            (AgentOp::AddLocalEndpoint(l), _) => (
+                "OfnetMaster.EndpointAdd",
+                self.endpoints.local(l.port_no).cloned(),
+            ),
+            (AgentOp::RemoveLocalEndpoint(_), removed) => ("OfnetMaster.EndpointDel", removed),
+            _ => return,
+        };
+        let Some(ep) = ep else {
+            return;
+        };
+        for (_, peer) in self.masters.values() {
+            peer.notify(method, &ep);
+        }
+        if !self.masters.is_empty() {
+            self.count(if method.ends_with("Add") {
+                "EndpointAddSent"
+            } else {
+                "EndpointDelSent"
+            });
+        }
+    }
+
+    fn send_garps(&mut self, packets: Vec<PacketOut>) -> usize {
+        let n = packets.len();
+        *self.stats.entry("GarpSent".into()).or_default() += n as u64;
+        self.send_packets(packets);
+        n
+    }
+
+    fn group_garps(&self, epg: u16) -> Vec<PacketOut> {
+        let topo = self.topology();
+        self.endpoints
+            .locals()
+            .filter(|e| e.endpoint_group == epg)
+            .filter_map(|e| arp::garp(&topo, e))
+            .collect()
+    }
+
+    fn send_packets(&self, packets: Vec<PacketOut>) {
+        let Some(switch) = self.switch.clone().filter(SwitchHandle::connected) else {
+            return;
+        };
+        actix::spawn(async move {
+            for p in packets {
+                if let Err(e) = switch
+                    .packet_out(OFPP_CONTROLLER, p.actions, Bytes::from(p.data))
+                    .await
+                {
+                    tracing::warn!(error = %e, "packet-out failed");
+                }
+            }
+        });
+    }
+
+    fn on_packet_in(&mut self, packet_in: &ofproto::packet_in::PacketIn) {
+        self.count("PktRcvd");
+        let Some(in_port) = packet_in.in_port() else {
+            return;
+        };
+        let tun_id = packet_in
+            .matching
+            .get(FieldId::TUNNEL_ID)
+            .or_else(|| packet_in.matching.get(nxm::TUN_ID))
+            .map(|f| f.value_u128() as u64);
+        self.count("ArpReqRcvd");
+        let (packets, outcome) = arp::handle_request(
+            self.datapath.as_ref(),
+            &self.topology(),
+            in_port,
+            tun_id,
+            &packet_in.data,
+        );
+        tracing::debug!(bridge = %self.config.bridge, in_port, ?outcome, "ARP request");
+        self.count(outcome.counter());
+        self.send_packets(packets);
+    }
+}
+
+impl Handler<Update> for Agent {
+    type Result = AtomicResponse<Self, Result<(), AgentError>>;
+
+    fn handle(&mut self, Update(op): Update, _: &mut Context<Self>) -> Self::Result {
+        if let AgentOp::AddRemoteEndpoint(ep) = &op
+            && ep.originator_ip.is_some()
+            && ep.originator_ip == self.config.local_ip
+        {
+            // Our own endpoint, echoed back by the master.
+            return AtomicResponse::new(Box::pin(fut::ready(Ok(()))));
+        }
+        let epdb = self.epdb.clone();
+        let ep_op = endpoint_op(&op, self.config.local_ip);
+        let db_changed = ep_op.is_some();
+        let fetch = async move {
+            match ep_op {
+                Some(o) => epdb
+                    .send(epdb::Apply(o))
+                    .await
+                    .map_err(|_| AgentError::Stopped)?
+                    .map(Some)
+                    .map_err(AgentError::from),
+                None => Ok(None),
+            }
+        };
+        let work = fetch.into_actor(self).then(move |snapshot, act, _| {
+            let prev_endpoints = act.endpoints.clone();
+            let prev_settings = act.settings.clone();
+            let rollback = move |act: &mut Agent| {
+                if db_changed {
+                    act.epdb.do_send(epdb::Restore(prev_endpoints.clone()));
+                }
+                act.endpoints = prev_endpoints;
+                act.settings = prev_settings;
+            };
+            let before = act.endpoints.clone();
+            let removed = match &op {
+                AgentOp::RemoveLocalEndpoint(p) => before.local(*p).cloned(),
+                _ => None,
+            };
+            let next = snapshot.and_then(|snap| {
+                if let Some(s) = snap {
+                    act.endpoints = s;
+                }
+                apply_settings(act.datapath.as_ref(), &mut act.settings, &op)?;
+                act.recompute(touched(&op, &before, &act.endpoints))
+            });
+            let (updates, changes) = match next {
+                Ok(n) => n,
+                Err(e) => {
+                    // A refused endpoint-DB change changed nothing there.
+                    if !matches!(e, AgentError::EndpointDb(_)) {
+                        rollback(act);
+                    }
+                    return futures::future::Either::Left(fut::ready(Err(e)));
+                }
+            };
+            let bridge = act.bridge.clone();
+            futures::future::Either::Right(
+                async move { bridge.apply(changes).await }
+                    .into_actor(act)
+                    .map(move |applied, act, ctx| match applied {
+                        Ok(_) => {
+                            act.installed.commit(updates);
+                            act.after(&op, removed, ctx);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            rollback(act);
+                            Err(AgentError::Switch(e))
+                        }
+                    }),
+            )
+        });
+        AtomicResponse::new(Box::pin(work))
+    }
+}
+
+impl Handler<SwitchEvent> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, event: SwitchEvent, _: &mut Context<Self>) {
+        match event {
+            SwitchEvent::Connected(handle) => {
+                self.count("SwitchConnected");
+                self.switch = Some(handle);
+            }
+            SwitchEvent::Disconnected { dpid, .. } => {
+                if self.switch.as_ref().is_some_and(|s| s.dpid() == dpid) {
+                    self.switch = None;
+                }
+            }
+            SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in),
+            SwitchEvent::PortStatus { .. } | SwitchEvent::FlowRemoved { .. } => {}
+        }
+    }
+}
+
+impl Handler<AddMaster> for Agent {
+    type Result = ResponseActFuture<Self, Result<(), AgentError>>;
+
+    fn handle(&mut self, AddMaster(master): AddMaster, ctx: &mut Context<Self>) -> Self::Result {
+        let Some(addr) = master.socket_addr() else {
+            return Box::pin(fut::ready(Err(AgentError::BadMaster(master.key()))));
+        };
+        // Every new connection (the first, and after the master restarted) registers and
+        // re-announces the local endpoints before anything else.
+        let me = ctx.address();
+        let greeting: rpc::Greeting = std::rc::Rc::new(move || {
+            let me = me.clone();
+            Box::pin(async move { me.send(RegistrationCalls).await.unwrap_or_default() })
+        });
+        let peer = Peer::with_greeting(addr, greeting);
+        let key = master.key();
+        self.masters.insert(key.clone(), (master, peer.clone()));
+        Box::pin(async move { peer.connect().await }.into_actor(self).map(
+            move |connected, act, _| {
+                connected.map_err(|e| {
+                    act.masters.remove(&key);
+                    AgentError::Rpc(e)
+                })
+            },
+        ))
+    }
+}
+
+/// What a new connection to a master starts with: registration, then every local endpoint.
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<(String, serde_json::Value)>")]
+struct RegistrationCalls;
+
+impl Handler<RegistrationCalls> for Agent {
+    type Result = MessageResult<RegistrationCalls>;
+
+    fn handle(&mut self, _: RegistrationCalls, _: &mut Context<Self>) -> Self::Result {
+        let me = Node {
+            host_addr: self
+                .config
+                .local_ip
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            host_port: self.rpc_port,
+        };
+        let mut calls = vec![(
+            "OfnetMaster.RegisterNode".to_string(),
+            serde_json::to_value(me).unwrap_or_default(),
+        )];
+        for ep in self.endpoints.locals() {
+            if let Ok(v) = serde_json::to_value(ep) {
+                calls.push(("OfnetMaster.EndpointAdd".to_string(), v));
+            }
+        }
+        MessageResult(calls)
+    }
+}
+
+impl Handler<SetRpcPort> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, SetRpcPort(port): SetRpcPort, _: &mut Context<Self>) {
+        self.rpc_port = port;
+    }
+}
+
+impl Handler<InjectGarps> for Agent {
+    type Result = usize;
+
+    fn handle(&mut self, InjectGarps(epg): InjectGarps, _: &mut Context<Self>) -> usize {
+        if self.config.kind != BridgeKind::Vlan {
+            return 0;
+        }
+        let packets = self.group_garps(epg);
+        self.send_garps(packets)
+    }
+}
+
+impl Handler<GarpRound> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, GarpRound(epg): GarpRound, ctx: &mut Context<Self>) {
+        let Some(left) = self.garp_rounds.get_mut(&epg) else {
+            return;
+        };
+        *left = left.saturating_sub(1);
+        let more = *left > 0;
+        if !more {
+            self.garp_rounds.remove(&epg);
+        }
+        let packets = self.group_garps(epg);
+        self.send_garps(packets);
+        if more {
+            ctx.notify_later(GarpRound(epg), self.config.garp_interval);
+        }
+    }
+}
+
+impl Handler<Inspect> for Agent {
+    type Result = MessageResult<Inspect>;
+
+    fn handle(&mut self, _: Inspect, _: &mut Context<Self>) -> Self::Result {
+        let masters: Vec<Node> = self.masters.values().map(|(n, _)| n.clone()).collect();
+        MessageResult(inspect::export(
+            &self.config,
+            &self.endpoints,
+            &self.settings,
+            inspect::Live {
+                connected: self.switch.as_ref().is_some_and(SwitchHandle::connected),
+                stats: &self.stats,
+                masters: &masters,
+                rpc_port: self.rpc_port,
+            },
+        ))
+    }
+}
+
+impl Handler<InstalledFlows> for Agent {
+    type Result = MessageResult<InstalledFlows>;
+
+    fn handle(&mut self, _: InstalledFlows, _: &mut Context<Self>) -> Self::Result {
+        MessageResult((self.installed.flow_lines(), self.installed.group_lines()))
+    }
+}
