@@ -79,33 +79,21 @@ pub fn matches(m: &Match) -> String {
     let mut out: Vec<String> = Vec::new();
     let eth_type = get(m, FieldId::ETH_TYPE).map(|o| u(o) as u16);
     let proto = get(m, FieldId::IP_PROTO).map(|o| u(o) as u8);
-    let mut proto_shown = false;
-    let mut type_shown = true;
-    match eth_type {
-        Some(0x0800) => out.push(
-            match proto {
-                Some(1) => "icmp",
-                Some(6) => "tcp",
-                Some(17) => "udp",
-                _ => "ip",
-            }
-            .into(),
-        ),
-        Some(0x86dd) => out.push(
-            match proto {
-                Some(58) => "icmp6",
-                Some(6) => "tcp6",
-                Some(17) => "udp6",
-                _ => "ipv6",
-            }
-            .into(),
-        ),
-        Some(0x0806) => out.push("arp".into()),
-        _ => type_shown = false,
-    }
-    if matches!(proto, Some(1 | 6 | 17) | Some(58)) && matches!(eth_type, Some(0x0800 | 0x86dd)) {
-        proto_shown = !(eth_type == Some(0x0800) && proto == Some(58));
-    }
+    // The protocol shorthand, and whether it already says the IP protocol.
+    let (shorthand, proto_shown) = match (eth_type, proto) {
+        (Some(0x0800), Some(1)) => (Some("icmp"), true),
+        (Some(0x0800), Some(6)) => (Some("tcp"), true),
+        (Some(0x0800), Some(17)) => (Some("udp"), true),
+        (Some(0x0800), _) => (Some("ip"), false),
+        (Some(0x86dd), Some(58)) => (Some("icmp6"), true),
+        (Some(0x86dd), Some(6)) => (Some("tcp6"), true),
+        (Some(0x86dd), Some(17)) => (Some("udp6"), true),
+        (Some(0x86dd), _) => (Some("ipv6"), false),
+        (Some(0x0806), _) => (Some("arp"), false),
+        _ => (None, false),
+    };
+    let type_shown = shorthand.is_some();
+    out.extend(shorthand.map(String::from));
     for o in &m.fields {
         if o.field == FieldId::TUNNEL_ID {
             out.push(format!("tun_id={}", hex_masked(o)));

@@ -50,6 +50,7 @@ const VLAN_GOLDEN: &[&str] = &[
     "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.2 actions=write_metadata:0xa/0xfffe,goto_table:5",
     "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.3 actions=write_metadata:0/0xfffe,goto_table:5",
     "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.4 actions=write_metadata:0/0xfffe,goto_table:5",
+    "table=4, priority=100,ipv6,metadata=0x100000000/0xff00000000,ipv6_dst=fd00::4 actions=write_metadata:0/0xfffe,goto_table:5",
     "table=5, priority=11,tcp,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
     "table=5, priority=110,tcp,metadata=0x7000a/0x7ffffffe,nw_src=10.1.1.0/24,tp_dst=8000 actions=goto_table:6",
     "table=5, priority=13,udp,nw_dst=10.2.0.1,tp_src=53 actions=goto_table:6",
@@ -75,11 +76,9 @@ async fn vlan_bridge_flow_table_matches_golden_and_ovs() {
             .await
             .unwrap();
     }
-    for ep in [
-        local(2, 10, 2, 5, 0),
-        local(3, 10, 3, 0, 10),
-        local(4, 20, 4, 0, 0),
-    ] {
+    let mut dual_stack = local(4, 20, 4, 0, 0);
+    dual_stack.ipv6 = Some("fd00::4".parse().unwrap());
+    for ep in [local(2, 10, 2, 5, 0), local(3, 10, 3, 0, 10), dual_stack] {
         agent.add_local_endpoint(ep).await.unwrap();
     }
     agent.add_uplink(1).await.unwrap();
