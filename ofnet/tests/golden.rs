@@ -13,6 +13,22 @@ use ofnet::{
 use std::net::Ipv4Addr;
 use testbed::{Ovs, OvsOptions};
 
+/// A generation store in memory.
+#[derive(Clone, Default)]
+struct Generations(std::rc::Rc<std::cell::Cell<Option<u16>>>);
+
+impl ofctrl::GenerationStore for Generations {
+    fn load(&self) -> futures::future::LocalBoxFuture<'static, Option<u16>> {
+        let g = self.0.get();
+        Box::pin(async move { g })
+    }
+
+    fn store(&self, generation: u16) -> futures::future::LocalBoxFuture<'static, ()> {
+        self.0.set(Some(generation));
+        Box::pin(async {})
+    }
+}
+
 fn misses(p: &'static Pipeline) -> Vec<String> {
     p.table_specs()
         .iter()
@@ -198,7 +214,12 @@ async fn flow_table_comes_back_after_an_ovs_restart() {
     init_tracing();
     let mut ovs = Ovs::start(OvsOptions::dummy()).unwrap();
     ovs.add_bridge("br0").unwrap();
-    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vlan, "br0"));
+    // Where netplugin would keep the generation (OVSDB external_ids): here, a cell.
+    let stored = Generations::default();
+    let store = stored.clone();
+    let agent = AgentHandle::start_with(AgentConfig::new(BridgeKind::Vlan, "br0"), move |b| {
+        b.generations = Some(Box::new(store));
+    });
     let _listener = connect(&ovs, "br0", &agent).await;
     agent
         .add_network(Network {
@@ -230,6 +251,11 @@ async fn flow_table_comes_back_after_an_ovs_restart() {
         );
         actix_rt::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    assert!(
+        stored.0.get().is_some_and(|g| g >= 2),
+        "generation stored: {:?}",
+        stored.0.get()
+    );
     // And the agent keeps working on the new connection.
     agent
         .add_local_endpoint(local(3, 10, 3, 5, 0))

@@ -17,14 +17,25 @@ impl AgentHandle {
     /// Connect switches with [`AgentHandle::listen_unix`] / [`AgentHandle::listen_tcp`], or
     /// subscribe [`AgentHandle::switch_events`] to a listener of your own.
     pub fn start(config: AgentConfig) -> AgentHandle {
+        AgentHandle::start_with(config, |_| {})
+    }
+
+    /// [`AgentHandle::start`], with a say in how `ofctrl` runs the bridge: where it keeps
+    /// its flow generation across restarts (netplugin: the bridge's OVSDB `external_ids`),
+    /// which datapath id may drive it, bundles or barriers. The tables are the pipeline's.
+    pub fn start_with(
+        config: AgentConfig,
+        customize: impl FnOnce(&mut BridgeConfig),
+    ) -> AgentHandle {
         let datapath: Box<dyn Datapath> = match config.kind {
             BridgeKind::Vlan => Box::new(VlanBridge),
             BridgeKind::Vxlan => Box::new(VxlanBridge),
         };
-        let bridge = BridgeHandle::start(BridgeConfig::new(
-            config.bridge.clone(),
-            datapath.pipeline().table_specs(),
-        ));
+        let mut bridge_config =
+            BridgeConfig::new(config.bridge.clone(), datapath.pipeline().table_specs());
+        customize(&mut bridge_config);
+        bridge_config.tables = datapath.pipeline().table_specs();
+        let bridge = BridgeHandle::start(bridge_config);
         let epdb = EndpointDb::default().start();
         let settings = Settings {
             arp_mode: config.arp_mode,
