@@ -113,3 +113,53 @@ async fn endpoint_adds_against_a_real_bridge() {
     println!("flows on the bridge: {flows}");
     assert!(flows >= 3 * total as usize);
 }
+
+#[actix_rt::test]
+#[ignore = "measurement, not a check; run explicitly"]
+async fn endpoint_relay_through_the_master() {
+    use ofnet::{MasterHandle, Node};
+    init_tracing();
+    let master = MasterHandle::start("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let mut agents = Vec::new();
+    for last in [1u8, 2] {
+        let ip = Ipv4Addr::new(127, 0, 0, last);
+        let mut config = AgentConfig::new(BridgeKind::Vxlan, "br0");
+        config.local_ip = Some(ip);
+        let agent = AgentHandle::start(config);
+        let rpc = agent.serve_rpc((ip, 0).into()).await.unwrap();
+        for n in 0..NETWORKS {
+            agent.add_network(network(n)).await.unwrap();
+        }
+        master
+            .add_node(Node {
+                host_addr: ip.to_string(),
+                host_port: rpc.local_addr().port(),
+            })
+            .await
+            .unwrap();
+        agents.push((agent, rpc));
+    }
+    let total = 1000;
+    let start = Instant::now();
+    for n in 0..total {
+        agents[0].0.add_local_endpoint(endpoint(n)).await.unwrap();
+    }
+    let added = start.elapsed();
+    loop {
+        let known = agents[1].0.inspect().await.unwrap().endpoint_db.len();
+        if known == total as usize {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "{known} relayed"
+        );
+        actix_rt::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    println!(
+        "{total} endpoints added on agent A in {added:?}; all known to agent B after {:?} (no switch connected)",
+        start.elapsed()
+    );
+}
