@@ -112,7 +112,8 @@ pub struct Network {
     pub vlan: u16,
     /// The VXLAN network identifier (0 on a VLAN bridge).
     pub vni: u32,
-    /// The gateway address, if the network has one.
+    /// The gateway address, if the network has one (kept for inspect and the routing
+    /// datapaths; the bridge datapaths leave gateway traffic to the physical network).
     pub gateway: Option<Ipv4Addr>,
     /// The VRF (tenant name).
     pub vrf: String,
