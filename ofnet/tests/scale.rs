@@ -163,3 +163,30 @@ async fn endpoint_relay_through_the_master() {
         start.elapsed()
     );
 }
+
+#[actix_rt::test]
+#[ignore = "measurement, not a check; run explicitly"]
+async fn one_network_larger_than_a_flood_group() {
+    testbed::require!(Root, Ovs);
+    init_tracing();
+    let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
+    ovs.add_bridge("br0").unwrap();
+    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vxlan, "br0"));
+    let _listener = connect(&ovs, "br0", &agent).await;
+    agent.add_network(network(0)).await.unwrap();
+    let total = 2500;
+    let start = Instant::now();
+    for n in 0..total {
+        let mut ep = endpoint(n);
+        ep.vlan = network(0).vlan;
+        agent.add_local_endpoint(ep).await.unwrap();
+    }
+    println!(
+        "{total} endpoints in one network: {:?} per add",
+        start.elapsed() / total
+    );
+    let groups = ovs.dump_groups("br0").unwrap();
+    let buckets: usize = groups.iter().map(|g| g.matches("bucket=").count()).sum();
+    println!("{} groups, {buckets} buckets on the bridge", groups.len());
+    assert_eq!(buckets, 2 * total as usize, "every port in both floods");
+}

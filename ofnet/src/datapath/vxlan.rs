@@ -36,6 +36,41 @@ pub fn all_flood_group(vlan: u16) -> u32 {
     (u32::from(vlan) << 1) | 1
 }
 
+/// Most buckets one flood group gets. A group is one OpenFlow message (at most 64 KiB) and a
+/// VTEP bucket takes 56 bytes, so larger floods are split over several groups that the flood
+/// flow applies one after the other.
+pub const MAX_FLOOD_BUCKETS: usize = 1000;
+
+/// The id of the `n`th group of a flood split over several (`n` = 0 is the flood's own id).
+pub fn flood_chunk_group(flood: u32, n: usize) -> u32 {
+    if n == 0 {
+        flood
+    } else {
+        // Above every `vlan << 1 | scope` id; up to 255 chunks of 1000 buckets.
+        0x0100_0000 | (flood << 8) | (n as u32 & 0xff)
+    }
+}
+
+/// The groups of flood `id` over `buckets` (at least one group, possibly empty).
+fn flood_groups(id: u32, buckets: Vec<Bucket>) -> Vec<Group> {
+    let mut chunks: Vec<Vec<Bucket>> = buckets
+        .chunks(MAX_FLOOD_BUCKETS)
+        .map(<[Bucket]>::to_vec)
+        .collect();
+    if chunks.is_empty() {
+        chunks.push(Vec::new());
+    }
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(n, buckets)| Group {
+            id: flood_chunk_group(id, n),
+            group_type: GroupType::All,
+            buckets,
+        })
+        .collect()
+}
+
 fn vlan_match(vlan: u16) -> Match {
     Match::new().vlan_vid(VID_PRESENT | vlan, None)
 }
@@ -85,32 +120,22 @@ impl VxlanBridge {
                 Action::output(vtep),
             ]));
         }
-        let groups = vec![
-            Group {
-                id: local_flood_group(net.vlan),
-                group_type: GroupType::All,
-                buckets: local,
-            },
-            Group {
-                id: all_flood_group(net.vlan),
-                group_type: GroupType::All,
-                buckets: all,
-            },
-        ];
+        let local = flood_groups(local_flood_group(net.vlan), local);
+        let all = flood_groups(all_flood_group(net.vlan), all);
         let t9 = p.table(id::MAC_DEST)?;
-        for (from_vtep, group) in [
-            (0, all_flood_group(net.vlan)),
-            (metadata::RX_VTEP, local_flood_group(net.vlan)),
-        ] {
+        for (from_vtep, groups) in [(0, &all), (metadata::RX_VTEP, &local)] {
+            let actions = groups.iter().map(|g| Action::Group(g.id)).collect();
             flows.push(
                 t9.flow(
                     priority::FLOOD,
                     vlan_match(net.vlan).metadata(from_vtep, Some(metadata::RX_VTEP)),
-                    vec![Instruction::ApplyActions(vec![Action::Group(group)])],
+                    vec![Instruction::ApplyActions(actions)],
                 )?
                 .owned_by(category::NETWORK, object),
             );
         }
+        let mut groups = local;
+        groups.extend(all);
         Ok(Part { flows, groups })
     }
 
@@ -357,6 +382,66 @@ mod tests {
             })
             .unwrap_err();
         assert!(matches!(err, DatapathError::Conflict { .. }), "{err}");
+    }
+
+    #[test]
+    fn large_floods_are_split_over_several_groups() {
+        let (mut t, mut s) = fixture();
+        for n in 0..2500u32 {
+            let [_, _, hi, lo] = (n + 10).to_be_bytes();
+            t.apply(EndpointOp::AddLocal {
+                endpoint: LocalEndpoint {
+                    port_no: 100 + n,
+                    mac: MacAddr([2, 3, 0, 0, hi, lo]),
+                    vlan: 2,
+                    ipv4: Some(Ipv4Addr::new(10, 2, hi, lo)),
+                    ipv6: None,
+                    epg: 0,
+                    epg_vlan: 0,
+                    dscp: 0,
+                },
+                originator: None,
+            })
+            .unwrap();
+        }
+        s.vteps.insert(Ipv4Addr::new(192, 168, 77, 3), 10);
+        let d = VxlanBridge
+            .desired(&Topology {
+                endpoints: &t,
+                settings: &s,
+            })
+            .unwrap();
+        // 2501 local ports; with the 2 VTEPs, 2503 buckets to flood everywhere.
+        let sizes: Vec<(u32, usize)> = {
+            let mut v: Vec<_> = d.groups().map(|g| (g.id, g.buckets.len())).collect();
+            v.sort();
+            v
+        };
+        let (l, a) = (local_flood_group(2), all_flood_group(2));
+        assert_eq!(
+            sizes,
+            vec![
+                (l, 1000),
+                (a, 1000),
+                (flood_chunk_group(l, 1), 1000),
+                (flood_chunk_group(l, 2), 501),
+                (flood_chunk_group(a, 1), 1000),
+                (flood_chunk_group(a, 2), 503),
+            ]
+        );
+        let lines = d.flow_lines();
+        let flood_all = lines
+            .iter()
+            .find(|l| l.starts_with("table=9, priority=10,metadata=0/0x1"))
+            .unwrap();
+        assert!(
+            flood_all.ends_with(&format!(
+                "actions=group:{a},group:{},group:{}",
+                flood_chunk_group(a, 1),
+                flood_chunk_group(a, 2)
+            )),
+            "{flood_all}"
+        );
     }
 
     #[test]
