@@ -353,8 +353,40 @@ fn summary(cases: &mut [Case<'_>]) {
     }
 }
 
+/// `OFPROTO_BENCH_PROFILE=decode|encode`: loop FLOW_MOD decode (or encode) for 10 s and exit,
+/// for `perf record` (criterion's own setup and summary would otherwise blur the profile).
+fn profile_loop(what: &str, flow_mods: &[Vec<u8>]) {
+    let decoded: Vec<(u32, Message)> = flow_mods
+        .iter()
+        .map(|m| Message::decode(m).unwrap())
+        .collect();
+    let mut out = BytesMut::with_capacity(MAX_MESSAGE);
+    let start = Instant::now();
+    let mut passes = 0u64;
+    while start.elapsed() < Duration::from_secs(10) {
+        if what == "encode" {
+            for (xid, m) in &decoded {
+                out.clear();
+                m.encode(*xid, &mut out);
+                black_box(&out);
+            }
+        } else {
+            for m in flow_mods {
+                black_box(Message::decode(black_box(m)).unwrap());
+            }
+        }
+        passes += 1;
+    }
+    let per_msg = start.elapsed().as_nanos() as f64 / (passes as f64 * flow_mods.len() as f64);
+    println!("{what}: {per_msg:.1} ns per FLOW_MOD over {passes} passes");
+}
+
 fn main() {
     let flow_mods = flow_mods();
+    if let Ok(what) = std::env::var("OFPROTO_BENCH_PROFILE") {
+        profile_loop(&what, &flow_mods);
+        return;
+    }
     let packet_ins = packet_ins();
     let stats = flow_stats_replies(&flow_mods);
 

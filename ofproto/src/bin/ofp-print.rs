@@ -171,7 +171,13 @@ fn render_body(out: &mut String, message: &Message) {
             }
         }
         Message::Error(error) => {
-            let _ = write!(out, " {}", error.kind);
+            // OVS keeps the OpenFlow 1.0 name of (1, 2) in every version.
+            let name = error.kind.to_string();
+            let name = match name.as_str() {
+                "OFPBRC_BAD_MULTIPART" => "OFPBRC_BAD_STAT",
+                other => other,
+            };
+            let _ = write!(out, " {name}");
             out.push('\n');
             match Message::decode(&error.data) {
                 Ok((xid, failed)) => render(out, xid, &failed),

@@ -1,0 +1,175 @@
+//! Our `ofp-print` binary against `ovs-ofctl ofp-print` (Open vSwitch 3.1) on a handful of
+//! messages of different kinds, and its handling of bad input.
+//!
+//! Run: `cargo test -p ofproto --test differential_ofp_print -- --nocapture`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::process::Command;
+
+use support::tools;
+
+const OUR_OFP_PRINT: &str = env!("CARGO_BIN_EXE_ofp-print");
+
+/// Messages as hex, each labelled; spaces are allowed and kept to show the structure.
+const MESSAGES: &[(&str, &str)] = &[
+    (
+        "hello with a version bitmap",
+        "04000010 00000001 0001000800000010",
+    ),
+    ("hello without elements", "04000008 0000000a"),
+    ("echo request with payload", "0402000c 00000005 deadbeef"),
+    ("echo reply, empty", "04030008 00000005"),
+    ("features request", "04050008 00000003"),
+    ("get config request", "04070008 00000001"),
+    ("get config reply", "0408000c 00000001 0000ffff"),
+    ("set config", "0409000c 00000001 00010080"),
+    ("barrier request", "04140008 000000ff"),
+    ("barrier reply", "04150008 0000ff00"),
+    (
+        "role request",
+        "04180018 00000001 00000002 00000000 0000000000000005",
+    ),
+    (
+        "bundle open request",
+        "04040018 00000005 4f4e4600 000008fc 00000001 0000 0003",
+    ),
+    (
+        "bundle commit reply",
+        "04040018 00000005 4f4e4600 000008fc 00000001 0005 0003",
+    ),
+    (
+        "error echoing a barrier request",
+        "04010014 00000009 0003 0001 04140008000000ff",
+    ),
+    (
+        "error with a short payload",
+        "04010010 00000009 0001 0002 aabbccdd",
+    ),
+    (
+        "flow mod: ct, resubmit",
+        "040e007800000004000000000000000500000000000000000000000000008000ffffffffffffffffffffffff\
+         000000000001001580000a020800800014010680001c0200500000000004003000000000ffff001800002320\
+         00230001000000000005ff0000000000ffff001000002320000efff803000000",
+    ),
+    (
+        "flow mod: table 1, ip, nw_dst, output",
+        "040e006000000002000000000000000000000000000000000100000000000005ffffffffffffffffffffffff\
+         000000000001001280000a020800800018040a00000100000000000000040018000000000000001000000002\
+         0000000000000000",
+    ),
+    (
+        "group mod: all, two buckets",
+        "040f0050 00000001 0000 00 00 00000001 \
+         0020 0000 ffffffff ffffffff 00000000 00000010 00000001 0000 000000000000 \
+         0020 0000 ffffffff ffffffff 00000000 00000010 00000002 0000 000000000000",
+    ),
+    (
+        "meter mod: kbps drop band",
+        "041d0020 00000002 0000 0001 00000001 0001 0010 000003e8 00000000 00000000",
+    ),
+    ("port desc request", "04120010 00000007 000d 0000 00000000"),
+];
+
+#[test]
+fn renders_like_ovs_ofctl() {
+    testbed::require!(Ovs);
+    let mut agreed = 0;
+    let mut failures = Vec::new();
+    for (label, text) in MESSAGES {
+        let bytes = hex_bytes(text);
+        let ovs = tools::ovs_ofp_print(&bytes).expect("ovs-ofctl ofp-print");
+        let ours = tools::our_ofp_print_many(OUR_OFP_PRINT, std::slice::from_ref(&bytes))
+            .expect("our ofp-print")
+            .remove(0);
+        if ours == ovs {
+            agreed += 1;
+        } else {
+            failures.push(format!("{label}\n  ovs:\n{ovs}\n  ours:\n{ours}"));
+        }
+    }
+    println!(
+        "ofp-print vs ovs-ofctl ofp-print: {agreed}/{} agree",
+        MESSAGES.len()
+    );
+    for failure in &failures {
+        println!("MISMATCH {failure}");
+    }
+    assert!(failures.is_empty(), "see mismatches above");
+}
+
+fn hex_bytes(text: &str) -> Vec<u8> {
+    let digits: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Run our binary with `args`; return (success, stdout, stderr).
+fn run_ours(args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(OUR_OFP_PRINT)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn argument_and_stdin_forms_print_the_same() {
+    let (ok, from_arg, _) = run_ours(&["04140008 000000ff"], None);
+    assert!(ok);
+    assert_eq!(from_arg, "OFPT_BARRIER_REQUEST (OF1.3) (xid=0xff):\n");
+    let (ok, from_stdin, _) = run_ours(&[], Some("04140008000000ff\n\n  0415 0008 0000 ff00  \n"));
+    assert!(ok);
+    assert_eq!(
+        from_stdin,
+        "OFPT_BARRIER_REQUEST (OF1.3) (xid=0xff):\nOFPT_BARRIER_REPLY (OF1.3) (xid=0xff00):\n"
+    );
+}
+
+#[test]
+fn bad_hex_is_reported_with_its_line_and_fails() {
+    let (ok, stdout, stderr) = run_ours(&[], Some("04140008000000ff\n0414zz08000000ff\n"));
+    assert!(!ok, "bad input must give a non-zero exit");
+    // The good line still prints.
+    assert_eq!(stdout, "OFPT_BARRIER_REQUEST (OF1.3) (xid=0xff):\n");
+    assert!(
+        stderr.contains("line 2") && stderr.contains("bad hex digit 'z' at column 5"),
+        "{stderr}"
+    );
+
+    let (ok, _, stderr) = run_ours(&["041400080"], None);
+    assert!(!ok);
+    assert!(stderr.contains("argument 1") && stderr.contains("odd number of hex digits (9)"));
+}
+
+#[test]
+fn undecodable_messages_are_reported_and_fail() {
+    // Version 1 (OpenFlow 1.0) is not this codec's.
+    let (ok, _, stderr) = run_ours(&["01000008000000ff"], None);
+    assert!(!ok);
+    assert!(
+        stderr.contains("cannot decode OpenFlow message"),
+        "{stderr}"
+    );
+    // Header says 16 bytes, only 8 given.
+    let (ok, _, stderr) = run_ours(&["04140010000000ff"], None);
+    assert!(!ok);
+    assert!(stderr.contains("truncated"), "{stderr}");
+}
