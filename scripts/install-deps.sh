@@ -10,7 +10,8 @@ packages=(
   iproute2                     # ip netns, veth pairs
   iputils-ping                 # reachability checks in tests
   netcat-openbsd               # TCP/UDP reachability checks (policy tests)
-  tcpdump                      # DSCP marking checks
+  tcpdump                      # DSCP marking and ARP-proxy checks
+  ethtool                      # pod veths: transmit checksum offload off (userspace datapath)
   containernetworking-plugins  # the reference `bridge` + `host-local` CNI plugins (benchmark)
   golang-go                    # builds cnirun, the libcni runtime driver
   golang-github-appc-cni-dev   # libcni sources for cnirun

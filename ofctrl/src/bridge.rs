@@ -124,7 +124,8 @@ impl BridgeHandle {
             .map_err(|_| TxError::Switch(SwitchError::Disconnected))?
     }
 
-    /// A group id no desired group uses.
+    /// A group id no desired group uses and no earlier call handed out (until that group is
+    /// removed again).
     pub async fn allocate_group_id(&self) -> Option<u32> {
         self.addr.send(AllocateGroupId).await.ok()
     }
@@ -147,6 +148,9 @@ pub struct Bridge {
     generation: u16,
     synced: bool,
     reconciles: u64,
+    /// Group ids handed out by [`BridgeHandle::allocate_group_id`] and not yet removed, so two
+    /// allocations before the groups are applied never get the same id.
+    allocated_groups: HashSet<u32>,
 }
 
 impl Bridge {
@@ -166,6 +170,15 @@ impl Bridge {
             generation: 0,
             synced: false,
             reconciles: 0,
+            allocated_groups: HashSet::new(),
+        }
+    }
+
+    /// Record a confirmed plan; ids of removed groups may be handed out again.
+    fn commit(&mut self, plan: &Plan) {
+        self.desired.commit(plan);
+        for id in &plan.remove_groups {
+            self.allocated_groups.remove(id);
         }
     }
 
@@ -267,7 +280,7 @@ impl Handler<Apply> for Bridge {
         let switch = match &self.switch {
             Some(s) if s.connected() && self.synced => s.clone(),
             _ => {
-                self.desired.commit(&plan);
+                self.commit(&plan);
                 let _ = tx.send(Ok(Applied::Deferred));
                 return MessageResult(rx);
             }
@@ -279,13 +292,13 @@ impl Handler<Apply> for Bridge {
         ctx.wait(fut.into_actor(self).map(move |result, this, _| {
             let outcome = match result {
                 Ok(()) => {
-                    this.desired.commit(&plan);
+                    this.commit(&plan);
                     Ok(Applied::Installed(count))
                 }
                 // The connection went away mid-transaction: keep the change, it goes out with
                 // the reconcile on the next connect.
                 Err(TxError::Switch(SwitchError::Disconnected)) => {
-                    this.desired.commit(&plan);
+                    this.commit(&plan);
                     this.synced = false;
                     Ok(Applied::Deferred)
                 }
@@ -305,10 +318,11 @@ impl Handler<AllocateGroupId> for Bridge {
     type Result = u32;
 
     fn handle(&mut self, _: AllocateGroupId, _: &mut Context<Self>) -> u32 {
-        let used: HashSet<u32> = self.desired.groups().map(|g| g.id).collect();
-        (1..OFPG_ALL)
-            .find(|id| !used.contains(id))
-            .unwrap_or(OFPG_ALL - 1)
+        let id = (1..OFPG_ALL)
+            .find(|id| !self.allocated_groups.contains(id) && self.desired.group(*id).is_none())
+            .unwrap_or(OFPG_ALL - 1);
+        self.allocated_groups.insert(id);
+        id
     }
 }
 

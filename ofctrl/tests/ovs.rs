@@ -197,8 +197,14 @@ async fn desired_state_comes_back_after_ovs_is_killed_and_restarted() {
     );
     wait_synced(&bridge, 1).await;
 
+    let id = bridge.allocate_group_id().await.unwrap();
+    assert_ne!(
+        bridge.allocate_group_id().await.unwrap(),
+        id,
+        "two allocations before an apply never share an id"
+    );
     let group = Group {
-        id: bridge.allocate_group_id().await.unwrap(),
+        id,
         group_type: GroupType::All,
         buckets: vec![
             Bucket::new(vec![Action::output(1u32)]),
