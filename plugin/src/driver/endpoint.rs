@@ -22,7 +22,7 @@ use ofnet::{BridgeKind, LocalEndpoint};
 
 use super::{Driver, OFPORT_TIMEOUT, bridge_kind, bridge_name, policing_of};
 use crate::error::{PluginError, Result};
-use crate::netlink::{MacAddr, PodInterfaceSpec};
+use crate::netlink::{MacAddr, PodInterfaceSpec, in_netns};
 use crate::oper::{OperEndpointState, port_name_for};
 use crate::ovsdb::PortSpec;
 
@@ -49,6 +49,7 @@ pub struct PodDetach {
     pub tenant: String,
     pub network: String,
     pub container_id: String,
+    /// Informational: the pair is removed from its host end, wherever the pod end is.
     pub netns: Option<PathBuf>,
     pub ifname: String,
 }
@@ -178,6 +179,38 @@ fn access_tag(net: &CfgNetworkState, group: Option<&EndpointGroupState>) -> u16 
     u16::try_from(tag).unwrap_or(0)
 }
 
+/// Milliseconds per attach step, for the debug log.
+struct StepTimer {
+    last: std::time::Instant,
+    steps: Vec<(&'static str, f64)>,
+}
+
+impl StepTimer {
+    fn start() -> StepTimer {
+        StepTimer {
+            last: std::time::Instant::now(),
+            steps: Vec::new(),
+        }
+    }
+
+    fn mark(&mut self, step: &'static str) {
+        let now = std::time::Instant::now();
+        self.steps
+            .push((step, (now - self.last).as_secs_f64() * 1000.0));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for StepTimer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (step, ms)) in self.steps.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{step} {ms:.1} ms")?;
+        }
+        Ok(())
+    }
+}
+
 /// What a half-done attach has created, for the rollback.
 #[derive(Default)]
 struct Created {
@@ -278,7 +311,11 @@ impl Driver {
             }
             return Err(PluginError::EndpointExists(ep_id));
         }
-        let net = self.load_network(&pod.tenant, &pod.network).await?;
+        // The watch keeps networks current; etcd is asked only for one not seen yet.
+        let net = match self.known_network(&net_id) {
+            Some(net) => net,
+            None => self.load_network(&pod.tenant, &pod.network).await?,
+        };
         let group = self.load_group(&pod.tenant, &pod.group).await?;
         self.ensure_network(&net).await?;
         let mut created = Created::default();
@@ -295,6 +332,9 @@ impl Driver {
         }
     }
 
+    /// The attach itself. netmaster's allocation and the host side (veth pair, OVS port,
+    /// OpenFlow port number) do not depend on each other and run at once; the pod side
+    /// (MAC, addresses, routes) and the flows follow once both are done.
     async fn attach_steps(
         &self,
         pod: &PodAttach,
@@ -303,6 +343,79 @@ impl Driver {
         ep_id: &str,
         created: &mut Created,
     ) -> Result<LocalEndpointInfo> {
+        let mut timing = StepTimer::start();
+        let kind = bridge_kind(&net.pkt_tag_type);
+        let port_name = port_name_for(ep_id);
+        let ovs_port = format!("v{port_name}");
+        // Rollback of the host side is idempotent, so it is marked before it starts.
+        created.veth = true;
+        created.port = true;
+        let (ep, ofport) = futures::join!(
+            self.allocate(pod),
+            self.host_side(pod, kind, &ovs_port, ep_id, access_tag(net, group), group)
+        );
+        let ep = ep?;
+        created.endpoint = true;
+        let ofport = ofport?;
+        timing.mark("netmaster | veth + OVS port");
+        let oper = OperEndpointState {
+            id: ep.id.clone(),
+            net_id: ep.net_id.clone(),
+            endpoint_id: ep.endpoint_id.clone(),
+            service_name: ep.service_name.clone(),
+            endpoint_group_id: ep.endpoint_group_id,
+            endpoint_group_key: ep.endpoint_group_key.clone(),
+            ip_address: ep.ip_address.clone(),
+            ipv6_address: ep.ipv6_address.clone(),
+            mac_address: ep.mac_address.clone(),
+            homing_host: self.cfg.host.clone(),
+            intf_name: pod.ifname.clone(),
+            port_name,
+            vtep_ip: self.cfg.vtep_ip.to_string(),
+            container_id: pod.container_id.clone(),
+            ep_common_name: pod.pod_name.clone(),
+            netns: pod.netns.to_string_lossy().into_owned(),
+            pod_namespace: pod.pod_namespace.clone(),
+            tenant: pod.tenant.clone(),
+            network: pod.network.clone(),
+            labels: pod.labels.clone(),
+        };
+        let spec = interface_spec(&oper, net, self.pod_mtu(kind))?;
+        in_netns(&spec.netns.clone(), move |nl| async move {
+            if let Some(mac) = spec.mac {
+                nl.set_mac(&spec.ifname, mac).await?;
+            }
+            for address in &spec.addresses {
+                nl.add_address(&spec.ifname, *address).await?;
+            }
+            nl.set_up(&spec.ifname).await?;
+            for gateway in &spec.gateways {
+                nl.add_default_route(&spec.ifname, *gateway).await?;
+            }
+            Ok(())
+        })
+        .await?;
+        timing.mark("pod side");
+        // The flows and the oper state are independent: write both at once.
+        let local = local_endpoint(&oper, net, group, ofport)?;
+        let (flows, stored) = futures::join!(
+            self.agent(kind).add_local_endpoint(local),
+            self.put_oper(&oper)
+        );
+        if flows.is_ok() {
+            created.ofport = Some(ofport);
+        }
+        flows.map_err(|e| PluginError::agent(kind, e))?;
+        stored?;
+        timing.mark("flows + oper state");
+        tracing::debug!(endpoint = ep_id, steps = %timing, "endpoint attached");
+        let info = self.info(oper, net, ofport);
+        self.with_state(|s| s.local.insert(ep_id.to_string(), info.clone()));
+        Ok(info)
+    }
+
+    /// netmaster's `/plugin/createEndpoint`: the address, MAC and group of the endpoint.
+    async fn allocate(&self, pod: &PodAttach) -> Result<CfgEndpointState> {
         let client = self.netmaster().await?;
         let request = CreateEndpointRequest {
             TenantName: pod.tenant.clone(),
@@ -317,58 +430,44 @@ impl Driver {
                 ..ConfigEp::default()
             },
         };
-        let ep = client.create_endpoint(&request).await.inspect_err(|e| {
+        Ok(client.create_endpoint(&request).await.inspect_err(|e| {
             if e.status().is_none() {
                 self.forget_netmaster();
             }
-        })?;
-        created.endpoint = true;
-        let kind = bridge_kind(&net.pkt_tag_type);
-        let oper = OperEndpointState {
-            id: ep.id.clone(),
-            net_id: ep.net_id.clone(),
-            endpoint_id: ep.endpoint_id.clone(),
-            service_name: ep.service_name.clone(),
-            endpoint_group_id: ep.endpoint_group_id,
-            endpoint_group_key: ep.endpoint_group_key.clone(),
-            ip_address: ep.ip_address.clone(),
-            ipv6_address: ep.ipv6_address.clone(),
-            mac_address: ep.mac_address.clone(),
-            homing_host: self.cfg.host.clone(),
-            intf_name: pod.ifname.clone(),
-            port_name: port_name_for(ep_id),
-            vtep_ip: self.cfg.vtep_ip.to_string(),
-            container_id: pod.container_id.clone(),
-            ep_common_name: pod.pod_name.clone(),
-            netns: pod.netns.to_string_lossy().into_owned(),
-            pod_namespace: pod.pod_namespace.clone(),
-            tenant: pod.tenant.clone(),
-            network: pod.network.clone(),
-            labels: pod.labels.clone(),
-        };
-        let spec = interface_spec(&oper, net, self.pod_mtu(kind))?;
+        })?)
+    }
+
+    /// The veth pair (pod end born in the pod namespace under `CNI_IFNAME`, down), the host
+    /// end up as an OVS access port; returns its OpenFlow port number.
+    async fn host_side(
+        &self,
+        pod: &PodAttach,
+        kind: BridgeKind,
+        ovs_port: &str,
+        ep_id: &str,
+        tag: u16,
+        group: Option<&EndpointGroupState>,
+    ) -> Result<u32> {
+        let (host, ifname, netns, mtu) = (
+            ovs_port.to_string(),
+            pod.ifname.clone(),
+            pod.netns.clone(),
+            self.pod_mtu(kind),
+        );
         self.host
-            .run(move |nl| async move { nl.plumb_pod(&spec).await })
+            .run(move |nl| async move {
+                // A leftover of an interrupted attempt is replaced.
+                nl.delete_link(&host).await?;
+                nl.create_veth_into(&host, &ifname, &netns, mtu, None)
+                    .await?;
+                nl.set_up(&host).await
+            })
             .await?;
-        created.veth = true;
-        let port = PortSpec::access(oper.ovs_port(), access_tag(net, group))
+        let port = PortSpec::access(ovs_port, tag)
             .endpoint_id(ep_id)
             .policing(policing_of(group)?);
-        created.port = true;
         self.ovsdb.ensure_port(bridge_name(kind), &port).await?;
-        let ofport = self
-            .ovsdb
-            .wait_ofport(&oper.ovs_port(), OFPORT_TIMEOUT)
-            .await?;
-        self.agent(kind)
-            .add_local_endpoint(local_endpoint(&oper, net, group, ofport)?)
-            .await
-            .map_err(|e| PluginError::agent(kind, e))?;
-        created.ofport = Some(ofport);
-        self.put_oper(&oper).await?;
-        let info = self.info(oper, net, ofport);
-        self.with_state(|s| s.local.insert(ep_id.to_string(), info.clone()));
-        Ok(info)
+        Ok(self.ovsdb.wait_ofport(ovs_port, OFPORT_TIMEOUT).await?)
     }
 
     async fn put_oper(&self, oper: &OperEndpointState) -> Result<()> {
@@ -396,11 +495,13 @@ impl Driver {
         {
             tracing::warn!(endpoint = ep_id, error = %e, "undo: OVS port");
         }
+        // Deleting the host end removes the pair wherever its pod end is; an interface of the
+        // pod that is not ours (a failed create because `CNI_IFNAME` exists) is left alone.
         if created.veth {
-            let (netns, ifname, host) = (pod.netns.clone(), pod.ifname.clone(), port.clone());
+            let host = port.clone();
             if let Err(e) = self
                 .host
-                .run(move |nl| async move { nl.unplumb_pod(Some(&netns), &ifname, &host).await })
+                .run(move |nl| async move { nl.delete_link(&host).await })
                 .await
             {
                 tracing::warn!(endpoint = ep_id, error = %e, "undo: veth");
@@ -470,21 +571,14 @@ impl Driver {
         let lock = self.endpoint_lock(&ep_id);
         let _turn = lock.lock().await;
         let known = self.with_state(|s| s.local.get(&ep_id).cloned()).or(known);
-        self.remove_local(&ep_id, known.as_ref(), pod.netns.clone(), &pod.ifname)
-            .await?;
+        self.remove_local(&ep_id, known.as_ref()).await?;
         self.release_endpoint(&tenant, &network, &pod.container_id)
             .await?;
         Ok(())
     }
 
     /// Remove the host side of an endpoint: agent, OVS port, veth, oper state.
-    async fn remove_local(
-        &self,
-        ep_id: &str,
-        known: Option<&LocalEndpointInfo>,
-        netns: Option<PathBuf>,
-        ifname: &str,
-    ) -> Result<()> {
+    async fn remove_local(&self, ep_id: &str, known: Option<&LocalEndpointInfo>) -> Result<()> {
         if let Some(l) = known {
             match self.agent(l.kind).remove_local_endpoint(l.ofport).await {
                 Ok(()) => {}
@@ -496,16 +590,10 @@ impl Driver {
         let port_name = known.map_or_else(|| port_name_for(ep_id), |l| l.oper.port_name.clone());
         let ovs_port = format!("v{port_name}");
         self.ovsdb.delete_port(&ovs_port).await?;
-        let netns = netns.or_else(|| known.map(|l| PathBuf::from(&l.oper.netns)));
-        let ifname = if ifname.is_empty() {
-            known.map_or_else(|| "eth0".to_string(), |l| l.oper.intf_name.clone())
-        } else {
-            ifname.to_string()
-        };
+        // The host end takes the pod end with it; the pod's interface is only ever ours
+        // through this pair, so nothing in the pod namespace is deleted by name.
         self.host
-            .run(
-                move |nl| async move { nl.unplumb_pod(netns.as_deref(), &ifname, &ovs_port).await },
-            )
+            .run(move |nl| async move { nl.delete_link(&ovs_port).await })
             .await?;
         self.store
             .delete(&OperEndpointState::key_for(ep_id))
@@ -528,7 +616,7 @@ impl Driver {
         };
         let lock = self.endpoint_lock(&l.oper.id);
         let _turn = lock.lock().await;
-        self.remove_local(&l.oper.id, Some(&l), None, "").await?;
+        self.remove_local(&l.oper.id, Some(&l)).await?;
         Ok(true)
     }
 
@@ -549,11 +637,7 @@ impl Driver {
                 Ok(true) => kept += 1,
                 Ok(false) => {
                     removed += 1;
-                    let netns = Some(PathBuf::from(&oper.netns));
-                    if let Err(e) = self
-                        .remove_local(&oper.id, None, netns, &oper.intf_name)
-                        .await
-                    {
+                    if let Err(e) = self.remove_local(&oper.id, None).await {
                         tracing::warn!(endpoint = %oper.id, error = %e, "removing a stale endpoint");
                     }
                 }

@@ -38,8 +38,9 @@ pub const OFPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the driver knows about the cluster and this host.
 #[derive(Default)]
 struct State {
-    /// Networks handed to an agent, by `<network>.<tenant>`.
-    networks: BTreeMap<String, CfgNetworkState>,
+    /// Networks handed to an agent, by `<network>.<tenant>`: the state last seen and what
+    /// the agent got.
+    networks: BTreeMap<String, (CfgNetworkState, Network)>,
     /// Endpoint groups, by `<group>:<tenant>`.
     groups: BTreeMap<String, EndpointGroupState>,
     /// This host's endpoints, by `CfgEndpointState` id.
@@ -287,28 +288,43 @@ impl Driver {
         }
     }
 
-    /// Hand a network to its bridge's agent (no-op when it has it already).
+    /// Hand a network to its bridge's agent (no-op when it has it already). netmaster
+    /// rewrites a network's state on every endpoint (counters, address map); only a change of
+    /// what the agent sees (tags, gateway, tenant) goes to the agent.
     pub async fn ensure_network(&self, net: &CfgNetworkState) -> Result<()> {
-        if self.with_state(|s| s.networks.get(&net.id) == Some(net)) {
+        let wanted = agent_network(net)?;
+        let known = self.with_state(|s| match s.networks.get_mut(&net.id) {
+            Some((cfg, have)) if *have == wanted => {
+                *cfg = net.clone();
+                true
+            }
+            _ => false,
+        });
+        if known {
             return Ok(());
         }
         let kind = bridge_kind(&net.pkt_tag_type);
         self.agent(kind)
-            .add_network(agent_network(net)?)
+            .add_network(wanted.clone())
             .await
             .map_err(|e| PluginError::agent(kind, e))?;
-        self.with_state(|s| s.networks.insert(net.id.clone(), net.clone()));
+        self.with_state(|s| s.networks.insert(net.id.clone(), (net.clone(), wanted)));
         Ok(())
+    }
+
+    /// The network as last seen (watch or ADD), if it was handed to an agent.
+    pub fn known_network(&self, id: &str) -> Option<CfgNetworkState> {
+        self.with_state(|s| s.networks.get(id).map(|(cfg, _)| cfg.clone()))
     }
 
     /// A network was deleted from the config: take it off its agent. Its endpoints are
     /// deleted by their pods' DELs; while any remain, the agent keeps the network.
     pub async fn remove_network(&self, id: &str) -> Result<()> {
-        let Some(net) = self.with_state(|s| s.networks.get(id).cloned()) else {
+        let Some((net, network)) = self.with_state(|s| s.networks.get(id).cloned()) else {
             return Ok(());
         };
         let kind = bridge_kind(&net.pkt_tag_type);
-        let vlan = agent_network(&net)?.vlan;
+        let vlan = network.vlan;
         match self.agent(kind).remove_network(vlan).await {
             Ok(()) => {
                 self.with_state(|s| s.networks.remove(id));
