@@ -381,7 +381,8 @@ impl Driver {
             labels: pod.labels.clone(),
         };
         let spec = interface_spec(&oper, net, self.pod_mtu(kind))?;
-        in_netns(&spec.netns.clone(), move |nl| async move {
+        let pod_netns = spec.netns.clone();
+        let pod_side = in_netns(&pod_netns, move |nl| async move {
             if let Some(mac) = spec.mac {
                 nl.set_mac(&spec.ifname, mac).await?;
             }
@@ -393,21 +394,21 @@ impl Driver {
                 nl.add_default_route(&spec.ifname, *gateway).await?;
             }
             Ok(())
-        })
-        .await?;
-        timing.mark("pod side");
-        // The flows and the oper state are independent: write both at once.
+        });
+        // The pod's addresses, the flows and the oper state are independent: all at once.
         let local = local_endpoint(&oper, net, group, ofport)?;
-        let (flows, stored) = futures::join!(
+        let (pod_done, flows, stored) = futures::join!(
+            pod_side,
             self.agent(kind).add_local_endpoint(local),
             self.put_oper(&oper)
         );
         if flows.is_ok() {
             created.ofport = Some(ofport);
         }
+        pod_done?;
         flows.map_err(|e| PluginError::agent(kind, e))?;
         stored?;
-        timing.mark("flows + oper state");
+        timing.mark("pod side + flows + oper state");
         tracing::debug!(endpoint = ep_id, steps = %timing, "endpoint attached");
         let info = self.info(oper, net, ofport);
         self.with_state(|s| s.local.insert(ep_id.to_string(), info.clone()));
@@ -506,6 +507,10 @@ impl Driver {
             {
                 tracing::warn!(endpoint = ep_id, error = %e, "undo: veth");
             }
+        }
+        // Written alongside the flows, so it may exist when a later step failed.
+        if let Err(e) = self.store.delete(&OperEndpointState::key_for(ep_id)).await {
+            tracing::warn!(endpoint = ep_id, error = %e, "undo: oper state");
         }
         if created.endpoint {
             self.release_endpoint(&pod.tenant, &pod.network, &pod.container_id)
