@@ -40,7 +40,10 @@ impl Topic {
 async fn apply_put(driver: &Driver, topic: Topic, key: &str, value: &[u8]) {
     let outcome = match topic {
         Topic::Networks => match serde_json::from_slice::<CfgNetworkState>(value) {
-            Ok(net) => driver.ensure_network(&net).await,
+            Ok(net) => match driver.ensure_network(&net).await {
+                Ok(()) if net.nw_type == "infra" => driver.ensure_infra(&net).await.map(|_| ()),
+                other => other,
+            },
             Err(e) => {
                 tracing::warn!(%key, error = %e, "network state does not parse");
                 Ok(())

@@ -63,6 +63,35 @@ fn pods_reach_within_networks_isolated_across_and_del_cleans_up() {
     assert!(!red[0].can_ping(&blue[0].ip, 2), "red reached blue");
     assert!(!blue[1].can_ping(&red[1].ip, 2), "blue reached red");
 
+    // An infra network gives the host an internal port with its address.
+    c.netctl(&[
+        "net",
+        "create",
+        "-n",
+        "infra",
+        "-e",
+        "vlan",
+        "-s",
+        "10.47.0.0/24",
+        "infra1",
+    ])
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let addr = loop {
+        let shown = c.host.exec(&["ip", "-o", "addr", "show", "dev", "infra1"]);
+        if let Ok(text) = shown
+            && text.contains("10.47.0.")
+        {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no infra1 port with an address");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(addr.contains("/24"), "{addr}");
+    assert!(ovs_ports(&c, VLAN_BRIDGE).contains(&"infra1".to_string()));
+    let infra_ep = c.netctl(&["endpoint", "inspect", &c.host_label]).unwrap();
+    assert!(infra_ep.contains("10.47.0."), "{infra_ep}");
+
     // DEL: veth, OVS port, flows, endpoint state go; the address is free again.
     let gone = &blue[1];
     let port = pod_port(&c, &gone.container_id);

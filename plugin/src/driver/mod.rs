@@ -12,6 +12,7 @@
 //!   locks that are never held across an `.await`.
 
 pub mod endpoint;
+pub mod infra;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
@@ -31,6 +32,7 @@ use crate::hostnet::HostNet;
 use crate::ovsdb::{BridgeSpec, OvsdbClient, Policing, PortSpec};
 
 pub use endpoint::{LocalEndpointInfo, PodAttach, PodDetach};
+pub use infra::InfraEndpoint;
 
 /// How long to wait for ovs-vswitchd to give a port its OpenFlow number.
 pub const OFPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,6 +47,8 @@ struct State {
     groups: BTreeMap<String, EndpointGroupState>,
     /// This host's endpoints, by `CfgEndpointState` id.
     local: BTreeMap<String, LocalEndpointInfo>,
+    /// The host's endpoints on infra networks, by network id.
+    infra: BTreeMap<String, InfraEndpoint>,
     arp_mode: ArpMode,
 }
 
@@ -323,6 +327,9 @@ impl Driver {
         let Some((net, network)) = self.with_state(|s| s.networks.get(id).cloned()) else {
             return Ok(());
         };
+        if net.nw_type == "infra" {
+            self.remove_infra(&net).await?;
+        }
         let kind = bridge_kind(&net.pkt_tag_type);
         let vlan = network.vlan;
         match self.agent(kind).remove_network(vlan).await {

@@ -1,0 +1,167 @@
+//! Infra networks (reference §4.1): the host itself is an endpoint of each `nwType=infra`
+//! network, through an OVS *internal* port named like the network that carries the host's
+//! address (`EndpointID = Container = Host = <host label>`), with no veth.
+//!
+//! Contract: [`Driver::ensure_infra`] is idempotent (netmaster returns the existing endpoint,
+//! an unchanged port is left alone, an address already present is kept), so replaying the
+//! networks after a restart changes nothing; [`Driver::remove_infra`] undoes it.
+
+use ipnet::IpNet;
+use master::endpoint::{ConfigEp, CreateEndpointRequest, DeleteEndpointRequest};
+use master::state::CfgNetworkState;
+use ofnet::{BridgeKind, LocalEndpoint};
+
+use super::{Driver, OFPORT_TIMEOUT, bridge_kind, bridge_name};
+use crate::error::{PluginError, Result};
+use crate::netlink::{MAX_IFNAME_LEN, MacAddr};
+use crate::ovsdb::PortSpec;
+
+/// The host's endpoint on an infra network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InfraEndpoint {
+    pub port: String,
+    pub ofport: u32,
+    pub kind: BridgeKind,
+    pub address: IpNet,
+}
+
+impl Driver {
+    /// Make the host an endpoint of the infra network `net`.
+    pub async fn ensure_infra(&self, net: &CfgNetworkState) -> Result<InfraEndpoint> {
+        // netmaster rewrites the network's state on every endpoint; once is enough.
+        if let Some(known) = self.with_state(|s| s.infra.get(&net.id).cloned()) {
+            return Ok(known);
+        }
+        let port = net.network_name.clone();
+        if port.is_empty() || port.len() > MAX_IFNAME_LEN {
+            return Err(PluginError::Invalid {
+                field: "networkName",
+                problem: format!(
+                    "infra network {:?} must be 1..={MAX_IFNAME_LEN} bytes to name its host port",
+                    net.network_name
+                ),
+            });
+        }
+        let client = self.netmaster().await?;
+        let ep = client
+            .create_endpoint(&CreateEndpointRequest {
+                TenantName: net.tenant.clone(),
+                NetworkName: net.network_name.clone(),
+                EndpointID: self.cfg.host.clone(),
+                EPCommonName: self.cfg.host.clone(),
+                ConfigEP: ConfigEp {
+                    Container: self.cfg.host.clone(),
+                    Host: self.cfg.host.clone(),
+                    ..ConfigEp::default()
+                },
+                ..CreateEndpointRequest::default()
+            })
+            .await?;
+        let kind = bridge_kind(&net.pkt_tag_type);
+        let tag = u16::try_from(net.pkt_tag).unwrap_or(0);
+        self.ovsdb
+            .ensure_port(
+                bridge_name(kind),
+                &PortSpec::internal(port.clone(), tag).endpoint_id(ep.id.clone()),
+            )
+            .await?;
+        let ofport = self.ovsdb.wait_ofport(&port, OFPORT_TIMEOUT).await?;
+        let ip: std::net::Ipv4Addr = ep.ip_address.parse().map_err(|_| PluginError::Invalid {
+            field: "ipAddress",
+            problem: format!("{:?} of endpoint {}", ep.ip_address, ep.id),
+        })?;
+        let address = IpNet::new(ip.into(), net.subnet_len).map_err(|_| PluginError::Invalid {
+            field: "subnetLen",
+            problem: format!("{} of network {}", net.subnet_len, net.id),
+        })?;
+        let mac = mac_of(&ep.mac_address, &ep.id)?;
+        let name = port.clone();
+        self.host
+            .run(move |nl| async move {
+                // ovs-vswitchd creates the device; the monitor has seen its ofport, the kernel
+                // has the link.
+                nl.set_mac(&name, mac).await?;
+                if !nl.addresses(&name).await?.contains(&address) {
+                    nl.add_address(&name, address).await?;
+                }
+                nl.set_up(&name).await
+            })
+            .await?;
+        self.agent(kind)
+            .add_local_endpoint(LocalEndpoint {
+                port_no: ofport,
+                mac: ofnet::MacAddr(mac.0),
+                vlan: tag,
+                ipv4: Some(ip),
+                ipv6: None,
+                epg: 0,
+                epg_vlan: 0,
+                dscp: 0,
+            })
+            .await
+            .map_err(|e| PluginError::agent(kind, e))?;
+        let infra = InfraEndpoint {
+            port,
+            ofport,
+            kind,
+            address,
+        };
+        self.with_state(|s| s.infra.insert(net.id.clone(), infra.clone()));
+        Ok(infra)
+    }
+
+    /// The infra network `id` is gone: remove the host's endpoint (agent, port, netmaster).
+    pub async fn remove_infra(&self, net: &CfgNetworkState) -> Result<()> {
+        let Some(infra) = self.with_state(|s| s.infra.remove(&net.id)) else {
+            return Ok(());
+        };
+        match self
+            .agent(infra.kind)
+            .remove_local_endpoint(infra.ofport)
+            .await
+        {
+            Ok(()) | Err(ofnet::AgentError::EndpointDb(_)) => {}
+            Err(e) => return Err(PluginError::agent(infra.kind, e)),
+        }
+        self.ovsdb.delete_port(&infra.port).await?;
+        let client = self.netmaster().await?;
+        match client
+            .delete_endpoint(&DeleteEndpointRequest {
+                TenantName: net.tenant.clone(),
+                NetworkName: net.network_name.clone(),
+                EndpointID: self.cfg.host.clone(),
+                ..DeleteEndpointRequest::default()
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.status() == Some(404) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The host's infra endpoints, by network id.
+    pub fn infra_endpoints(&self) -> Vec<(String, InfraEndpoint)> {
+        self.with_state(|s| {
+            s.infra
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+    }
+}
+
+fn mac_of(text: &str, id: &str) -> Result<MacAddr> {
+    let mut out = [0u8; 6];
+    let mut parts = text.split(':');
+    for byte in &mut out {
+        *byte = parts
+            .next()
+            .and_then(|p| u8::from_str_radix(p, 16).ok())
+            .ok_or_else(|| PluginError::Invalid {
+                field: "macAddress",
+                problem: format!("{text:?} of endpoint {id}"),
+            })?;
+    }
+    Ok(MacAddr(out))
+}
