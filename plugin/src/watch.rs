@@ -1,6 +1,6 @@
 //! Replay and watch of the cluster state netplugin follows (reference §4.1 steps 4 and 6):
-//! networks (`state/nets`), endpoint groups (`state/endpointGroups`) and the global config
-//! (`master/config`).
+//! networks (`state/nets`), endpoint groups (`state/endpointGroups`), the global config
+//! (`master/config`) and endpoints' oper state (`oper/eps`, for other hosts' endpoints).
 //!
 //! Contract: [`replay`] applies the current content of each prefix and returns the revision
 //! it read at; [`follow`] then watches from the next revision, so no change is missed. A
@@ -16,6 +16,7 @@ use master::store::{WatchEvent, keys};
 
 use crate::driver::Driver;
 use crate::error::Result;
+use crate::oper::OperEndpointState;
 
 /// The prefixes followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,16 +24,26 @@ pub enum Topic {
     Networks,
     Groups,
     Global,
+    /// Endpoints' oper state: other hosts' endpoints (this host's are re-adopted by
+    /// [`Driver::reconcile`]).
+    Endpoints,
 }
 
 impl Topic {
-    pub const ALL: [Topic; 3] = [Topic::Networks, Topic::Groups, Topic::Global];
+    /// In replay order: endpoints need their networks.
+    pub const ALL: [Topic; 4] = [
+        Topic::Networks,
+        Topic::Groups,
+        Topic::Global,
+        Topic::Endpoints,
+    ];
 
     pub fn prefix(self) -> String {
         match self {
             Topic::Networks => keys::state_prefix(keys::category::NETS),
             Topic::Groups => keys::state_prefix(keys::category::EPGS),
             Topic::Global => GlobConfig::key(),
+            Topic::Endpoints => OperEndpointState::prefix(),
         }
     }
 }
@@ -63,6 +74,13 @@ async fn apply_put(driver: &Driver, topic: Topic, key: &str, value: &[u8]) {
                 Ok(())
             }
         },
+        Topic::Endpoints => match serde_json::from_slice::<OperEndpointState>(value) {
+            Ok(oper) => driver.add_remote(&oper).await.map(|_| ()),
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "endpoint oper state does not parse");
+                Ok(())
+            }
+        },
     };
     if let Err(e) = outcome {
         tracing::warn!(%key, error = %e, "applying a state change failed");
@@ -79,6 +97,11 @@ async fn apply_delete(driver: &Driver, topic: Topic, key: &str) {
         }
         Topic::Groups => driver.remove_group(id),
         Topic::Global => {}
+        Topic::Endpoints => {
+            if let Err(e) = driver.remove_remote(id).await {
+                tracing::warn!(endpoint = %id, error = %e, "removing a remote endpoint");
+            }
+        }
     }
 }
 

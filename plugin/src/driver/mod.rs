@@ -13,6 +13,7 @@
 
 pub mod endpoint;
 pub mod infra;
+pub mod remote;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
@@ -49,6 +50,9 @@ struct State {
     local: BTreeMap<String, LocalEndpointInfo>,
     /// The host's endpoints on infra networks, by network id.
     infra: BTreeMap<String, InfraEndpoint>,
+    /// Other hosts' endpoints installed on the VXLAN bridge, by endpoint id.
+    remote: BTreeMap<String, remote::RemoteEndpoint>,
+    vteps: remote::Vteps,
     arp_mode: ArpMode,
 }
 

@@ -1,0 +1,180 @@
+//! Endpoints of other hosts on VXLAN networks. Contiv relayed them through the ofnet master's
+//! RPC; here they come from etcd: every netplugin writes its endpoints' oper state
+//! (`/contiv.io/oper/eps/<id>`, with `homingHost` and `vtepIP`), and every other netplugin
+//! follows that prefix ([`crate::watch`]). One source of truth, no second protocol, and a
+//! restarted netplugin gets them all back with one listing.
+//!
+//! Contract: for a remote endpoint on a VXLAN network, the VTEP port towards its host exists
+//! (`vxif<address digits>`, created on the first endpoint from that host, removed with the
+//! last) and the agent knows the endpoint; VLAN networks need nothing (the uplink carries them).
+//! Applying the same record twice changes nothing.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+
+use ofnet::model::ENDPOINT_INTERNAL;
+use ofnet::{BridgeKind, Endpoint, MacAddr};
+
+use super::{Driver, OFPORT_TIMEOUT, VXLAN_BRIDGE, bridge_kind};
+use crate::error::{PluginError, Result};
+use crate::oper::OperEndpointState;
+use crate::ovsdb::{PortSpec, vtep_port_name};
+
+/// What this host installed for one remote endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteEndpoint {
+    /// The agent's endpoint id (`<ip>:<tenant>`).
+    pub agent_id: String,
+    pub vtep: Ipv4Addr,
+}
+
+/// VTEPs towards other hosts: OpenFlow port and how many remote endpoints use it.
+#[derive(Debug, Default)]
+pub struct Vteps {
+    pub ports: BTreeMap<Ipv4Addr, (u32, usize)>,
+}
+
+impl Driver {
+    fn is_remote(&self, oper: &OperEndpointState) -> bool {
+        oper.homing_host != self.cfg.host
+            && !oper.vtep_ip.is_empty()
+            && oper.vtep_ip != self.cfg.vtep_ip.to_string()
+    }
+
+    /// An oper record was written: install it if it is another host's VXLAN endpoint.
+    pub async fn add_remote(&self, oper: &OperEndpointState) -> Result<bool> {
+        if !self.is_remote(oper) {
+            return Ok(false);
+        }
+        let Some(net) = self.known_network(&oper.net_id) else {
+            return Ok(false);
+        };
+        if bridge_kind(&net.pkt_tag_type) != BridgeKind::Vxlan {
+            return Ok(false);
+        }
+        let invalid = |field: &'static str, text: &str| PluginError::Invalid {
+            field,
+            problem: format!("{text:?} of remote endpoint {}", oper.id),
+        };
+        let vtep: Ipv4Addr = oper
+            .vtep_ip
+            .parse()
+            .map_err(|_| invalid("vtepIP", &oper.vtep_ip))?;
+        let ip: Ipv4Addr = oper
+            .ip_address
+            .parse()
+            .map_err(|_| invalid("ipAddress", &oper.ip_address))?;
+        let mac: MacAddr = oper
+            .mac_address
+            .parse()
+            .map_err(|_| invalid("macAddress", &oper.mac_address))?;
+        let agent_id = Endpoint::id_for(IpAddr::V4(ip), &net.tenant);
+        let wanted = RemoteEndpoint {
+            agent_id: agent_id.clone(),
+            vtep,
+        };
+        if self.with_state(|s| s.remote.get(&oper.id) == Some(&wanted)) {
+            return Ok(true);
+        }
+        self.use_vtep(vtep).await?;
+        let endpoint = Endpoint {
+            endpoint_id: agent_id,
+            endpoint_type: ENDPOINT_INTERNAL,
+            endpoint_group: u16::try_from(oper.endpoint_group_id).unwrap_or(0),
+            ip_addr: Some(ip),
+            ip_mask: Some(Ipv4Addr::BROADCAST),
+            ipv6_addr: None,
+            ipv6_mask: None,
+            vrf: net.tenant.clone(),
+            mac,
+            vlan: u16::try_from(net.pkt_tag).unwrap_or(0),
+            vni: net.ext_pkt_tag,
+            endpoint_group_vlan: 0,
+            originator_ip: Some(vtep),
+            originator_mac: String::new(),
+            timestamp: String::new(),
+            port_no: 0,
+            dscp: 0,
+        };
+        if let Err(e) = self
+            .agent(BridgeKind::Vxlan)
+            .add_remote_endpoint(endpoint)
+            .await
+        {
+            self.release_vtep(vtep).await?;
+            return Err(PluginError::agent(BridgeKind::Vxlan, e));
+        }
+        self.with_state(|s| s.remote.insert(oper.id.clone(), wanted));
+        Ok(true)
+    }
+
+    /// An oper record was deleted: forget the remote endpoint, and its VTEP with the last one.
+    pub async fn remove_remote(&self, id: &str) -> Result<()> {
+        let Some(remote) = self.with_state(|s| s.remote.remove(id)) else {
+            return Ok(());
+        };
+        match self
+            .agent(BridgeKind::Vxlan)
+            .remove_remote_endpoint(remote.agent_id.clone())
+            .await
+        {
+            Ok(()) | Err(ofnet::AgentError::EndpointDb(_)) => {}
+            Err(e) => return Err(PluginError::agent(BridgeKind::Vxlan, e)),
+        }
+        self.release_vtep(remote.vtep).await
+    }
+
+    /// Count one more endpoint behind `vtep`, creating its port on first use.
+    async fn use_vtep(&self, vtep: Ipv4Addr) -> Result<()> {
+        let known = self.with_state(|s| {
+            s.vteps
+                .ports
+                .get_mut(&vtep)
+                .map(|(_, users)| *users += 1)
+                .is_some()
+        });
+        if known {
+            return Ok(());
+        }
+        let spec = PortSpec::vtep(IpAddr::V4(vtep), Some(IpAddr::V4(self.cfg.vtep_ip)));
+        self.ovsdb.ensure_port(VXLAN_BRIDGE, &spec).await?;
+        let port = self
+            .ovsdb
+            .wait_ofport(&vtep_port_name(IpAddr::V4(vtep)), OFPORT_TIMEOUT)
+            .await?;
+        self.agent(BridgeKind::Vxlan)
+            .add_vtep(vtep, port)
+            .await
+            .map_err(|e| PluginError::agent(BridgeKind::Vxlan, e))?;
+        self.with_state(|s| {
+            let entry = s.vteps.ports.entry(vtep).or_insert((port, 0));
+            entry.1 += 1;
+        });
+        Ok(())
+    }
+
+    async fn release_vtep(&self, vtep: Ipv4Addr) -> Result<()> {
+        let last = self.with_state(|s| match s.vteps.ports.get_mut(&vtep) {
+            Some((_, users)) if *users > 1 => {
+                *users -= 1;
+                false
+            }
+            Some(_) => {
+                s.vteps.ports.remove(&vtep);
+                true
+            }
+            None => false,
+        });
+        if !last {
+            return Ok(());
+        }
+        match self.agent(BridgeKind::Vxlan).remove_vtep(vtep).await {
+            Ok(()) | Err(ofnet::AgentError::NoVtep(_)) => {}
+            Err(e) => return Err(PluginError::agent(BridgeKind::Vxlan, e)),
+        }
+        self.ovsdb
+            .delete_port(&vtep_port_name(IpAddr::V4(vtep)))
+            .await?;
+        Ok(())
+    }
+}
