@@ -298,3 +298,82 @@ fn netplugin_restart_is_hitless() {
     assert_eq!(status, 200);
     assert!(body.contains(&d.ip), "{body}");
 }
+
+/// Two hosts on a VXLAN network: each netplugin learns the other's endpoints from etcd,
+/// makes a VTEP port towards it, and pods on the two hosts reach each other; the VTEP goes
+/// with the last endpoint behind it.
+#[test]
+fn vxlan_pods_on_two_hosts_reach_each_other() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping);
+    let mut c = cluster();
+    let (ip_a, ip_b) = ("192.168.88.1", "192.168.88.2");
+    let (if_a, if_b) = (testbed::unique_name("v"), testbed::unique_name("v"));
+    // Each host's underlay address lives on an OVS bridge `br-phy` holding its end of the
+    // wire: the userspace datapath tunnels through it.
+    let underlay = |ns: &testbed::Netns, ovs: &testbed::Ovs, port: &str, ip: &str| {
+        ovs.add_bridge("br-phy")?;
+        ovs.vsctl(&["add-port", "br-phy", port])?;
+        ns.exec(&["ip", "link", "set", port, "up"])?;
+        ns.exec(&["ip", "addr", "add", &format!("{ip}/24"), "dev", "br-phy"])?;
+        ns.exec(&["ip", "link", "set", "br-phy", "up"])?;
+        Ok::<_, testbed::Error>(())
+    };
+    let host_b = c
+        .add_host(ip_b, |ns, ovs| {
+            c.host.exec(&[
+                "ip",
+                "link",
+                "add",
+                &if_a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &if_b,
+                "netns",
+                ns.name(),
+            ])?;
+            underlay(ns, ovs, &if_b, ip_b)
+        })
+        .unwrap();
+    underlay(&c.host, &c.ovs, &if_a, ip_a).unwrap();
+    c.stop_netplugin();
+    c.vtep_ip = ip_a.to_string();
+    c.start_netplugin().unwrap();
+    // OVS learns underlay neighbours by snooping ARP on br-phy.
+    c.host.exec(&["ping", "-c", "1", "-W", "2", ip_b]).unwrap();
+    host_b
+        .netns
+        .exec(&["ping", "-c", "1", "-W", "2", ip_a])
+        .unwrap();
+
+    create_network(&c, "wide", "vxlan", "10.48.0.0/24", "10.48.0.1");
+    let a = c
+        .add_pod(&c.conflist("wide-a", "wide", "").unwrap())
+        .unwrap();
+    let b = c
+        .add_pod(&host_b.conflist("wide-b", "wide", "").unwrap())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.can_ping(&b.ip, 1) {
+        assert!(
+            Instant::now() < deadline,
+            "{} on host A never reached {} on host B",
+            a.ip,
+            b.ip
+        );
+    }
+    assert!(b.can_ping(&a.ip, 3), "B -> A");
+    let vtep_to_b = format!("vxif{}", ip_b.replace('.', ""));
+    assert!(ovs_ports(&c, VXLAN_BRIDGE).contains(&vtep_to_b));
+    c.del_pod(&b).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ovs_ports(&c, VXLAN_BRIDGE).contains(&vtep_to_b) {
+        assert!(
+            Instant::now() < deadline,
+            "the VTEP to B outlived B's last endpoint"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(host_b);
+}

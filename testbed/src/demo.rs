@@ -120,6 +120,146 @@ pub fn http(method: &str, addr: &str, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+fn pick_port() -> Result<u16> {
+    free_port().map_err(|source| Error::Io {
+        op: "pick a port",
+        path: PathBuf::new(),
+        source,
+    })
+}
+
+/// A veth pair in the host namespace whose first end serves as the VLAN uplink.
+fn add_uplink(host: &Netns) -> Result<String> {
+    let uplink = unique_name("u");
+    let peer = unique_name("u");
+    host.exec(&[
+        "ip", "link", "add", &uplink, "type", "veth", "peer", "name", &peer,
+    ])?;
+    host.exec(&["ip", "link", "set", &peer, "up"])?;
+    Ok(uplink)
+}
+
+/// What one host's netplugin is started with.
+struct HostParts<'a> {
+    ovs: &'a Ovs,
+    netns: &'a Netns,
+    uplink: &'a str,
+    label: &'a str,
+    vtep_ip: &'a str,
+    cni_socket: &'a Path,
+    debug_addr: &'a str,
+    log: PathBuf,
+}
+
+/// Start a host's netplugin and wait until both switches are connected and the CNI socket
+/// serves.
+fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
+    // ovs-vswitchd only connects to unix controllers inside its run directory.
+    let d = h.ovs.run_dir();
+    let argv: Vec<String> = [
+        c.bins.netplugin.to_string_lossy().as_ref(),
+        "--mode",
+        "test",
+        "--netmode",
+        "vlan",
+        "--fwdmode",
+        "bridge",
+        "--vlan-uplinks",
+        h.uplink,
+        "--etcd",
+        &c.etcd.client_url(),
+        "--netmaster",
+        &c.netmaster_url,
+        "--host",
+        h.label,
+        "--vtep-ip",
+        h.vtep_ip,
+        "--ovsdb-socket",
+        &h.ovs.db_socket().to_string_lossy(),
+        "--cni-socket",
+        &h.cni_socket.to_string_lossy(),
+        "--vxlan-of-listen",
+        &format!("unix:{}", d.join("vxlan.of").display()),
+        "--vlan-of-listen",
+        &format!("unix:{}", d.join("vlan.of").display()),
+        "--debug-listen",
+        h.debug_addr,
+        "--host-netns",
+        &h.netns.path().to_string_lossy(),
+        "--ovs-datapath",
+        "netdev",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut daemon = Daemon::spawn("netplugin", &argv, &[], &h.log)?;
+    let debug = h.debug_addr.to_string();
+    let socket = h.cni_socket.to_path_buf();
+    daemon.wait_ready(READY_TIMEOUT, || {
+        socket.exists()
+            && http("GET", &debug, "/inspect/driver").is_some_and(|(s, body)| {
+                s == 200
+                    && serde_json::from_str::<Value>(&body).is_ok_and(|v| {
+                        v["vlan"]["IsConnected"] == json!(true)
+                            && v["vxlan"]["IsConnected"] == json!(true)
+                    })
+            })
+    })?;
+    Ok(daemon)
+}
+
+/// A second (third, ...) host of a [`Cluster`], stopped and removed on drop.
+pub struct ExtraHost {
+    netplugin: Daemon,
+    pub cni_socket: PathBuf,
+    pub debug_addr: String,
+    pub label: String,
+    pub ovs: Ovs,
+    pub netns: Netns,
+    // Last: removed after the daemons stopped.
+    dir: SandboxDir,
+}
+
+impl ExtraHost {
+    /// A conflist for pods on this host.
+    pub fn conflist(&self, name: &str, network: &str, group: &str) -> Result<PathBuf> {
+        write_conflist(self.dir.path(), &self.cni_socket, name, network, group)
+    }
+
+    pub fn netplugin_running(&mut self) -> bool {
+        self.netplugin.is_running()
+    }
+}
+
+fn write_conflist(
+    dir: &Path,
+    socket: &Path,
+    name: &str,
+    network: &str,
+    group: &str,
+) -> Result<PathBuf> {
+    let mut labels = json!({ "io.contiv.network": network });
+    if !group.is_empty() {
+        labels["io.contiv.net-group"] = json!(group);
+    }
+    let list = json!({
+        "cniVersion": "1.0.0",
+        "name": name,
+        "plugins": [{
+            "type": "contivk8s",
+            "socketPath": socket,
+            "args": { "cni": { "labels": labels } }
+        }]
+    });
+    let path = dir.join(format!("{name}.conflist"));
+    std::fs::write(&path, list.to_string()).map_err(|source| Error::Io {
+        op: "write",
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
+}
+
 /// A pod created through libcni.
 pub struct CniPod {
     pub container_id: String,
@@ -161,6 +301,9 @@ pub struct Cluster {
     pub cni_socket: PathBuf,
     pub host_label: String,
     pub uplink: String,
+    /// The VTEP address netplugin is started with (`127.0.0.1` unless a test sets an
+    /// underlay up and restarts netplugin).
+    pub vtep_ip: String,
     pub ovs: Ovs,
     pub host: Netns,
     pub etcd: Etcd,
@@ -215,11 +358,7 @@ impl Cluster {
             http("GET", &listen, "/api/v1/globals/")
                 .is_some_and(|(s, b)| s == 200 && b.contains("global"))
         })?;
-        let debug_port = free_port().map_err(|source| Error::Io {
-            op: "pick a port",
-            path: PathBuf::new(),
-            source,
-        })?;
+        let debug_port = pick_port()?;
         let mut cluster = Cluster {
             netplugin: None,
             netmaster,
@@ -228,6 +367,7 @@ impl Cluster {
             cni_socket: dir.path().join("cni.sock"),
             host_label: format!("{}-host", host.name()),
             uplink,
+            vtep_ip: "127.0.0.1".into(),
             bins,
             ovs,
             host,
@@ -238,66 +378,64 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// The netplugin command line.
-    fn netplugin_argv(&self) -> Vec<String> {
-        // ovs-vswitchd only connects to unix controllers inside its run directory.
-        let d = self.ovs.run_dir();
-        [
-            self.bins.netplugin.to_string_lossy().as_ref(),
-            "--mode",
-            "test",
-            "--netmode",
-            "vlan",
-            "--fwdmode",
-            "bridge",
-            "--vlan-uplinks",
-            &self.uplink,
-            "--etcd",
-            &self.etcd.client_url(),
-            "--netmaster",
-            &self.netmaster_url,
-            "--host",
-            &self.host_label,
-            "--vtep-ip",
-            "127.0.0.1",
-            "--ovsdb-socket",
-            &self.ovs.db_socket().to_string_lossy(),
-            "--cni-socket",
-            &self.cni_socket.to_string_lossy(),
-            "--vxlan-of-listen",
-            &format!("unix:{}", d.join("vxlan.of").display()),
-            "--vlan-of-listen",
-            &format!("unix:{}", d.join("vlan.of").display()),
-            "--debug-listen",
-            &self.debug_addr,
-            "--host-netns",
-            &self.host.path().to_string_lossy(),
-            "--ovs-datapath",
-            "netdev",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+    fn host_parts(&self) -> HostParts<'_> {
+        HostParts {
+            ovs: &self.ovs,
+            netns: &self.host,
+            uplink: &self.uplink,
+            label: &self.host_label,
+            vtep_ip: &self.vtep_ip,
+            cni_socket: &self.cni_socket,
+            debug_addr: &self.debug_addr,
+            log: self.dir.path().join("netplugin.log"),
+        }
     }
 
     /// Start netplugin and wait until both switches are connected and the CNI socket serves.
     pub fn start_netplugin(&mut self) -> Result<()> {
-        let log = self.dir.path().join("netplugin.log");
-        let mut daemon = Daemon::spawn("netplugin", &self.netplugin_argv(), &[], &log)?;
-        let debug = self.debug_addr.clone();
-        let socket = self.cni_socket.clone();
-        daemon.wait_ready(READY_TIMEOUT, || {
-            socket.exists()
-                && http("GET", &debug, "/inspect/driver").is_some_and(|(s, body)| {
-                    s == 200
-                        && serde_json::from_str::<Value>(&body).is_ok_and(|v| {
-                            v["vlan"]["IsConnected"] == json!(true)
-                                && v["vxlan"]["IsConnected"] == json!(true)
-                        })
-                })
-        })?;
+        let daemon = start_netplugin(self, &self.host_parts())?;
         self.netplugin = Some(daemon);
         Ok(())
+    }
+
+    /// Another emulated host (its own namespace, OVS, uplink and netplugin) in this cluster.
+    /// `prepare` runs before its netplugin starts (e.g. to give it an underlay address).
+    pub fn add_host(
+        &self,
+        vtep_ip: &str,
+        prepare: impl FnOnce(&Netns, &Ovs) -> Result<()>,
+    ) -> Result<ExtraHost> {
+        let dir = temp_dir("hx")?;
+        let netns = Netns::new("hx")?;
+        let ovs = Ovs::start(OvsOptions {
+            netns: Some(&netns),
+            datapath: Datapath::Netdev,
+        })?;
+        let uplink = add_uplink(&netns)?;
+        prepare(&netns, &ovs)?;
+        let debug_addr = format!("127.0.0.1:{}", pick_port()?);
+        let cni_socket = dir.path().join("cni.sock");
+        let label = format!("{}-host", netns.name());
+        let parts = HostParts {
+            ovs: &ovs,
+            netns: &netns,
+            uplink: &uplink,
+            label: &label,
+            vtep_ip,
+            cni_socket: &cni_socket,
+            debug_addr: &debug_addr,
+            log: dir.path().join("netplugin.log"),
+        };
+        let netplugin = start_netplugin(self, &parts)?;
+        Ok(ExtraHost {
+            netplugin,
+            cni_socket,
+            debug_addr,
+            label,
+            ovs,
+            netns,
+            dir,
+        })
     }
 
     /// SIGKILL netplugin, as a crash would.
@@ -331,26 +469,7 @@ impl Cluster {
 
     /// Write a conflist for `network` (and `group`, if not empty) of tenant `default`.
     pub fn conflist(&self, name: &str, network: &str, group: &str) -> Result<PathBuf> {
-        let mut labels = json!({ "io.contiv.network": network });
-        if !group.is_empty() {
-            labels["io.contiv.net-group"] = json!(group);
-        }
-        let list = json!({
-            "cniVersion": "1.0.0",
-            "name": name,
-            "plugins": [{
-                "type": "contivk8s",
-                "socketPath": self.cni_socket,
-                "args": { "cni": { "labels": labels } }
-            }]
-        });
-        let path = self.dir.path().join(format!("{name}.conflist"));
-        std::fs::write(&path, list.to_string()).map_err(|source| Error::Io {
-            op: "write",
-            path: path.clone(),
-            source,
-        })?;
-        Ok(path)
+        write_conflist(self.dir.path(), &self.cni_socket, name, network, group)
     }
 
     /// Run `cnirun <command> conflist container netns` as a runtime would.
