@@ -9,7 +9,8 @@
 //! 4. Only now the OpenFlow listeners: the switch's first reconcile then sees the complete
 //!    flow set, so a restart replaces flows in place (ofctrl generations) and pods keep
 //!    their traffic. With `fail_mode=secure` OVS keeps its flows while we are away.
-//! 5. The CNI socket, the debug REST, and the etcd watches.
+//! 5. The CNI socket, the debug REST, the service registrations (`netplugin`,
+//!    `netplugin.vtep`) and the etcd watches.
 //!
 //! [`run`] returns when `shutdown` resolves; ports, veths and flows stay (a restart adopts
 //! them).
@@ -18,10 +19,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use master::registry::{self, ServiceInfo};
 use master::state::GlobConfig;
 use master::store::{EtcdStore, StateStore};
 use ofctrl::Listener;
 use ofnet::BridgeKind;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, OfListen};
 use crate::driver::Driver;
@@ -69,6 +72,33 @@ async fn listen(driver: &Driver, kind: BridgeKind, at: &OfListen) -> Result<List
     })
 }
 
+/// The ofnet agent RPC port of the reference (the VXLAN bridge's agent), registered as this
+/// netplugin's service port.
+pub const AGENT_RPC_PORT: u16 = 9002;
+/// Service registrations live on leases of this many seconds.
+const SERVICE_TTL: i64 = 10;
+
+/// Register `netplugin` (control address) and `netplugin.vtep` (VTEP address and VXLAN port)
+/// in etcd (reference §1.3), kept alive until `cancel`.
+fn register_services(driver: &Driver, cancel: &CancellationToken) {
+    let cfg = &driver.cfg;
+    for (name, addr, port) in [
+        (registry::NETPLUGIN, cfg.ctrl_ip, AGENT_RPC_PORT),
+        (registry::NETPLUGIN_VTEP, cfg.vtep_ip, cfg.vxlan_port),
+    ] {
+        let info = ServiceInfo {
+            ServiceName: name.into(),
+            Role: String::new(),
+            Version: env!("CARGO_PKG_VERSION").into(),
+            TTL: SERVICE_TTL,
+            HostAddr: addr.to_string(),
+            Port: port,
+            Hostname: cfg.host.clone(),
+        };
+        registry::register(driver.store.clone(), info, cancel.child_token());
+    }
+}
+
 /// Start netplugin and serve until `shutdown` resolves. Must run on an actix system.
 pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
     let store: Arc<dyn StateStore> = Arc::new(EtcdStore::connect(&cfg.etcd_endpoints).await?);
@@ -99,6 +129,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
             problem: format!("{}: {e}", cfg.debug_listen),
         })?;
     let debug_task = actix_rt::spawn(http::serve_tcp(debug, debug::handler(driver.clone())));
+    let registered = CancellationToken::new();
+    register_services(&driver, &registered);
     let watches: Vec<_> = revisions
         .into_iter()
         .map(|(topic, rev)| actix_rt::spawn(watch::follow(driver.clone(), topic, rev)))
@@ -112,6 +144,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
 
     shutdown.await;
     tracing::info!("shutting down; ports, veths and flows stay for the next start");
+    // Unregister: others stop sending us tunnels and requests.
+    registered.cancel();
     cni_task.abort();
     debug_task.abort();
     for w in watches {

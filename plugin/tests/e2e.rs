@@ -63,6 +63,23 @@ fn pods_reach_within_networks_isolated_across_and_del_cleans_up() {
     assert!(!red[0].can_ping(&blue[0].ip, 2), "red reached blue");
     assert!(!blue[1].can_ping(&red[1].ip, 2), "blue reached red");
 
+    // netplugin registered its services.
+    if let Ok(out) = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &c.etcd.client_url(), "get", "--prefix"])
+        .arg("/contiv.io/service/netplugin")
+        .output()
+        && out.status.success()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("/contiv.io/service/netplugin/")
+                && text.contains("/contiv.io/service/netplugin.vtep/127.0.0.1:4789")
+                && text.contains(&c.host_label),
+            "{text}"
+        );
+    }
+
     // An infra network gives the host an internal port with its address.
     c.netctl(&[
         "net",
