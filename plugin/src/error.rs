@@ -36,6 +36,8 @@ pub enum PluginError {
     },
     #[error("the endpoint {0} already exists on this host with another pod namespace or interface")]
     EndpointExists(String),
+    #[error("cannot turn transmit checksum offload off on {ifname}: {problem}")]
+    Offload { ifname: String, problem: String },
     #[error("stored {kind} at {key} is not valid: {reason}")]
     Corrupt {
         kind: &'static str,

@@ -1,6 +1,7 @@
 //! Replay and watch of the cluster state netplugin follows (reference §4.1 steps 4 and 6):
 //! networks (`state/nets`), endpoint groups (`state/endpointGroups`), the global config
-//! (`master/config`) and endpoints' oper state (`oper/eps`, for other hosts' endpoints).
+//! (`master/config`), endpoints' oper state (`oper/eps`, for other hosts' endpoints) and
+//! compiled policy rules (`state/policyRule`).
 //!
 //! Contract: [`replay`] applies the current content of each prefix and returns the revision
 //! it read at; [`follow`] then watches from the next revision, so no change is missed. A
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use master::state::{CfgNetworkState, EndpointGroupState, GlobConfig};
+use master::state::{CfgNetworkState, CfgPolicyRule, EndpointGroupState, GlobConfig};
 use master::store::{WatchEvent, keys};
 
 use crate::driver::Driver;
@@ -27,15 +28,18 @@ pub enum Topic {
     /// Endpoints' oper state: other hosts' endpoints (this host's are re-adopted by
     /// [`Driver::reconcile`]).
     Endpoints,
+    /// Compiled policy rules.
+    PolicyRules,
 }
 
 impl Topic {
     /// In replay order: endpoints need their networks.
-    pub const ALL: [Topic; 4] = [
+    pub const ALL: [Topic; 5] = [
         Topic::Networks,
         Topic::Groups,
         Topic::Global,
         Topic::Endpoints,
+        Topic::PolicyRules,
     ];
 
     pub fn prefix(self) -> String {
@@ -44,6 +48,7 @@ impl Topic {
             Topic::Groups => keys::state_prefix(keys::category::EPGS),
             Topic::Global => GlobConfig::key(),
             Topic::Endpoints => OperEndpointState::prefix(),
+            Topic::PolicyRules => keys::state_prefix(keys::category::POLICY_RULE),
         }
     }
 }
@@ -74,6 +79,13 @@ async fn apply_put(driver: &Driver, topic: Topic, key: &str, value: &[u8]) {
                 Ok(())
             }
         },
+        Topic::PolicyRules => match serde_json::from_slice::<CfgPolicyRule>(value) {
+            Ok(rule) => driver.apply_rule(&rule.rule).await,
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "policy rule does not parse");
+                Ok(())
+            }
+        },
         Topic::Endpoints => match serde_json::from_slice::<OperEndpointState>(value) {
             Ok(oper) => driver.add_remote(&oper).await.map(|_| ()),
             Err(e) => {
@@ -97,6 +109,11 @@ async fn apply_delete(driver: &Driver, topic: Topic, key: &str) {
         }
         Topic::Groups => driver.remove_group(id),
         Topic::Global => {}
+        Topic::PolicyRules => {
+            if let Err(e) = driver.remove_rule(id).await {
+                tracing::warn!(rule = %id, error = %e, "removing a policy rule");
+            }
+        }
         Topic::Endpoints => {
             if let Err(e) = driver.remove_remote(id).await {
                 tracing::warn!(endpoint = %id, error = %e, "removing a remote endpoint");

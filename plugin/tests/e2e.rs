@@ -394,3 +394,73 @@ fn vxlan_pods_on_two_hosts_reach_each_other() {
     }
     drop(host_b);
 }
+
+/// A TCP listener (`nc -lk`) in a pod, killed on drop.
+struct Listener(std::process::Child);
+
+impl Listener {
+    fn start(pod: &CniPod, port: u16) -> Listener {
+        let child = Command::new("ip")
+            .args(["netns", "exec", pod.netns.name(), "nc", "-lk"])
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Listener(child)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn tcp_connects(from: &CniPod, ip: &str, port: u16) -> bool {
+    from.netns
+        .exec(&["nc", "-z", "-w", "2", ip, &port.to_string()])
+        .is_ok()
+}
+
+/// A policy attached to a group (netctl) reaches the datapath through the policy-rule watch:
+/// denied TCP port closed, others open; removing the rule opens it again.
+#[test]
+fn group_policy_rules_are_enforced() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Netcat);
+    let c = cluster();
+    create_network(&c, "pol", "vxlan", "10.49.0.0/24", "10.49.0.1");
+    c.netctl(&["policy", "create", "p1"]).unwrap();
+    c.netctl(&[
+        "policy", "rule-add", "p1", "1", "-d", "in", "-l", "tcp", "-P", "8000", "-j", "deny",
+    ])
+    .unwrap();
+    c.netctl(&["group", "create", "-p", "p1", "pol", "web"])
+        .unwrap();
+    let conf = c.conflist("pol", "pol", "web").unwrap();
+    let (a, b) = (c.add_pod(&conf).unwrap(), c.add_pod(&conf).unwrap());
+    let _open = Listener::start(&b, 8001);
+    let _closed = Listener::start(&b, 8000);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !tcp_connects(&a, &b.ip, 8001) {
+        assert!(
+            Instant::now() < deadline,
+            "port 8001 never opened; ping: {}\n{}",
+            a.can_ping(&b.ip, 1),
+            flows(&c, VXLAN_BRIDGE)
+        );
+    }
+    assert!(
+        !tcp_connects(&a, &b.ip, 8000),
+        "the deny rule is not enforced"
+    );
+    c.netctl(&["policy", "rule-rm", "p1", "1"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !tcp_connects(&a, &b.ip, 8000) {
+        assert!(
+            Instant::now() < deadline,
+            "port 8000 stayed closed after the rule was removed"
+        );
+    }
+}

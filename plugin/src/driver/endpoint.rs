@@ -179,6 +179,25 @@ fn access_tag(net: &CfgNetworkState, group: Option<&EndpointGroupState>) -> u16 
     u16::try_from(tag).unwrap_or(0)
 }
 
+/// Turn transmit checksum offload off on `ifname` in the calling thread's namespace, with
+/// `ethtool` (no safe netlink API for it here). Needed with OVS's userspace datapath only:
+/// a veth leaves TCP/UDP checksums to the receiver's hardware, which the userspace datapath
+/// does not complete, so without this ping works and TCP does not. `Some(problem)` on failure.
+fn disable_tx_offload(ifname: &str) -> Option<String> {
+    match std::process::Command::new("ethtool")
+        .args(["-K", ifname, "tx", "off"])
+        .stdout(std::process::Stdio::null())
+        .output()
+    {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(format!(
+            "ethtool -K {ifname} tx off: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Some(format!("cannot run ethtool (install it): {e}")),
+    }
+}
+
 /// Milliseconds per attach step, for the debug log.
 struct StepTimer {
     last: std::time::Instant,
@@ -382,6 +401,7 @@ impl Driver {
         };
         let spec = interface_spec(&oper, net, self.pod_mtu(kind))?;
         let pod_netns = spec.netns.clone();
+        let tx_offload_off = self.cfg.ovs_datapath == "netdev";
         let pod_side = in_netns(&pod_netns, move |nl| async move {
             if let Some(mac) = spec.mac {
                 nl.set_mac(&spec.ifname, mac).await?;
@@ -393,7 +413,10 @@ impl Driver {
             for gateway in &spec.gateways {
                 nl.add_default_route(&spec.ifname, *gateway).await?;
             }
-            Ok(())
+            // This thread is inside the pod's namespace, so the child is too.
+            Ok(tx_offload_off
+                .then(|| disable_tx_offload(&spec.ifname))
+                .flatten())
         });
         // The pod's addresses, the flows and the oper state are independent: all at once.
         let local = local_endpoint(&oper, net, group, ofport)?;
@@ -405,7 +428,12 @@ impl Driver {
         if flows.is_ok() {
             created.ofport = Some(ofport);
         }
-        pod_done?;
+        if let Some(problem) = pod_done? {
+            return Err(PluginError::Offload {
+                ifname: pod.ifname.clone(),
+                problem,
+            });
+        }
         flows.map_err(|e| PluginError::agent(kind, e))?;
         stored?;
         timing.mark("pod side + flows + oper state");

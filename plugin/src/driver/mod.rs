@@ -13,6 +13,7 @@
 
 pub mod endpoint;
 pub mod infra;
+pub mod policy;
 pub mod remote;
 
 use std::collections::{BTreeMap, HashMap};
