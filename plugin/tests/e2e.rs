@@ -286,7 +286,16 @@ fn netplugin_restart_is_hitless() {
             .map(|l| l.split(',').next().unwrap_or_default().to_string())
             .collect()
     };
+    let generation = |c: &testbed::demo::Cluster| -> u32 {
+        c.ovs
+            .vsctl(&["br-get-external-id", VXLAN_BRIDGE, "contiv-flow-generation"])
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
     let before = cookies(&c);
+    let generation_before = generation(&c);
     c.kill_netplugin();
     let down = Instant::now();
     std::thread::sleep(Duration::from_millis(300));
@@ -303,6 +312,8 @@ fn netplugin_restart_is_hitless() {
     }
     // The switch reconciled: every flow now carries the new generation.
     assert_ne!(before, cookies(&c), "no reconcile after the restart");
+    // ... under a generation above the one recorded in OVSDB before.
+    assert!(generation(&c) > generation_before);
     let after: Vec<_> = ports.iter().map(|p| port_uuids(&c, p)).collect();
     assert_eq!(uuids, after, "OVS ports were re-created");
     assert_eq!(local_endpoints(&c).len(), 4, "endpoints re-adopted");

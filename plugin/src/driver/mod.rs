@@ -12,6 +12,7 @@
 //!   locks that are never held across an `.await`.
 
 pub mod endpoint;
+pub mod generation;
 pub mod infra;
 pub mod policy;
 pub mod remote;
@@ -195,7 +196,11 @@ impl Driver {
             let mut config = AgentConfig::new(kind, bridge);
             config.local_ip = Some(cfg.vtep_ip);
             config.arp_mode = arp_mode;
-            AgentHandle::start(config)
+            let generations = generation::OvsdbGenerations {
+                ovsdb: ovsdb.clone(),
+                bridge: bridge.to_string(),
+            };
+            AgentHandle::start_with(config, |b| b.generations = Some(Box::new(generations)))
         };
         let vxlan = agent(BridgeKind::Vxlan, VXLAN_BRIDGE);
         let vlan = agent(BridgeKind::Vlan, VLAN_BRIDGE);
