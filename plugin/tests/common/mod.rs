@@ -115,3 +115,9 @@ pub fn create_network(c: &Cluster, name: &str, encap: &str, subnet: &str, gatewa
     ])
     .unwrap();
 }
+
+/// True if `from` gets an echo reply from `ip` within three one-packet attempts (the first
+/// packet may wait for ARP through the controller on a loaded machine).
+pub fn reaches(from: &testbed::demo::CniPod, ip: &str) -> bool {
+    (0..3).any(|_| from.can_ping(ip, 1))
+}
