@@ -49,50 +49,71 @@ fn plugin_error(what: &str, err: &PluginError) -> Response {
     )
 }
 
-async fn handle(driver: &Driver, req: Request) -> Response {
+/// The CNI operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Operation {
+    Add,
+    Del,
+    Check,
+    Status,
+}
+
+/// Check method, path and content type and decode the body; the error is the reply.
+fn parse(req: &Request) -> Result<(Operation, PodRequest), Response> {
     if req.method != "POST" {
-        return error_reply(
+        return Err(error_reply(
             405,
             &PodReply::error(None, format!("{} must be POST", req.path), ""),
-        );
+        ));
     }
+    let op = match req.path.as_str() {
+        ADD_POD_PATH => Operation::Add,
+        DEL_POD_PATH => Operation::Del,
+        CHECK_POD_PATH => Operation::Check,
+        STATUS_PATH => Operation::Status,
+        other => {
+            return Err(error_reply(
+                404,
+                &PodReply::error(None, format!("no CNI operation {other}"), ""),
+            ));
+        }
+    };
     if !req
         .content_type
         .as_deref()
         .is_some_and(|t| t.starts_with("application/json"))
     {
-        return error_reply(
+        return Err(error_reply(
             415,
             &PodReply::error(None, "Content-Type must be application/json", ""),
-        );
+        ));
     }
-    let pod: PodRequest = match serde_json::from_slice(&req.body) {
-        Ok(p) => p,
-        Err(e) => {
-            return error_reply(
-                400,
-                &PodReply::error(
-                    Some(7),
-                    format!("request body is not a pod request: {e}"),
-                    "",
-                ),
-            );
-        }
-    };
-    match req.path.as_str() {
-        ADD_POD_PATH => add_pod(driver, &pod).await,
-        DEL_POD_PATH => del_pod(driver, &pod).await,
-        CHECK_POD_PATH => check_pod(driver, &pod).await,
-        STATUS_PATH => Response::json(
+    let pod = serde_json::from_slice(&req.body).map_err(|e| {
+        error_reply(
+            400,
+            &PodReply::error(
+                Some(7),
+                format!("request body is not a pod request: {e}"),
+                "",
+            ),
+        )
+    })?;
+    Ok((op, pod))
+}
+
+async fn handle(driver: &Driver, req: Request) -> Response {
+    match parse(&req) {
+        Err(reply) => reply,
+        Ok((Operation::Add, pod)) => add_pod(driver, &pod).await,
+        Ok((Operation::Del, pod)) => del_pod(driver, &pod).await,
+        Ok((Operation::Check, pod)) => check_pod(driver, &pod).await,
+        // The socket is served only once start-up is complete.
+        Ok((Operation::Status, _)) => Response::json(
             200,
             &PodReply {
                 result: RESULT_OK,
                 ..PodReply::default()
             },
-        ),
-        other => error_reply(
-            404,
-            &PodReply::error(None, format!("no CNI operation {other}"), ""),
         ),
     }
 }
@@ -209,5 +230,88 @@ async fn check_pod(driver: &Driver, pod: &PodRequest) -> Response {
             pod.ifname, pod.netns
         )),
         Err(e) => fail(format!("cannot inspect pod {id}'s namespace: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::LocalEndpointInfo;
+    use crate::oper::OperEndpointState;
+
+    fn request(method: &str, path: &str, content_type: Option<&str>, body: &str) -> Request {
+        Request {
+            method: method.into(),
+            path: path.into(),
+            content_type: content_type.map(str::to_string),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    fn reply_of(r: &Response) -> PodReply {
+        serde_json::from_slice(&r.body).unwrap()
+    }
+
+    #[test]
+    fn requests_are_checked_before_anything_happens() {
+        let json = Some("application/json");
+        let r = parse(&request("GET", ADD_POD_PATH, json, "{}")).unwrap_err();
+        assert_eq!(r.status, 405);
+        let r = parse(&request("POST", "/ContivCNI.Nope", json, "{}")).unwrap_err();
+        assert_eq!(r.status, 404);
+        assert!(reply_of(&r).errmsg.contains("/ContivCNI.Nope"));
+        let r = parse(&request("POST", ADD_POD_PATH, Some("text/plain"), "{}")).unwrap_err();
+        assert_eq!(r.status, 415);
+        let r = parse(&request("POST", ADD_POD_PATH, json, "{nope")).unwrap_err();
+        assert_eq!((r.status, reply_of(&r).cni_code), (400, Some(7)));
+        let (op, pod) = parse(&request(
+            "POST",
+            DEL_POD_PATH,
+            Some("application/json; charset=utf-8"),
+            r#"{"K8S_POD_INFRA_CONTAINER_ID":"c1","CNI_IFNAME":"eth0"}"#,
+        ))
+        .unwrap();
+        assert_eq!(op, Operation::Del);
+        assert_eq!(endpoint_id(&pod), "c1");
+    }
+
+    #[test]
+    fn the_endpoint_id_falls_back_to_the_container_id() {
+        let pod = PodRequest {
+            container_id: "cid".into(),
+            ..PodRequest::default()
+        };
+        assert_eq!(endpoint_id(&pod), "cid");
+    }
+
+    #[test]
+    fn replies_carry_prefix_gateway_and_host_port() {
+        let info = LocalEndpointInfo {
+            oper: OperEndpointState {
+                endpoint_id: "c1".into(),
+                ip_address: "10.1.0.5".into(),
+                ipv6_address: "2001:db8::5".into(),
+                mac_address: "02:02:0a:01:00:05".into(),
+                port_name: "vport1".into(),
+                ..OperEndpointState::default()
+            },
+            ofport: 3,
+            kind: ofnet::BridgeKind::Vxlan,
+            prefix_len: 24,
+            ipv6_prefix_len: 64,
+            gateway: "10.1.0.1".into(),
+            ipv6_gateway: String::new(),
+        };
+        let r = reply_for(&info);
+        assert_eq!(
+            (
+                r.ipaddress.as_str(),
+                r.ipv6address.as_str(),
+                r.gateway.as_str()
+            ),
+            ("10.1.0.5/24", "2001:db8::5/64", "10.1.0.1")
+        );
+        assert_eq!(r.host_ifname, "vvport1");
+        assert_eq!(r.result, RESULT_OK);
     }
 }
