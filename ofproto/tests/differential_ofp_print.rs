@@ -173,3 +173,58 @@ fn undecodable_messages_are_reported_and_fail() {
     assert!(!ok);
     assert!(stderr.contains("truncated"), "{stderr}");
 }
+
+/// Vectors our `ofp-print` renders exactly like `ovs-ofctl` today; the rest are message types it
+/// prints with a `Debug` body (packet-in/out flow descriptions, port/table mod, most multipart
+/// replies other than desc, port desc and flow stats, async config). A regression guard: raise
+/// it when more types are rendered.
+const OS_KEN_AGREEMENT_FLOOR: usize = 65;
+
+#[test]
+fn os_ken_vectors_render_like_ovs_ofctl() {
+    testbed::require!(Ovs);
+    let dir = std::env::var("OFPROTO_VECTORS")
+        .unwrap_or_else(|_| "/work/shared/vectors/os-ken-4.2.2/packet_data_of13".into());
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "vector directory {dir} missing under CI"
+        );
+        println!("skipped: no vectors at {dir}");
+        return;
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "packet"))
+        .collect();
+    paths.sort();
+    let (mut compared, mut agreed, mut differing) = (0, 0, Vec::new());
+    for path in &paths {
+        let bytes = std::fs::read(path).unwrap();
+        // Only what OVS itself decodes is a fair reference.
+        let Ok(ovs) = tools::ovs_ofp_print(&bytes) else {
+            continue;
+        };
+        if ovs.contains("***") {
+            continue;
+        }
+        compared += 1;
+        let ours = tools::our_ofp_print_many(OUR_OFP_PRINT, std::slice::from_ref(&bytes))
+            .expect("our ofp-print")
+            .remove(0);
+        if ours == ovs {
+            agreed += 1;
+        } else {
+            differing.push(path.file_stem().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    println!(
+        "os-ken vectors OVS decodes: {agreed}/{compared} print identically; differing: {}",
+        differing.join(" ")
+    );
+    assert!(
+        agreed >= OS_KEN_AGREEMENT_FLOOR,
+        "agreement fell below {OS_KEN_AGREEMENT_FLOOR}"
+    );
+}

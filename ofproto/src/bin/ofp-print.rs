@@ -244,17 +244,116 @@ fn render_body(out: &mut String, message: &Message) {
             let _ = write!(out, "\n {group_mod}");
         }
         Message::MeterMod(meter_mod) => render_meter_mod(out, meter_mod),
+        Message::FeaturesReply(features) => {
+            let _ = write!(
+                out,
+                " dpid:{:016x}\nn_tables:{}, n_buffers:{}",
+                features.datapath_id, features.n_tables, features.n_buffers
+            );
+            if features.auxiliary_id != 0 {
+                let _ = write!(out, ", auxiliary_id:{}", features.auxiliary_id);
+            }
+            out.push_str("\ncapabilities: ");
+            out.push_str(&bit_names(features.capabilities, CAPABILITY_NAMES, " "));
+        }
+        Message::PortStatus(status) => {
+            use ofproto::port::PortReason;
+            let reason = match status.reason {
+                PortReason::Add => "ADD".to_string(),
+                PortReason::Delete => "DEL".to_string(),
+                PortReason::Modify => "MOD".to_string(),
+                PortReason::Unknown(code) => format!("reason{code}"),
+            };
+            let _ = write!(out, " {reason}: ");
+            render_port(out, &status.desc);
+        }
         Message::MultipartRequest(request) => match &request.body {
             MultipartRequestBody::PortDesc => out.push_str(" port=ANY"),
-            MultipartRequestBody::Desc | MultipartRequestBody::GroupDesc => {}
+            MultipartRequestBody::Desc
+            | MultipartRequestBody::Table
+            | MultipartRequestBody::GroupFeatures
+            | MultipartRequestBody::MeterFeatures => {}
+            MultipartRequestBody::GroupDesc => out.push_str(" group_id=ALL"),
+            MultipartRequestBody::Flow(r) | MultipartRequestBody::Aggregate(r) => {
+                if r.table_id != 0xff {
+                    let _ = write!(out, " table={}", r.table_id);
+                }
+                if r.out_port != ofproto::port::OFPP_ANY {
+                    let _ = write!(out, " out_port={}", ofproto::PortNo(r.out_port));
+                }
+                let matching = ofproto::format::format_match(&r.matching, None);
+                if !matching.is_empty() {
+                    let _ = write!(out, " {matching}");
+                }
+            }
+            MultipartRequestBody::PortStats { port_no } => {
+                let _ = write!(out, " port_no={}", ofproto::PortNo(*port_no));
+            }
+            MultipartRequestBody::Queue { port_no, queue_id } => {
+                let queue = match queue_id {
+                    0xffff_ffff => "ALL".to_string(),
+                    id => id.to_string(),
+                };
+                let _ = write!(out, " port={} queue={queue}", ofproto::PortNo(*port_no));
+            }
+            MultipartRequestBody::Group { group_id } => {
+                let _ = write!(out, " group_id={}", group_text(*group_id));
+            }
+            MultipartRequestBody::Meter { meter_id }
+            | MultipartRequestBody::MeterConfig { meter_id } => {
+                let _ = write!(out, " meter={}", meter_text(*meter_id));
+            }
             other => {
                 let _ = write!(out, " {other:?}");
             }
         },
+        Message::QueueGetConfigRequest(port) => {
+            let _ = write!(out, " port={}", ofproto::PortNo(*port));
+        }
+        Message::FlowRemoved(removed) => {
+            let matching = ofproto::format::format_match(&removed.matching, Some(removed.priority));
+            let _ = write!(out, " {matching} reason={}", removed.reason);
+            if removed.table_id != 0xff {
+                let _ = write!(out, " table_id={}", removed.table_id);
+            }
+            if removed.cookie != 0 {
+                let _ = write!(out, " cookie:{:#x}", removed.cookie);
+            }
+            let _ = write!(
+                out,
+                " duration{} idle{}",
+                duration(removed.duration_sec, removed.duration_nsec),
+                removed.idle_timeout
+            );
+            if removed.hard_timeout != 0 {
+                let _ = write!(out, " hard{}", removed.hard_timeout);
+            }
+            let _ = write!(
+                out,
+                " pkts{} bytes{}",
+                removed.packet_count, removed.byte_count
+            );
+        }
         Message::MultipartReply(reply) => match &reply.body {
             MultipartReplyBody::Flow(entries) => {
                 for entry in entries {
                     let _ = write!(out, "\n{entry}");
+                }
+            }
+            MultipartReplyBody::Desc(desc) => {
+                let _ = write!(
+                    out,
+                    "\nManufacturer: {}\nHardware: {}\nSoftware: {}\nSerial Num: {}\nDP Description: {}",
+                    desc.mfr_desc, desc.hw_desc, desc.sw_desc, desc.serial_num, desc.dp_desc
+                );
+            }
+            MultipartReplyBody::PortDesc(ports) => {
+                // OVS lists ports in port-number order.
+                let mut ports: Vec<_> = ports.iter().collect();
+                ports.sort_by_key(|port| port.port_no);
+                for port in ports {
+                    out.push_str("\n ");
+                    render_port(out, port);
                 }
             }
             other => {
@@ -281,16 +380,7 @@ fn render_meter_mod(out: &mut String, meter_mod: &ofproto::meter::MeterMod) {
         MeterModCommand::Delete => "DEL".to_string(),
         MeterModCommand::Unknown(code) => format!("cmd:{code}"),
     };
-    let _ = write!(out, " {command} meter=");
-    match meter_mod.meter_id {
-        0xffff_ffff => out.push_str("all"),
-        0xffff_fffe => out.push_str("controller"),
-        0xffff_fffd => out.push_str("slowpath"),
-        id => {
-            let _ = write!(out, "{id}");
-        }
-    }
-    out.push(' ');
+    let _ = write!(out, " {command} meter={} ", meter_text(meter_mod.meter_id));
     for (bit, name) in [
         (OFPMF_KBPS, "kbps"),
         (OFPMF_PKTPS, "pktps"),
@@ -323,6 +413,143 @@ fn render_meter_mod(out: &mut String, meter_mod: &ofproto::meter::MeterMod) {
         if let MeterBand::DscpRemark { prec_level, .. } = band {
             let _ = write!(out, " prec_level={prec_level}");
         }
+    }
+}
+
+/// A group id as `ovs-ofctl` prints it.
+fn group_text(group_id: u32) -> String {
+    match group_id {
+        0xffff_fffc => "ALL".into(),
+        0xffff_ffff => "ANY".into(),
+        id => id.to_string(),
+    }
+}
+
+/// A meter id as `ovs-ofctl` prints it.
+fn meter_text(meter_id: u32) -> String {
+    match meter_id {
+        0xffff_ffff => "all".into(),
+        0xffff_fffe => "controller".into(),
+        0xffff_fffd => "slowpath".into(),
+        id => id.to_string(),
+    }
+}
+
+/// A duration as `ovs-ofctl` prints it: seconds, and the fraction with trailing zeros removed
+/// but at least three decimals (`3.048825s`, `0.020s`, `5s`).
+fn duration(sec: u32, nsec: u32) -> String {
+    if nsec == 0 {
+        return format!("{sec}s");
+    }
+    let mut fraction = format!("{nsec:09}");
+    while fraction.len() > 3 && fraction.ends_with('0') {
+        fraction.pop();
+    }
+    format!("{sec}.{fraction}s")
+}
+
+/// `ofp_capabilities` bits and their `ovs-ofctl` names.
+const CAPABILITY_NAMES: &[(u32, &str)] = &[
+    (1 << 0, "FLOW_STATS"),
+    (1 << 1, "TABLE_STATS"),
+    (1 << 2, "PORT_STATS"),
+    (1 << 3, "GROUP_STATS"),
+    (1 << 5, "IP_REASM"),
+    (1 << 6, "QUEUE_STATS"),
+    (1 << 8, "PORT_BLOCKED"),
+];
+
+/// `ofp_port_config` bits (OpenFlow 1.3).
+const PORT_CONFIG_NAMES: &[(u32, &str)] = &[
+    (1 << 0, "PORT_DOWN"),
+    (1 << 2, "NO_RECV"),
+    (1 << 5, "NO_FWD"),
+    (1 << 6, "NO_PACKET_IN"),
+];
+
+/// `ofp_port_state` bits (OpenFlow 1.3).
+const PORT_STATE_NAMES: &[(u32, &str)] =
+    &[(1 << 0, "LINK_DOWN"), (1 << 1, "BLOCKED"), (1 << 2, "LIVE")];
+
+/// `ofp_port_features` bits.
+const PORT_FEATURE_NAMES: &[(u32, &str)] = &[
+    (1 << 0, "10MB-HD"),
+    (1 << 1, "10MB-FD"),
+    (1 << 2, "100MB-HD"),
+    (1 << 3, "100MB-FD"),
+    (1 << 4, "1GB-HD"),
+    (1 << 5, "1GB-FD"),
+    (1 << 6, "10GB-FD"),
+    (1 << 7, "40GB-FD"),
+    (1 << 8, "100GB-FD"),
+    (1 << 9, "1TB-FD"),
+    (1 << 10, "OTHER"),
+    (1 << 11, "COPPER"),
+    (1 << 12, "FIBER"),
+    (1 << 13, "AUTO_NEG"),
+    (1 << 14, "PAUSE"),
+    (1 << 15, "PAUSE_ASYM"),
+];
+
+/// The names of the bits set in `value`, joined by `separator`; unnamed bits as hex; `0` if none.
+fn bit_names(value: u32, names: &[(u32, &str)], separator: &str) -> String {
+    let mut parts: Vec<String> = names
+        .iter()
+        .filter(|(bit, _)| value & bit != 0)
+        .map(|(_, name)| (*name).to_string())
+        .collect();
+    let unnamed = names.iter().fold(value, |rest, (bit, _)| rest & !bit);
+    if unnamed != 0 {
+        parts.push(format!("{unnamed:#x}"));
+    }
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        parts.join(separator)
+    }
+}
+
+/// Append a port description as `ovs-ofctl` prints it (number, name, address, then indented
+/// config, state, features and speed lines).
+fn render_port(out: &mut String, port: &ofproto::port::Port) {
+    let [a, b, c, d, e, f] = port.hw_addr;
+    let _ = write!(
+        out,
+        "{}({}): addr:{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{f:02x}",
+        ofproto::PortNo(port.port_no),
+        port.name
+    );
+    let _ = write!(
+        out,
+        "\n     config:     {}",
+        bit_names(port.config, PORT_CONFIG_NAMES, " ")
+    );
+    let _ = write!(
+        out,
+        "\n     state:      {}",
+        bit_names(port.state, PORT_STATE_NAMES, " ")
+    );
+    for (label, features) in [
+        ("current:    ", port.curr),
+        ("advertised: ", port.advertised),
+        ("supported:  ", port.supported),
+        ("peer:       ", port.peer),
+    ] {
+        if features != 0 {
+            let _ = write!(
+                out,
+                "\n     {label}{}",
+                bit_names(features, PORT_FEATURE_NAMES, " ")
+            );
+        }
+    }
+    if port.curr_speed != 0 || port.max_speed != 0 {
+        let _ = write!(
+            out,
+            "\n     speed: {} Mbps now, {} Mbps max",
+            port.curr_speed / 1000,
+            port.max_speed / 1000
+        );
     }
 }
 
