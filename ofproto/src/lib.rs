@@ -60,4 +60,3 @@ pub use msg::Message;
 pub use oxm::{FieldId, Oxm};
 pub use port::PortNo;
 pub use wire::{DecodeError, EncodeError};
-
