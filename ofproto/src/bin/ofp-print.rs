@@ -151,7 +151,7 @@ fn versions(bitmap: &[u32]) -> String {
 }
 
 /// Append the text after the header line's colon.
-fn render_body(out: &mut String, message: &Message) {
+fn render_body(out: &mut String, message: &Message, depth: usize) {
     use ofproto::hello::HelloElem;
     match message {
         Message::Hello(hello) => {
@@ -180,7 +180,8 @@ fn render_body(out: &mut String, message: &Message) {
             let _ = write!(out, " {name}");
             out.push('\n');
             match Message::decode(&error.data) {
-                Ok((xid, failed)) => render(out, xid, &failed),
+                // An error may echo an error that echoes an error...; a few levels are plenty.
+                Ok((xid, failed)) if depth < MAX_NESTING => render(out, xid, &failed, depth + 1),
                 Err(_) if error.data.len() < 8 => {
                     let _ = writeln!(
                         out,
@@ -189,7 +190,7 @@ fn render_body(out: &mut String, message: &Message) {
                     );
                     hex_dump(out, &error.data);
                 }
-                Err(_) => hex_dump(out, &error.data),
+                _ => hex_dump(out, &error.data),
             }
         }
         Message::FeaturesRequest
@@ -235,7 +236,7 @@ fn render_body(out: &mut String, message: &Message) {
                 add.bundle_id,
                 bundle_flags(add.flags)
             );
-            render(out, add.xid, &add.message);
+            render(out, add.xid, &add.message, depth + 1);
         }
         Message::FlowMod(flow_mod) => {
             let _ = write!(out, " {flow_mod}");
@@ -569,10 +570,14 @@ fn bundle_flags(flags: u16) -> String {
     }
 }
 
+/// How deep embedded messages (in errors and bundle adds) are decoded and printed; deeper ones
+/// are hex-dumped, so hostile nesting cannot exhaust the stack.
+const MAX_NESTING: usize = 8;
+
 /// Append the whole rendering of one message: header line and body, no trailing newline.
-fn render(out: &mut String, xid: u32, message: &Message) {
+fn render(out: &mut String, xid: u32, message: &Message, depth: usize) {
     let _ = write!(out, "{} (OF1.3) (xid={xid:#x}):", message_name(message));
-    render_body(out, message);
+    render_body(out, message, depth);
     while out.ends_with('\n') {
         out.pop();
     }
@@ -583,7 +588,7 @@ fn print_one(text: &str) -> Result<String, LineError> {
     let bytes = parse_hex(text)?;
     let (xid, message) = Message::decode(&bytes).map_err(LineError::Decode)?;
     let mut out = String::new();
-    render(&mut out, xid, &message);
+    render(&mut out, xid, &message, 0);
     Ok(out)
 }
 
