@@ -364,8 +364,14 @@ impl DumpedFlow {
             n_bytes: 0,
             attributes: Vec::new(),
         };
-        // Attributes are separated by ", "; the priority and match come last, separated by ",".
-        for part in head.split(", ") {
+        // Attributes are separated by ", "; flags are separated from the priority that follows
+        // them by a space ("send_flow_rem priority=7,ip"); the priority and match come last,
+        // joined by ",". Match text itself never contains a space.
+        for part in head
+            .split(", ")
+            .flat_map(|p| p.split(' '))
+            .filter(|p| !p.is_empty())
+        {
             let (key, value) = part.split_once('=').unwrap_or((part, ""));
             match key {
                 "cookie" => {
@@ -460,6 +466,18 @@ mod tests {
             f.normalized(),
             "table=1, idle_timeout=30, send_flow_rem, priority=32768 actions=output:2"
         );
+    }
+
+    #[test]
+    fn flags_before_the_priority_are_attributes() {
+        let f = DumpedFlow::parse(
+            " cookie=0x1, duration=2.5s, table=0, n_packets=0, n_bytes=0, send_flow_rem \
+             priority=1406,ip,nw_dst=10.0.0.1 actions=drop",
+        )
+        .unwrap();
+        assert_eq!(f.priority, 1406);
+        assert_eq!(f.matches, "ip,nw_dst=10.0.0.1");
+        assert_eq!(f.attributes, vec!["send_flow_rem"]);
     }
 
     #[test]

@@ -27,6 +27,32 @@ fn bridge_and_flow_show_in_dump_flows() {
         "table=3, priority=100,ip,nw_dst=10.1.1.1 actions=output:7"
     );
 
+    // Flags print before the priority, separated by a space.
+    ovs.ofctl(&[
+        "add-flow",
+        "br0",
+        "table=4,priority=9,send_flow_rem,ip,nw_src=10.1.1.2,actions=drop",
+    ])
+    .unwrap();
+    let flagged = ovs
+        .dump_flows("br0")
+        .unwrap()
+        .into_iter()
+        .find(|f| f.table == 4)
+        .expect("the flagged flow is in dump-flows");
+    assert_eq!(
+        (
+            flagged.priority,
+            flagged.matches.as_str(),
+            flagged.attributes.as_slice()
+        ),
+        (
+            9,
+            "ip,nw_src=10.1.1.2",
+            ["send_flow_rem".to_string()].as_slice()
+        )
+    );
+
     ovs.ofctl(&["add-group", "br0", "group_id=5,type=all,bucket=output:1"])
         .unwrap();
     assert_eq!(
