@@ -705,7 +705,10 @@ fn subfield(s: &mut String, field: NxmHeader, ofs: u16, n_bits: u16) {
     } else if n_bits == 1 {
         let _ = write!(s, "[{ofs}]");
     } else {
-        let _ = write!(s, "[{}..{}]", ofs, u32::from(ofs) + u32::from(n_bits) - 1);
+        // Decoding rejects zero-bit subfields, but a hand-built one still renders (as
+        // `[ofs..ofs-1]`, the way OVS's signed arithmetic would) instead of overflowing.
+        let last = i32::from(ofs) + i32::from(n_bits) - 1;
+        let _ = write!(s, "[{ofs}..{last}]");
     }
 }
 

@@ -421,6 +421,19 @@ const LEARN_DST_MASK: u16 = 3 << 11;
 const LEARN_DST_LOAD: u16 = 1 << 11;
 const LEARN_DST_OUTPUT: u16 = 2 << 11;
 
+/// A raw 16-bit bit count (reg_move, stack push/pop, learn specs) must not be zero: Open
+/// vSwitch rejects a zero-bit subfield (`OFPBAC_BAD_SET_LEN`), and a zero-bit subfield has no
+/// ovs-ofctl text (`field[ofs..ofs-1]`). The `ofs_nbits` encodings cannot express zero.
+fn nonzero_bits(n_bits: u16, what: &'static str) -> Result<u16, DecodeError> {
+    if n_bits == 0 {
+        return Err(DecodeError::Invalid {
+            what,
+            reason: "a subfield of zero bits (Open vSwitch: OFPBAC_BAD_SET_LEN)",
+        });
+    }
+    Ok(n_bits)
+}
+
 /// Decode a Nicira action from what follows the experimenter id (subtype first).
 pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
     use subtype::*;
@@ -449,6 +462,7 @@ pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
         REG_MOVE => {
             let (_, (n_bits, src_ofs, dst_ofs, src, dst)) =
                 fixed(b, 14, "reg_move action", (u16p, u16p, u16p, u32p, u32p))?;
+            let n_bits = nonzero_bits(n_bits, "reg_move n_bits")?;
             Action::RegMove {
                 src: Subfield {
                     field: NxmHeader(src),
@@ -510,6 +524,7 @@ pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
         }
         STACK_PUSH | STACK_POP => {
             let (_, (ofs, field, n_bits)) = fixed(b, 8, "stack action", (u16p, u32p, u16p))?;
+            let n_bits = nonzero_bits(n_bits, "stack action n_bits")?;
             let sf = Subfield {
                 field: NxmHeader(field),
                 ofs,
@@ -1275,5 +1290,56 @@ mod test {
             Action::parse(&outer),
             Err(DecodeError::Invalid { .. })
         ));
+    }
+
+    /// Fuzz finding: a reg_move of zero bits decoded, then overflowed `ofs + n_bits - 1` when
+    /// rendered. Open vSwitch rejects it (`OFPBAC_BAD_SET_LEN`); so does decoding now.
+    #[test]
+    fn zero_bit_reg_move_is_rejected() {
+        let reproducer = hex(
+            "040e0058002e029280000000000001470000000000000000000000000000052fffffffffffff0000000000000430000000010004000080000004002000000000ffff00180000232000060000000001002000630800010604",
+        );
+        assert_eq!(
+            crate::Message::decode(&reproducer).unwrap_err(),
+            DecodeError::Invalid {
+                what: "reg_move n_bits",
+                reason: "a subfield of zero bits (Open vSwitch: OFPBAC_BAD_SET_LEN)",
+            }
+        );
+        // move:NXM_NX_REG0[0..n_bits-1]->NXM_NX_REG1[...]: one bit decodes, zero bits do not.
+        let reg_move = |n_bits: u8| nx(24, &[0, 6, 0, n_bits, 0, 0, 0, 0, 0, 1, 0, 4, 0, 1, 2, 4]);
+        assert!(Action::parse(&reg_move(1)).is_ok());
+        assert!(matches!(
+            Action::parse(&reg_move(0)),
+            Err(DecodeError::Invalid {
+                what: "reg_move n_bits",
+                ..
+            })
+        ));
+        // stack_push:NXM_NX_REG0[0..n_bits-1]
+        let push = |n_bits: u8| nx(24, &[0, 27, 0, 0, 0, 1, 0, 4, 0, n_bits, 0, 0, 0, 0, 0, 0]);
+        assert!(Action::parse(&push(16)).is_ok());
+        assert!(matches!(
+            Action::parse(&push(0)),
+            Err(DecodeError::Invalid {
+                what: "stack action n_bits",
+                ..
+            })
+        ));
+        // A hand-built zero-bit subfield still renders without overflowing.
+        let reg0 = Subfield::bits(crate::nxm::reg(0), 0, 0);
+        let text = Action::RegMove {
+            src: reg0,
+            dst: reg0,
+        }
+        .to_string();
+        assert_eq!(text, "move:NXM_NX_REG0[0..-1]->NXM_NX_REG0[0..-1]");
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
     }
 }
