@@ -52,6 +52,16 @@ impl Instruction {
     pub fn parse(i: &[u8]) -> PResult<'_, Instruction> {
         let (_, (kind, len)) = fixed(i, 4, "instruction header", (u16p, u16p))?;
         let (rest, ins) = take_tlv(i, usize::from(len), 8, "instruction")?;
+        // Instructions are 8-byte aligned (OpenFlow 1.3 section 7.2.4; Open vSwitch answers
+        // OFPBIC_BAD_LEN). Accepting another length could not round trip: the encoder pads
+        // bodies it does not interpret to 8 bytes.
+        if len % 8 != 0 {
+            return Err(DecodeError::BadLength {
+                what: "instruction",
+                len: usize::from(len),
+                reason: "not a multiple of 8",
+            });
+        }
         let body = &ins[4..];
         let ins = match kind {
             1 => Instruction::GotoTable(fixed(body, 1, "goto_table instruction", u8p)?.1),
@@ -219,5 +229,30 @@ mod test {
         );
         assert!(Instruction::parse(&[0, 1, 0, 16, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
         assert!(Instruction::parse(&[0, 1, 0, 2, 5, 0, 0, 0]).is_err());
+    }
+
+    /// Fuzz finding: an unknown instruction of 12 bytes re-encoded as 16 (its body padded), so
+    /// decode(encode(m)) != m. Unaligned lengths are now refused, whatever the type.
+    #[test]
+    fn unaligned_instruction_lengths_are_rejected() {
+        let unknown = [0, 7, 0, 12, 1, 2, 3, 4, 5, 6, 7, 8];
+        let experimenter = [0xff, 0xff, 0, 12, 0, 0, 0x23, 0x20, 1, 2, 3, 4];
+        for bytes in [&unknown[..], &experimenter[..]] {
+            assert_eq!(
+                Instruction::parse(bytes).unwrap_err(),
+                DecodeError::BadLength {
+                    what: "instruction",
+                    len: 12,
+                    reason: "not a multiple of 8",
+                }
+            );
+        }
+        // An aligned unknown instruction keeps its exact bytes.
+        let aligned = [0, 7, 0, 16, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+        let (rest, ins) = Instruction::parse(&aligned).unwrap();
+        assert!(rest.is_empty());
+        let mut out = BytesMut::new();
+        ins.emit(&mut out);
+        assert_eq!(&out[..], &aligned[..]);
     }
 }
