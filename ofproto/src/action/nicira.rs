@@ -770,7 +770,9 @@ fn parse_learn(b: &[u8], learn2: bool) -> Result<Learn, DecodeError> {
         if h == 0 {
             break;
         }
-        let n_bits = h & 0x3ff;
+        // A zero-bit spec has a header the encoder may write as 0x0000, which ends the list
+        // (and Open vSwitch's learn check refuses zero-bit subfields), so refuse it here.
+        let n_bits = nonzero_bits(h & 0x3ff, "learn spec n_bits")?;
         let (r, src) = if h & LEARN_SRC_IMM != 0 {
             let n = 2 * usize::from(n_bits).div_ceil(16);
             let (r, v) = take(r, n, "learn spec immediate")?;
@@ -1334,6 +1336,23 @@ mod test {
         }
         .to_string();
         assert_eq!(text, "move:NXM_NX_REG0[0..-1]->NXM_NX_REG0[0..-1]");
+    }
+
+    /// Fuzz finding: a learn spec with header 0x4000 (a reserved bit and zero bits) decoded as
+    /// a spec, was re-encoded as 0x0000 and so ended the spec list on the next decode, losing
+    /// the specs after it. Zero-bit specs are refused, as Open vSwitch's learn check does.
+    #[test]
+    fn zero_bit_learn_spec_is_rejected() {
+        let reproducer = hex(
+            "040e0078000002e800000000000001720000000000000000000000000000055affffffffffffffffffffffff0000000000010004000000000004004000000000ffff00380000232000100000000080000000ff0000000000010004000000000004004000000000ff00000406000028080005000104040000",
+        );
+        assert_eq!(
+            crate::Message::decode(&reproducer).unwrap_err(),
+            DecodeError::Invalid {
+                what: "learn spec n_bits",
+                reason: "a subfield of zero bits (Open vSwitch: OFPBAC_BAD_SET_LEN)",
+            }
+        );
     }
 
     fn hex(s: &str) -> Vec<u8> {
