@@ -5,6 +5,7 @@
 //! - [`header`], [`hello`], [`error`] (the error table), [`features`], [`config`], [`role`],
 //!   [`async_config`], [`table_mod`], [`queue`], [`port`], [`meter`], [`group`]: one message
 //!   family each.
+//! - [`fixed_str`]: [`FixedStr`], the lossless text of NUL-padded string fields.
 //! - [`oxm`] (basic match fields and TLV framing), [`nxm`] (Nicira/ONF fields), [`matches`](mod@matches)
 //!   (the [`Match`] type and prerequisite check).
 //! - [`instruction`], [`action`] (standard and Nicira actions).
@@ -26,6 +27,7 @@ pub mod codec;
 pub mod config;
 pub mod error;
 pub mod features;
+pub mod fixed_str;
 pub mod flow_mod;
 pub mod flow_removed;
 pub mod format;
@@ -52,6 +54,7 @@ mod wire;
 
 pub use action::Action;
 pub use error::{ErrorKind, ErrorMsg};
+pub use fixed_str::FixedStr;
 pub use flow_mod::{FlowMod, FlowModCommand};
 pub use group::{Bucket, GroupMod};
 pub use instruction::Instruction;

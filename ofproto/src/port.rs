@@ -5,6 +5,7 @@ use std::fmt;
 
 use bytes::BytesMut;
 
+use crate::fixed_str::FixedStr;
 use crate::macros::code_enum;
 use crate::wire::{DecodeError, PResult, fixed, put_zeros, take, u8p, u32p};
 
@@ -96,8 +97,8 @@ pub struct Port {
     pub port_no: u32,
     /// Ethernet address.
     pub hw_addr: [u8; 6],
-    /// Name (up to 15 bytes on the wire, NUL padded).
-    pub name: String,
+    /// Name (up to 15 bytes on the wire, NUL padded; not necessarily UTF-8).
+    pub name: FixedStr,
     /// `OFPPC_*` bits.
     pub config: u32,
     /// `OFPPS_*` bits.
@@ -126,9 +127,7 @@ impl Port {
         let (_, port_no) = fixed(b, 4, "ofp_port", u32p)?;
         let mut hw_addr = [0u8; 6];
         hw_addr.copy_from_slice(&b[8..14]);
-        let name_raw = &b[16..32];
-        let end = name_raw.iter().position(|c| *c == 0).unwrap_or(16);
-        let name = String::from_utf8_lossy(&name_raw[..end]).into_owned();
+        let name = FixedStr::parse_field(&b[16..32]);
         let (_, (config, state, curr, advertised, supported, peer, curr_speed, max_speed)) = fixed(
             &b[32..],
             32,
@@ -159,10 +158,7 @@ impl Port {
         out.extend_from_slice(&u32::to_be_bytes(0));
         out.extend_from_slice(&self.hw_addr);
         out.extend_from_slice(&u16::to_be_bytes(0));
-        let n = self.name.as_bytes();
-        let n = &n[..n.len().min(15)];
-        out.extend_from_slice(n);
-        put_zeros(out, 16 - n.len());
+        self.name.emit_field(out, 16);
         for v in [
             self.config,
             self.state,
@@ -301,4 +297,24 @@ mod test {
         assert_eq!(out.len(), 72);
         assert_eq!(PortStatus::parse(&out).unwrap(), ps);
     }
+
+    /// Fuzz finding: a port name that is not UTF-8 was decoded lossily (U+FFFD), so the
+    /// re-encoded port status differed and decode(encode(m)) != m. Names keep their bytes now.
+    #[test]
+    fn non_utf8_port_name_round_trips() {
+        let reproducer: Vec<u8> = (0..HEX.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&HEX[i..i + 2], 16).unwrap())
+            .collect();
+        let (xid, message) = crate::Message::decode(&reproducer).unwrap();
+        let crate::Message::PortStatus(status) = &message else {
+            panic!("not a port status: {message:?}");
+        };
+        assert_eq!(status.desc.name.to_str(), None);
+        assert_eq!(status.desc.name.as_bytes(), &reproducer[32..47]);
+        let encoded = message.encode_to_vec(xid);
+        assert_eq!(crate::Message::decode(&encoded).unwrap(), (xid, message));
+    }
+
+    const HEX: &str = "040c00500000000000000000000000000000000700000000f20ba4d03f700000e7a7811d88aee3839de383bce38388000000000000000004000028080000280000002808000028080000138800001388";
 }

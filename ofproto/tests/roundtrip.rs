@@ -55,8 +55,9 @@ fn bytes_mod8(rem: usize, max: usize) -> impl Strategy<Value = Bytes> {
         .prop_map(Bytes::from)
 }
 
-fn name(max: usize) -> impl Strategy<Value = String> {
-    proptest::string::string_regex(&format!("[a-zA-Z0-9 _-]{{0,{max}}}")).unwrap()
+fn name(max: usize) -> impl Strategy<Value = ofproto::FixedStr> {
+    // Any bytes but NUL (the padding): the fields need not be UTF-8.
+    vec(1u8..=255, 0..=max).prop_map(ofproto::FixedStr::from)
 }
 
 fn field() -> impl Strategy<Value = (FieldId, usize)> {

@@ -3,6 +3,7 @@
 
 use bytes::BytesMut;
 
+use crate::fixed_str::FixedStr;
 use crate::group::{Bucket, GroupType, emit_buckets, parse_buckets};
 use crate::instruction::{Instruction, emit_instructions, parse_instructions};
 use crate::matches::Match;
@@ -10,18 +11,6 @@ use crate::meter::{MeterBand, parse_bands};
 use crate::wire::{
     DecodeError, PResult, fixed, patch_len, put_zeros, take, take_tlv, u8p, u16p, u32p, u64p,
 };
-
-fn c_string(b: &[u8]) -> String {
-    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
-}
-
-fn put_c_string(out: &mut BytesMut, s: &str, width: usize) {
-    let b = s.as_bytes();
-    let b = &b[..b.len().min(width - 1)];
-    out.extend_from_slice(b);
-    put_zeros(out, width - b.len());
-}
 
 /// Parse a list of entries filling all of `i`.
 pub(crate) fn parse_all<'a, T>(
@@ -72,15 +61,15 @@ fn parse_all_with_capacity<'a, T>(
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Desc {
     /// Manufacturer.
-    pub mfr_desc: String,
+    pub mfr_desc: FixedStr,
     /// Hardware.
-    pub hw_desc: String,
+    pub hw_desc: FixedStr,
     /// Software.
-    pub sw_desc: String,
+    pub sw_desc: FixedStr,
     /// Serial number.
-    pub serial_num: String,
+    pub serial_num: FixedStr,
     /// Datapath description.
-    pub dp_desc: String,
+    pub dp_desc: FixedStr,
 }
 
 impl Desc {
@@ -88,21 +77,21 @@ impl Desc {
     pub fn parse(i: &[u8]) -> Result<Desc, DecodeError> {
         let (_, b) = take(i, 1056, "desc reply")?;
         Ok(Desc {
-            mfr_desc: c_string(&b[..256]),
-            hw_desc: c_string(&b[256..512]),
-            sw_desc: c_string(&b[512..768]),
-            serial_num: c_string(&b[768..800]),
-            dp_desc: c_string(&b[800..1056]),
+            mfr_desc: FixedStr::parse_field(&b[..256]),
+            hw_desc: FixedStr::parse_field(&b[256..512]),
+            sw_desc: FixedStr::parse_field(&b[512..768]),
+            serial_num: FixedStr::parse_field(&b[768..800]),
+            dp_desc: FixedStr::parse_field(&b[800..1056]),
         })
     }
 
     /// Emit.
     pub fn emit(&self, out: &mut BytesMut) {
-        put_c_string(out, &self.mfr_desc, 256);
-        put_c_string(out, &self.hw_desc, 256);
-        put_c_string(out, &self.sw_desc, 256);
-        put_c_string(out, &self.serial_num, 32);
-        put_c_string(out, &self.dp_desc, 256);
+        self.mfr_desc.emit_field(out, 256);
+        self.hw_desc.emit_field(out, 256);
+        self.sw_desc.emit_field(out, 256);
+        self.serial_num.emit_field(out, 32);
+        self.dp_desc.emit_field(out, 256);
     }
 }
 

@@ -6,6 +6,7 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::fixed_str::FixedStr;
 use crate::wire::{
     DecodeError, PResult, fixed, pad8, patch_len, put_zeros, take, take_tlv, u8p, u16p, u32p, u64p,
 };
@@ -155,7 +156,7 @@ pub struct TableFeatures {
     /// Table id.
     pub table_id: u8,
     /// Table name.
-    pub name: String,
+    pub name: FixedStr,
     /// Metadata bits the table can match.
     pub metadata_match: u64,
     /// Metadata bits the table can write.
@@ -175,7 +176,6 @@ impl TableFeatures {
         let (rest, b) = take_tlv(i, usize::from(len), 64, "table_features")?;
         let (_, table_id) = fixed(&b[2..], 1, "table_features", u8p)?;
         let (_, name) = take(&b[8..], 32, "table_features name")?;
-        let end = name.iter().position(|c| *c == 0).unwrap_or(32);
         let (mut props, (metadata_match, metadata_write, config, max_entries)) =
             fixed(&b[40..], 24, "table_features", (u64p, u64p, u32p, u32p))?;
         let mut properties = Vec::new();
@@ -188,7 +188,7 @@ impl TableFeatures {
             rest,
             TableFeatures {
                 table_id,
-                name: String::from_utf8_lossy(&name[..end]).into_owned(),
+                name: FixedStr::parse_field(name),
                 metadata_match,
                 metadata_write,
                 config,
@@ -204,10 +204,7 @@ impl TableFeatures {
         out.extend_from_slice(&u16::to_be_bytes(0));
         out.extend_from_slice(&[self.table_id]);
         put_zeros(out, 5);
-        let n = self.name.as_bytes();
-        let n = &n[..n.len().min(31)];
-        out.extend_from_slice(n);
-        put_zeros(out, 32 - n.len());
+        self.name.emit_field(out, 32);
         out.extend_from_slice(&u64::to_be_bytes(self.metadata_match));
         out.extend_from_slice(&u64::to_be_bytes(self.metadata_write));
         out.extend_from_slice(&u32::to_be_bytes(self.config));

@@ -458,7 +458,7 @@ fn instructions(v: &[Instruction]) -> Vec<Value> {
 fn port(p: &ofproto::port::Port) -> Value {
     cls(
         "OFPPort",
-        json!({"port_no": p.port_no, "hw_addr": mac(&p.hw_addr), "name": p.name, "config": p.config,
+        json!({"port_no": p.port_no, "hw_addr": mac(&p.hw_addr), "name": p.name.to_string(), "config": p.config,
                "state": p.state, "curr": p.curr, "advertised": p.advertised, "supported": p.supported,
                "peer": p.peer, "curr_speed": p.curr_speed, "max_speed": p.max_speed}),
     )
@@ -555,7 +555,7 @@ fn table_features(t: &TableFeatures) -> Value {
         .collect();
     cls(
         "OFPTableFeaturesStats",
-        json!({"length": out.len(), "table_id": t.table_id, "name": t.name, "metadata_match": t.metadata_match,
+        json!({"length": out.len(), "table_id": t.table_id, "name": t.name.to_string(), "metadata_match": t.metadata_match,
                "metadata_write": t.metadata_write, "config": t.config, "max_entries": t.max_entries,
                "properties": props}),
     )
@@ -634,8 +634,8 @@ fn mp_reply(m: &MultipartReply) -> Value {
             "OFPDescStatsReply",
             cls(
                 "OFPDescStats",
-                json!({"mfr_desc": d.mfr_desc, "hw_desc": d.hw_desc, "sw_desc": d.sw_desc,
-                       "serial_num": d.serial_num, "dp_desc": d.dp_desc}),
+                json!({"mfr_desc": d.mfr_desc.to_string(), "hw_desc": d.hw_desc.to_string(), "sw_desc": d.sw_desc.to_string(),
+                       "serial_num": d.serial_num.to_string(), "dp_desc": d.dp_desc.to_string()}),
             ),
         ),
         R::Flow(v) => (
