@@ -3,8 +3,11 @@
 //!
 //! Contract:
 //! - Labels (tenant, network, group) come from the request (`args.cni.labels` or `CNI_ARGS`,
-//!   forwarded by contivk8s) with §7.3's defaults; no Kubernetes API client is built in this
-//!   version, so pods' Kubernetes labels are not consulted.
+//!   forwarded by contivk8s); when a Kubernetes API is configured (kubernetes mode) and the
+//!   request names the pod, the pod's own labels override those keys (see
+//!   [`crate::kubeapi::resolve_labels`]); §7.3's defaults fill the rest. AddPod fails when
+//!   the API cannot be asked or does not know the pod; DelPod then falls back to the
+//!   request's labels, so a pod deleted from Kubernetes can still be torn down.
 //! - AddPod either attaches the pod completely or leaves nothing (the driver undoes every
 //!   step); errors are HTTP 500 with `result: 1`, a message that says what to do, and the CNI
 //!   code (`cniCode`) contivk8s reports.
@@ -12,6 +15,7 @@
 //! - CheckPod fails unless the endpoint, its OVS port and the pod's interface with its
 //!   address exist.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -24,14 +28,37 @@ use cni::api::{
 use crate::driver::{Driver, LocalEndpointInfo, PodAttach, PodDetach};
 use crate::error::PluginError;
 use crate::http::{Handler, Request, Response};
+use crate::kubeapi::{KubeClient, resolve_labels};
 use crate::netlink::pod_interface;
 
-/// The request handler for [`crate::http::serve_unix`].
-pub fn handler(driver: Arc<Driver>) -> Handler {
+/// The request handler for [`crate::http::serve_unix`]; `kube` is the Kubernetes API when
+/// one is configured.
+pub fn handler(driver: Arc<Driver>, kube: Option<Arc<KubeClient>>) -> Handler {
     Rc::new(move |req: Request| {
         let driver = driver.clone();
-        Box::pin(async move { handle(&driver, req).await })
+        let kube = kube.clone();
+        Box::pin(async move { handle(&driver, kube.as_deref(), req).await })
     })
+}
+
+/// The labels the pod's network is chosen by: the request's, overridden by the pod's
+/// Kubernetes labels when an API is configured and the request names the pod.
+pub async fn pod_labels(
+    kube: Option<&KubeClient>,
+    pod: &PodRequest,
+) -> Result<BTreeMap<String, String>, PluginError> {
+    let Some(kube) = kube else {
+        return Ok(pod.labels.clone());
+    };
+    if pod.pod_name.is_empty() || pod.pod_namespace.is_empty() {
+        tracing::debug!(
+            container = %pod.container_id,
+            "no K8S_POD_NAMESPACE/K8S_POD_NAME in the request; labels from the CNI config only"
+        );
+        return Ok(pod.labels.clone());
+    }
+    let from_kube = kube.pod_labels(&pod.pod_namespace, &pod.pod_name).await?;
+    Ok(resolve_labels(&pod.labels, Some(&from_kube)))
 }
 
 fn error_reply(status: u16, reply: &PodReply) -> Response {
@@ -101,11 +128,11 @@ fn parse(req: &Request) -> Result<(Operation, PodRequest), Response> {
     Ok((op, pod))
 }
 
-async fn handle(driver: &Driver, req: Request) -> Response {
+async fn handle(driver: &Driver, kube: Option<&KubeClient>, req: Request) -> Response {
     match parse(&req) {
         Err(reply) => reply,
-        Ok((Operation::Add, pod)) => add_pod(driver, &pod).await,
-        Ok((Operation::Del, pod)) => del_pod(driver, &pod).await,
+        Ok((Operation::Add, pod)) => add_pod(driver, kube, &pod).await,
+        Ok((Operation::Del, pod)) => del_pod(driver, kube, &pod).await,
         Ok((Operation::Check, pod)) => check_pod(driver, &pod).await,
         // The socket is served only once start-up is complete.
         Ok((Operation::Status, _)) => Response::json(
@@ -150,8 +177,20 @@ pub fn reply_for(info: &LocalEndpointInfo) -> PodReply {
     }
 }
 
-async fn add_pod(driver: &Driver, pod: &PodRequest) -> Response {
-    let net = PodNetwork::from_labels(&pod.labels);
+async fn add_pod(driver: &Driver, kube: Option<&KubeClient>, pod: &PodRequest) -> Response {
+    let labels = match pod_labels(kube, pod).await {
+        Ok(labels) => labels,
+        Err(e) => {
+            return plugin_error(
+                &format!(
+                    "cannot read the labels of pod {}/{}",
+                    pod.pod_namespace, pod.pod_name
+                ),
+                &e,
+            );
+        }
+    };
+    let net = PodNetwork::from_labels(&labels);
     let attach = PodAttach {
         tenant: net.tenant,
         network: net.network,
@@ -161,7 +200,7 @@ async fn add_pod(driver: &Driver, pod: &PodRequest) -> Response {
         pod_namespace: pod.pod_namespace.clone(),
         netns: PathBuf::from(&pod.netns),
         ifname: pod.ifname.clone(),
-        labels: pod.labels.clone(),
+        labels,
     };
     match driver.attach(&attach).await {
         Ok(info) => Response::json(200, &reply_for(&info)),
@@ -175,8 +214,14 @@ async fn add_pod(driver: &Driver, pod: &PodRequest) -> Response {
     }
 }
 
-async fn del_pod(driver: &Driver, pod: &PodRequest) -> Response {
-    let net = PodNetwork::from_labels(&pod.labels);
+async fn del_pod(driver: &Driver, kube: Option<&KubeClient>, pod: &PodRequest) -> Response {
+    // The labels only matter when no local state names the endpoint; a pod already gone from
+    // Kubernetes must still be deletable.
+    let labels = pod_labels(kube, pod).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "DelPod: using the request's labels");
+        pod.labels.clone()
+    });
+    let net = PodNetwork::from_labels(&labels);
     let detach = PodDetach {
         tenant: net.tenant,
         network: net.network,

@@ -122,6 +122,10 @@ pub struct Args {
     /// OVS datapath type of the bridges: `system` (kernel) or `netdev` (userspace).
     #[arg(long, env = "CONTIV_NETPLUGIN_OVS_DATAPATH", default_value = "system")]
     pub ovs_datapath: String,
+    /// Kubernetes mode: the Contiv config file naming the Kubernetes API (reference §7.4).
+    /// Absent, or without `K8S_API_SERVER`: pod labels come from the CNI request only.
+    #[arg(long, env = "CONTIV_NETPLUGIN_KUBE_CONFIG", default_value = crate::kubeapi::DEFAULT_CONFIG_PATH)]
+    pub kube_config: PathBuf,
 }
 
 /// Where an agent accepts its switch.
@@ -183,6 +187,7 @@ pub struct Config {
     pub ovs_datapath: String,
     pub log_level: String,
     pub json_log: bool,
+    pub kube_config: PathBuf,
 }
 
 /// A bad option.
@@ -323,6 +328,7 @@ impl Args {
             ovs_datapath,
             log_level: self.log_level,
             json_log: self.use_json_log,
+            kube_config: self.kube_config,
         })
     }
 }

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, OfListen};
 use crate::driver::Driver;
 use crate::error::{PluginError, Result};
+use crate::kubeapi::{KubeClient, KubeConfig};
 use crate::ovsdb::OvsdbClient;
 use crate::watch::{self, Topic};
 use crate::{cniserver, debug, http};
@@ -99,8 +100,31 @@ fn register_services(driver: &Driver, cancel: &CancellationToken) {
     }
 }
 
+/// The Kubernetes API client in kubernetes mode when `--kube-config` names an API server.
+fn kube_client(cfg: &Config) -> Result<Option<Arc<KubeClient>>> {
+    if cfg.mode != "kubernetes" {
+        return Ok(None);
+    }
+    match KubeConfig::load(&cfg.kube_config)? {
+        Some(kc) => {
+            let client = KubeClient::new(&kc)?;
+            tracing::info!(api_server = %client.server(), "pod labels from the Kubernetes API");
+            Ok(Some(Arc::new(client)))
+        }
+        None => {
+            tracing::info!(
+                config = %cfg.kube_config.display(),
+                "no Kubernetes API configured; pod labels from the CNI config"
+            );
+            Ok(None)
+        }
+    }
+}
+
 /// Start netplugin and serve until `shutdown` resolves. Must run on an actix system.
 pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
+    // First: a broken Kubernetes config must stop us before anything is created.
+    let kube = kube_client(&cfg)?;
     let store: Arc<dyn StateStore> = Arc::new(EtcdStore::connect(&cfg.etcd_endpoints).await?);
     let global = wait_global(store.as_ref()).await?;
     tracing::info!(fwd_mode = %global.fwd_mode, arp_mode = %global.arp_mode, "global config");
@@ -121,7 +145,10 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         field: "cni-socket",
         problem: format!("{}: {e}", cfg.cni_socket.display()),
     })?;
-    let cni_task = actix_rt::spawn(http::serve_unix(cni, cniserver::handler(driver.clone())));
+    let cni_task = actix_rt::spawn(http::serve_unix(
+        cni,
+        cniserver::handler(driver.clone(), kube),
+    ));
     let debug = tokio::net::TcpListener::bind(cfg.debug_listen)
         .await
         .map_err(|e| PluginError::Invalid {

@@ -1,6 +1,7 @@
 //! netplugin's error type: every failure names the object (endpoint, network, port) and the
 //! layer that failed, and maps to a CNI error code for the CNI server.
 
+use crate::kubeapi::KubeError;
 use crate::netlink::NetlinkError;
 use crate::ovsdb::OvsdbError;
 
@@ -17,6 +18,8 @@ pub enum PluginError {
     },
     #[error("state store: {0}")]
     Store(#[from] master::store::StoreError),
+    #[error("{0}")]
+    Kube(#[from] KubeError),
     #[error("netmaster: {0}")]
     Netmaster(#[from] master::client::ClientError),
     #[error(
@@ -62,6 +65,7 @@ impl PluginError {
             | PluginError::UnknownGroup { .. }
             | PluginError::Invalid { .. } => 7,
             PluginError::NoNetmaster | PluginError::Store(_) => 11,
+            PluginError::Kube(e) => e.cni_code(),
             PluginError::Netmaster(e) if e.status().is_none() || e.status() == Some(503) => 11,
             PluginError::Netmaster(e) if e.status() == Some(404) => 7,
             _ => 100,

@@ -8,6 +8,7 @@
 //! - [`driver`]: bridges, agents, networks, groups and local endpoints (§4.2).
 //! - [`watch`]: replay and etcd watches of networks, groups and the global config.
 //! - [`cniserver`]: AddPod/DelPod/CheckPod/Status on the unix socket (§7).
+//! - [`kubeapi`]: pod labels from the Kubernetes API (§7.3, §7.4).
 //! - [`debug`]: the debug REST (§4.3).
 //! - [`http`]: the small HTTP/1.1 server both APIs use.
 //! - [`oper`]: the endpoint oper state kept in etcd.
@@ -24,6 +25,7 @@ pub mod driver;
 pub mod error;
 pub mod hostnet;
 pub mod http;
+pub mod kubeapi;
 pub mod netlink;
 pub mod oper;
 pub mod ovsdb;

@@ -1,0 +1,488 @@
+//! The Kubernetes API as netplugin uses it in kubernetes mode (reference §7.3, §7.4): read
+//! `ContivConfig` from the config file, and fetch one pod's labels with
+//! `GET <K8S_API_SERVER>/api/v1/namespaces/<ns>/pods/<name>`.
+//!
+//! Contract:
+//! - [`KubeConfig::load`] returns `None` when the file does not exist or names no API server:
+//!   no API is configured, and labels come from the CNI request alone. A file that exists but
+//!   cannot be read or parsed is an error (a typo must not silently change where pods land).
+//! - Authentication: bearer token (`K8S_TOKEN`, a token or the path of a file holding one),
+//!   else a client certificate (`K8S_CERT` + `K8S_KEY`), else the service-account token file
+//!   if it exists. `https` URLs verify the server against `K8S_CA` when given (otherwise
+//!   against the system's roots); plain `http` is accepted as is.
+//! - [`resolve_labels`] merges: a Kubernetes label overrides the CNI label of the same key,
+//!   for the three Contiv keys only; §7.3's defaults apply afterwards ([`cni::api::PodNetwork`]).
+//!
+//! A small reqwest client rather than the `kube` crate: one GET of one object needs no
+//! watcher, discovery or kubeconfig machinery, and it keeps the CNI path's dependencies and
+//! build small. TLS is rustls with the ring provider (no aws-lc C build).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cni::api::{LABEL_GROUP, LABEL_NETWORK, LABEL_TENANT};
+use serde::Deserialize;
+
+/// Where §7.4's config file lives by default.
+pub const DEFAULT_CONFIG_PATH: &str = "/var/contiv/config/contiv.json";
+/// The token a pod's service account gets, used when the config names no credentials.
+pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+/// How long one API request may take before the pod's ADD fails with "try again later".
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The label keys a pod's Kubernetes labels may set.
+const CONTIV_KEYS: [&str; 3] = [LABEL_TENANT, LABEL_NETWORK, LABEL_GROUP];
+
+/// `ContivConfig` (§7.4). Field names are Contiv's; the CamelCase spellings are accepted too.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct KubeConfig {
+    #[serde(rename = "K8S_API_SERVER", alias = "K8sAPIServer", default)]
+    pub api_server: String,
+    #[serde(rename = "K8S_CA", alias = "K8sCa", default)]
+    pub ca: String,
+    #[serde(rename = "K8S_KEY", alias = "K8sKey", default)]
+    pub key: String,
+    #[serde(rename = "K8S_CERT", alias = "K8sCert", default)]
+    pub cert: String,
+    /// A token, or the absolute path of a file holding one.
+    #[serde(rename = "K8S_TOKEN", alias = "K8sToken", default)]
+    pub token: String,
+    #[serde(rename = "SVC_SUBNET", alias = "SvcSubnet", default)]
+    pub svc_subnet: String,
+    /// The file this came from, for error messages.
+    #[serde(skip)]
+    pub source: PathBuf,
+}
+
+/// What went wrong talking to (or configuring) the Kubernetes API.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error("Kubernetes config {path}: {problem}")]
+    Config { path: PathBuf, problem: String },
+    #[error("Kubernetes credentials: cannot read {path}: {problem}")]
+    Credentials { path: PathBuf, problem: String },
+    #[error(
+        "Kubernetes API server {server} is unreachable while reading pod {namespace}/{pod}: {problem}; check K8S_API_SERVER and that the API server runs"
+    )]
+    Unreachable {
+        server: String,
+        namespace: String,
+        pod: String,
+        problem: String,
+    },
+    #[error(
+        "pod {namespace}/{pod} does not exist in the Kubernetes API at {server} (was it deleted?)"
+    )]
+    PodNotFound {
+        server: String,
+        namespace: String,
+        pod: String,
+    },
+    #[error(
+        "Kubernetes API server {server} answered {status} for pod {namespace}/{pod}: {problem}"
+    )]
+    Status {
+        server: String,
+        namespace: String,
+        pod: String,
+        status: u16,
+        problem: String,
+    },
+    #[error("Kubernetes API server {server} sent pod {namespace}/{pod} without {problem}")]
+    BadPod {
+        server: String,
+        namespace: String,
+        pod: String,
+        problem: String,
+    },
+}
+
+impl KubeError {
+    /// The CNI error code: 11 ("try again later") when the API could not be asked.
+    pub fn cni_code(&self) -> u32 {
+        match self {
+            KubeError::Unreachable { .. } => 11,
+            KubeError::Status { status, .. } if *status >= 500 || *status == 429 => 11,
+            _ => 100,
+        }
+    }
+}
+
+fn config_error(path: &Path, problem: impl ToString) -> KubeError {
+    KubeError::Config {
+        path: path.to_path_buf(),
+        problem: problem.to_string(),
+    }
+}
+
+impl KubeConfig {
+    /// Read the config file; `None` when it does not exist or names no API server.
+    pub fn load(path: &Path) -> Result<Option<KubeConfig>, KubeError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(config_error(path, e)),
+        };
+        let mut cfg: KubeConfig = serde_json::from_str(&text).map_err(|e| config_error(path, e))?;
+        cfg.source = path.to_path_buf();
+        if cfg.api_server.trim().is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(cfg))
+    }
+
+    /// The bearer token to send, if any (see the module contract for the order).
+    fn bearer_token(&self) -> Result<Option<String>, KubeError> {
+        let read = |path: &Path| {
+            std::fs::read_to_string(path)
+                .map(|t| t.trim().to_string())
+                .map_err(|e| KubeError::Credentials {
+                    path: path.to_path_buf(),
+                    problem: e.to_string(),
+                })
+        };
+        let token = self.token.trim();
+        if !token.is_empty() {
+            // Tokens never start with '/', so an absolute path names a token file.
+            return if token.starts_with('/') {
+                read(Path::new(token)).map(Some)
+            } else {
+                Ok(Some(token.to_string()))
+            };
+        }
+        if !self.cert.is_empty() {
+            return Ok(None);
+        }
+        let default = Path::new(SERVICE_ACCOUNT_TOKEN);
+        if default.exists() {
+            return read(default).map(Some);
+        }
+        Ok(None)
+    }
+}
+
+type HttpsClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    http_body_util::Empty<hyper::body::Bytes>,
+>;
+
+/// A client for one API server.
+#[derive(Clone)]
+pub struct KubeClient {
+    server: String,
+    token: Option<String>,
+    http: HttpsClient,
+}
+
+impl std::fmt::Debug for KubeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token.
+        f.debug_struct("KubeClient")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Only the part of a pod object we read.
+#[derive(Deserialize)]
+struct Pod {
+    metadata: Option<PodMetadata>,
+}
+
+#[derive(Deserialize)]
+struct PodMetadata {
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+fn pem_error(path: &str, e: impl ToString) -> KubeError {
+    KubeError::Credentials {
+        path: PathBuf::from(path),
+        problem: e.to_string(),
+    }
+}
+
+/// rustls with ring, the CA file as the only root (system roots are not used when a CA is
+/// given: the cluster's CA is what signs the API server), and the client certificate if any.
+fn tls_config(cfg: &KubeConfig) -> Result<rustls::ClientConfig, KubeError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| pem_error(&cfg.ca, e))?;
+    let mut roots = rustls::RootCertStore::empty();
+    if !cfg.ca.is_empty() {
+        for cert in CertificateDer::pem_file_iter(&cfg.ca).map_err(|e| pem_error(&cfg.ca, e))? {
+            let cert = cert.map_err(|e| pem_error(&cfg.ca, e))?;
+            roots.add(cert).map_err(|e| pem_error(&cfg.ca, e))?;
+        }
+        if roots.is_empty() {
+            return Err(pem_error(&cfg.ca, "no certificate in the file"));
+        }
+    }
+    let builder = builder.with_root_certificates(roots);
+    if cfg.cert.is_empty() || cfg.key.is_empty() {
+        return Ok(builder.with_no_client_auth());
+    }
+    let chain = CertificateDer::pem_file_iter(&cfg.cert)
+        .map_err(|e| pem_error(&cfg.cert, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| pem_error(&cfg.cert, e))?;
+    let key = PrivateKeyDer::from_pem_file(&cfg.key).map_err(|e| pem_error(&cfg.key, e))?;
+    builder
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| pem_error(&cfg.cert, e))
+}
+
+impl KubeClient {
+    /// Build a client; fails when a credential or CA file cannot be read.
+    pub fn new(cfg: &KubeConfig) -> Result<KubeClient, KubeError> {
+        let server = cfg.api_server.trim().trim_end_matches('/').to_string();
+        let tls = if server.starts_with("https://") {
+            if cfg.ca.is_empty() {
+                return Err(config_error(
+                    &cfg.source,
+                    format!("K8S_API_SERVER {server} is https but K8S_CA names no CA file"),
+                ));
+            }
+            tls_config(cfg)?
+        } else if server.starts_with("http://") {
+            // Never used for http, but the connector wants one.
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| config_error(&cfg.source, e))?
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth()
+        } else {
+            return Err(config_error(
+                &cfg.source,
+                format!("K8S_API_SERVER {server:?} must be an http:// or https:// URL"),
+            ));
+        };
+        let mut tcp = hyper_util::client::legacy::connect::HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_connect_timeout(Some(REQUEST_TIMEOUT));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp);
+        let http =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(connector);
+        Ok(KubeClient {
+            server,
+            token: cfg.bearer_token()?,
+            http,
+        })
+    }
+
+    /// The API server URL, as errors name it.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The labels of pod `namespace/name`.
+    pub async fn pod_labels(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<BTreeMap<String, String>, KubeError> {
+        let url = format!("{}/api/v1/namespaces/{namespace}/pods/{name}", self.server);
+        let unreachable = |problem: String| KubeError::Unreachable {
+            server: self.server.clone(),
+            namespace: namespace.to_string(),
+            pod: name.to_string(),
+            problem,
+        };
+        let mut req = hyper::Request::get(&url).header(hyper::header::ACCEPT, "application/json");
+        if let Some(token) = &self.token {
+            req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let req = req
+            .body(http_body_util::Empty::new())
+            .map_err(|e| unreachable(format!("bad request URL {url}: {e}")))?;
+        let exchange = async {
+            let resp = self.http.request(req).await.map_err(|e| {
+                // The chain says why (refused, TLS, DNS); the top level only "client error".
+                let mut problem = e.to_string();
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    problem = format!("{problem}: {c}");
+                    cause = c.source();
+                }
+                unreachable(problem)
+            })?;
+            let status = resp.status().as_u16();
+            let body = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .map_err(|e| unreachable(e.to_string()))?
+                .to_bytes();
+            Ok::<_, KubeError>((status, body))
+        };
+        let (status, body) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+            .await
+            .map_err(|_| unreachable(format!("no answer within {REQUEST_TIMEOUT:?}")))??;
+        if status == 404 {
+            return Err(KubeError::PodNotFound {
+                server: self.server.clone(),
+                namespace: namespace.to_string(),
+                pod: name.to_string(),
+            });
+        }
+        if status != 200 {
+            return Err(KubeError::Status {
+                server: self.server.clone(),
+                namespace: namespace.to_string(),
+                pod: name.to_string(),
+                status,
+                problem: String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+            });
+        }
+        let bad = |problem: String| KubeError::BadPod {
+            server: self.server.clone(),
+            namespace: namespace.to_string(),
+            pod: name.to_string(),
+            problem,
+        };
+        let pod: Pod =
+            serde_json::from_slice(&body).map_err(|e| bad(format!("valid JSON ({e})")))?;
+        let meta = pod.metadata.ok_or_else(|| bad("metadata".into()))?;
+        Ok(meta.labels)
+    }
+}
+
+/// The labels a pod's network is chosen by: the CNI request's, with the Contiv keys the pod
+/// sets in Kubernetes overriding them. Other Kubernetes labels are not taken.
+pub fn resolve_labels(
+    cni: &BTreeMap<String, String>,
+    kube: Option<&BTreeMap<String, String>>,
+) -> BTreeMap<String, String> {
+    let mut labels = cni.clone();
+    if let Some(kube) = kube {
+        for key in CONTIV_KEYS {
+            if let Some(v) = kube.get(key).filter(|v| !v.is_empty()) {
+                labels.insert(key.to_string(), v.clone());
+            }
+        }
+    }
+    labels
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cni::api::PodNetwork;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn kubernetes_labels_override_cni_labels_key_by_key() {
+        let cni = map(&[(LABEL_TENANT, "t-cni"), (LABEL_NETWORK, "net-cni")]);
+        let kube = map(&[
+            (LABEL_NETWORK, "net-k8s"),
+            (LABEL_GROUP, "web"),
+            (LABEL_TENANT, ""),
+            ("app", "nginx"),
+        ]);
+        let labels = resolve_labels(&cni, Some(&kube));
+        assert_eq!(
+            labels,
+            map(&[
+                (LABEL_TENANT, "t-cni"),
+                (LABEL_NETWORK, "net-k8s"),
+                (LABEL_GROUP, "web"),
+            ])
+        );
+        let net = PodNetwork::from_labels(&resolve_labels(&BTreeMap::new(), Some(&kube)));
+        assert_eq!(
+            (
+                net.tenant.as_str(),
+                net.network.as_str(),
+                net.group.as_str()
+            ),
+            ("default", "net-k8s", "web")
+        );
+        assert_eq!(resolve_labels(&cni, None), cni);
+    }
+
+    #[test]
+    fn config_file_absent_or_without_server_means_no_api() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("contiv.json");
+        assert_eq!(KubeConfig::load(&path).unwrap(), None);
+        std::fs::write(&path, r#"{"SVC_SUBNET":"10.96.0.0/12"}"#).unwrap();
+        assert_eq!(KubeConfig::load(&path).unwrap(), None);
+        std::fs::write(
+            &path,
+            r#"{"K8sAPIServer":"http://127.0.0.1:8080","K8S_TOKEN":"abc"}"#,
+        )
+        .unwrap();
+        let cfg = KubeConfig::load(&path).unwrap().unwrap();
+        assert_eq!(cfg.api_server, "http://127.0.0.1:8080");
+        assert_eq!(cfg.bearer_token().unwrap().as_deref(), Some("abc"));
+        std::fs::write(&path, "{not json").unwrap();
+        let err = KubeConfig::load(&path).unwrap_err().to_string();
+        assert!(err.contains("contiv.json"), "{err}");
+    }
+
+    #[test]
+    fn token_may_be_a_file_and_https_needs_a_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "from-file\n").unwrap();
+        let cfg = KubeConfig {
+            api_server: "https://10.0.0.1:6443".into(),
+            token: token.display().to_string(),
+            ..KubeConfig::default()
+        };
+        assert_eq!(cfg.bearer_token().unwrap().as_deref(), Some("from-file"));
+        let err = KubeClient::new(&cfg).unwrap_err().to_string();
+        assert!(err.contains("K8S_CA"), "{err}");
+        let bad_ca = dir.path().join("ca.pem");
+        std::fs::write(&bad_ca, "not a certificate").unwrap();
+        let err = KubeClient::new(&KubeConfig {
+            ca: bad_ca.display().to_string(),
+            ..cfg.clone()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("ca.pem"), "{err}");
+        let err = KubeClient::new(&KubeConfig {
+            api_server: "10.0.0.1:6443".into(),
+            ..cfg
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("http:// or https://"), "{err}");
+    }
+
+    #[test]
+    fn unreachable_is_try_again_later() {
+        let e = KubeError::Unreachable {
+            server: "http://x".into(),
+            namespace: "ns".into(),
+            pod: "p".into(),
+            problem: "refused".into(),
+        };
+        assert_eq!(e.cni_code(), 11);
+        let e = KubeError::PodNotFound {
+            server: "http://x".into(),
+            namespace: "ns".into(),
+            pod: "p".into(),
+        };
+        assert_eq!(e.cni_code(), 100);
+        assert!(e.to_string().contains("ns/p"));
+    }
+}
