@@ -42,7 +42,7 @@ impl Drop for FakeApiServer {
     }
 }
 
-async fn respond(mut conn: tokio::net::TcpStream, seen: Seen) {
+async fn respond(mut conn: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin, seen: Seen) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -122,6 +122,119 @@ fn request(ns: &str, name: &str, labels: &[(&str, &str)]) -> PodRequest {
             .collect::<BTreeMap<_, _>>(),
         ..PodRequest::default()
     }
+}
+
+/// A CA and a server certificate for 127.0.0.1, made with the openssl CLI; `None` without it.
+fn make_certs(dir: &std::path::Path) -> Option<()> {
+    let run = |args: &[&str]| {
+        std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|_| ())
+    };
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").ok()?;
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509", "-days", "1", "-subj", "/CN=test-ca"];
+    ca.extend(ec);
+    ca.extend(["-keyout", "ca.key", "-out", "ca.pem"]);
+    run(&ca)?;
+    let mut csr = vec!["req", "-subj", "/CN=127.0.0.1"];
+    csr.extend(ec);
+    csr.extend(["-keyout", "srv.key", "-out", "srv.csr"]);
+    run(&csr)?;
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "srv.pem",
+    ])
+}
+
+#[tokio::test]
+async fn https_api_is_verified_against_the_configured_ca() {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let dir = tempfile::tempdir().unwrap();
+    if make_certs(dir.path()).is_none() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "openssl CLI needed to make test certificates"
+        );
+        eprintln!("skipped: no openssl CLI to make test certificates");
+        return;
+    }
+    let chain = CertificateDer::pem_file_iter(dir.path().join("srv.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(dir.path().join("srv.key")).unwrap();
+    let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let seen: Seen = Arc::default();
+    let log = seen.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let (conn, _) = listener.accept().await.unwrap();
+            // A client that rejects our certificate aborts the handshake: not an error here.
+            if let Ok(tls) = acceptor.accept(conn).await {
+                tokio::spawn(respond(tls, log.clone()));
+            }
+        }
+    });
+    let ca = dir.path().join("ca.pem").display().to_string();
+    let kube = KubeClient::new(&KubeConfig {
+        api_server: url.clone(),
+        ca: ca.clone(),
+        token: TOKEN.into(),
+        ..KubeConfig::default()
+    })
+    .unwrap();
+    let labels = kube.pod_labels("shop", "web-1").await.unwrap();
+    assert_eq!(labels["io.contiv.network"], "blue-net");
+    // A CA that did not sign the server's certificate: the connection is refused.
+    let other = KubeClient::new(&KubeConfig {
+        api_server: url.clone(),
+        ca: dir.path().join("srv.pem").display().to_string(),
+        token: TOKEN.into(),
+        ..KubeConfig::default()
+    })
+    .unwrap();
+    let err = other.pod_labels("shop", "web-1").await.unwrap_err();
+    assert!(matches!(err, KubeError::Unreachable { .. }), "{err:?}");
+    assert!(err.to_string().contains(&url), "{err}");
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    task.abort();
 }
 
 #[tokio::test]
