@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{capture_echo_requests, connect, dumped_flows, init_tracing, ofport, ping};
-use ofnet::{AgentConfig, AgentHandle, BridgeKind, LocalEndpoint, MacAddr, Network};
+use common::{capture_echo_requests, dumped_flows, init_tracing, ofport, ping};
+use ofnet::{LocalEndpoint, MacAddr, Network};
 use std::net::Ipv4Addr;
-use testbed::{Datapath, Netns, Ovs, OvsOptions, Pod, PodOptions};
+use testbed::{Pod, PodOptions};
 
 #[actix_rt::test]
 async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
@@ -17,15 +17,8 @@ async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
         return;
     }
     init_tracing();
-    let host = Netns::new("h").unwrap();
-    let ovs = Ovs::start(OvsOptions {
-        netns: Some(&host),
-        datapath: Datapath::Netdev,
-    })
-    .unwrap();
-    ovs.add_bridge("br0").unwrap();
-    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vlan, "br0"));
-    let _listener = connect(&ovs, "br0", &agent).await;
+    let h = common::Host::vlan().await;
+    let (ovs, agent) = (&h.ovs, &h.agent);
     agent
         .add_network(Network {
             vlan: 10,
@@ -39,7 +32,7 @@ async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
     for last in [2u8, 3] {
         let mac = MacAddr([2, 2, 10, 1, 1, last]);
         let pod = Pod::attach(
-            &ovs,
+            ovs,
             "br0",
             &PodOptions {
                 ip: format!("10.1.1.{last}/24"),
@@ -49,7 +42,7 @@ async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
             },
         )
         .unwrap();
-        let port = ofport(&ovs, pod.port_name()).await;
+        let port = ofport(ovs, pod.port_name()).await;
         agent
             .add_local_endpoint(LocalEndpoint {
                 port_no: port,
@@ -69,7 +62,7 @@ async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
     let b = &pods[1].0;
 
     agent.update_local_endpoint(a_port, 10).await.unwrap();
-    common::settle(&ovs);
+    common::settle(ovs);
     let capture = capture_echo_requests(b.netns().name(), 2).await;
     assert_eq!(ping(a.netns().name(), "10.1.1.3", 2).await, 2);
     let seen = capture.await.unwrap();
@@ -81,8 +74,8 @@ async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
     );
 
     agent.update_local_endpoint(a_port, 0).await.unwrap();
-    common::settle(&ovs);
-    let flows = dumped_flows(&ovs, "br0").await;
+    common::settle(ovs);
+    let flows = dumped_flows(ovs, "br0").await;
     assert!(
         !flows.iter().any(|l| l.contains("ip_dscp")),
         "marking flows removed: {flows:#?}"

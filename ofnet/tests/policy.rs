@@ -5,12 +5,10 @@
 
 mod common;
 
-use common::{TcpServer, connect, init_tracing, ofport, settle, tcp_connects};
-use ofnet::{
-    AgentConfig, AgentHandle, BridgeKind, LocalEndpoint, MacAddr, Network, PolicyRule, RuleAction,
-};
+use common::{TcpServer, init_tracing, ofport, settle, tcp_connects};
+use ofnet::{AgentHandle, LocalEndpoint, MacAddr, Network, PolicyRule, RuleAction};
 use std::net::Ipv4Addr;
-use testbed::{Datapath, Netns, Ovs, OvsOptions, Pod, PodOptions};
+use testbed::{Ovs, Pod, PodOptions};
 
 const SERVER_EPG: u16 = 5;
 
@@ -65,15 +63,8 @@ async fn deny_tcp_allow_8000_rules_open_and_close_ports_and_narrow_sources() {
         return;
     }
     init_tracing();
-    let host = Netns::new("h").unwrap();
-    let ovs = Ovs::start(OvsOptions {
-        netns: Some(&host),
-        datapath: Datapath::Netdev,
-    })
-    .unwrap();
-    ovs.add_bridge("br0").unwrap();
-    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vlan, "br0"));
-    let _listener = connect(&ovs, "br0", &agent).await;
+    let h = common::Host::vlan().await;
+    let (ovs, agent) = (&h.ovs, &h.agent);
     agent
         .add_network(Network {
             vlan: 10,
@@ -83,9 +74,9 @@ async fn deny_tcp_allow_8000_rules_open_and_close_ports_and_narrow_sources() {
         })
         .await
         .unwrap();
-    let server = attach(&ovs, &agent, 10, SERVER_EPG).await;
-    let c1 = attach(&ovs, &agent, 11, 7).await;
-    let c2 = attach(&ovs, &agent, 12, 8).await;
+    let server = attach(ovs, agent, 10, SERVER_EPG).await;
+    let c1 = attach(ovs, agent, 11, 7).await;
+    let c2 = attach(ovs, agent, 12, 8).await;
     let _s8000 = TcpServer::start(server.netns().name(), 8000);
     let _s8001 = TcpServer::start(server.netns().name(), 8001);
     let (c1, c2) = (c1.netns().name(), c2.netns().name());
@@ -100,12 +91,12 @@ async fn deny_tcp_allow_8000_rules_open_and_close_ports_and_narrow_sources() {
     let mut deny = tcp_rule("deny-tcp", 1, RuleAction::Deny);
     deny.tcp_flags = "syn,!ack".into();
     agent.add_rule(deny).await.unwrap();
-    settle(&ovs);
+    settle(ovs);
     agent
         .add_rule(allow_port("allow-8000", 8000))
         .await
         .unwrap();
-    settle(&ovs);
+    settle(ovs);
     assert!(tcp_connects(c1, srv, 8000).await, "8000 allowed");
     assert!(!tcp_connects(c1, srv, 8001).await, "8001 denied");
 
@@ -113,10 +104,10 @@ async fn deny_tcp_allow_8000_rules_open_and_close_ports_and_narrow_sources() {
         .add_rule(allow_port("allow-8001", 8001))
         .await
         .unwrap();
-    settle(&ovs);
+    settle(ovs);
     assert!(tcp_connects(c1, srv, 8001).await, "allow-8001 opens 8001");
     agent.remove_rule("allow-8001").await.unwrap();
-    settle(&ovs);
+    settle(ovs);
     assert!(
         !tcp_connects(c1, srv, 8001).await,
         "removing allow-8001 closes it again"
@@ -124,21 +115,21 @@ async fn deny_tcp_allow_8000_rules_open_and_close_ports_and_narrow_sources() {
 
     // Only group 7 may reach 8000.
     agent.remove_rule("allow-8000").await.unwrap();
-    settle(&ovs);
+    settle(ovs);
     let mut from_group = allow_port("allow-8000-from-7", 8000);
     from_group.src_endpoint_group = 7;
     agent.add_rule(from_group).await.unwrap();
-    settle(&ovs);
+    settle(ovs);
     assert!(tcp_connects(c1, srv, 8000).await, "group 7 admitted");
     assert!(!tcp_connects(c2, srv, 8000).await, "group 8 refused");
 
     // Only 10.1.1.12/32 may reach 8000.
     agent.remove_rule("allow-8000-from-7").await.unwrap();
-    settle(&ovs);
+    settle(ovs);
     let mut from_cidr = allow_port("allow-8000-from-cidr", 8000);
     from_cidr.src_ip_addr = "10.1.1.12/32".into();
     agent.add_rule(from_cidr).await.unwrap();
-    settle(&ovs);
+    settle(ovs);
     assert!(tcp_connects(c2, srv, 8000).await, "10.1.1.12 admitted");
     assert!(!tcp_connects(c1, srv, 8000).await, "10.1.1.11 refused");
 

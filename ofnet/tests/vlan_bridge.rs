@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{capture, connect, init_tracing, ofport, ping};
-use ofnet::{AgentConfig, AgentHandle, BridgeKind, LocalEndpoint, MacAddr, Network};
+use common::{capture, init_tracing, ofport, ping};
+use ofnet::{AgentConfig, BridgeKind, LocalEndpoint, MacAddr, Network};
 use std::net::Ipv4Addr;
-use testbed::{Datapath, Netns, Ovs, OvsOptions, Pod, PodOptions};
+use testbed::{Netns, Ovs, Pod, PodOptions};
 
 fn mac(last: u8) -> MacAddr {
     MacAddr([2, 2, 10, 1, 1, last])
@@ -35,15 +35,8 @@ async fn same_vlan_pods_ping_with_proxy_arp_other_vlan_is_isolated() {
         return;
     }
     init_tracing();
-    let host = Netns::new("h").unwrap();
-    let ovs = Ovs::start(OvsOptions {
-        netns: Some(&host),
-        datapath: Datapath::Netdev,
-    })
-    .unwrap();
-    ovs.add_bridge("br0").unwrap();
-    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vlan, "br0"));
-    let _listener = connect(&ovs, "br0", &agent).await;
+    let h = common::Host::vlan().await;
+    let (ovs, agent) = (&h.ovs, &h.agent);
     for vlan in [10, 20] {
         agent
             .add_network(Network {
@@ -56,9 +49,9 @@ async fn same_vlan_pods_ping_with_proxy_arp_other_vlan_is_isolated() {
             .unwrap();
     }
     let pods =
-        [(2, 10), (3, 10), (4, 20)].map(|(last, vlan)| (attach(&ovs, last, vlan), last, vlan));
+        [(2, 10), (3, 10), (4, 20)].map(|(last, vlan)| (attach(ovs, last, vlan), last, vlan));
     for (pod, last, vlan) in &pods {
-        let port = ofport(&ovs, pod.port_name()).await;
+        let port = ofport(ovs, pod.port_name()).await;
         agent
             .add_local_endpoint(LocalEndpoint {
                 port_no: port,
@@ -182,18 +175,11 @@ async fn uplink_gets_garps_unknown_targets_and_answers_for_local_endpoints() {
         return;
     }
     init_tracing();
-    let host = Netns::new("h").unwrap();
-    let ovs = Ovs::start(OvsOptions {
-        netns: Some(&host),
-        datapath: Datapath::Netdev,
-    })
-    .unwrap();
-    ovs.add_bridge("br0").unwrap();
     let mut config = AgentConfig::new(BridgeKind::Vlan, "br0");
     config.garp_repeats = 3;
     config.garp_interval = std::time::Duration::from_millis(300);
-    let agent = AgentHandle::start(config);
-    let _listener = connect(&ovs, "br0", &agent).await;
+    let h = common::Host::start(config).await;
+    let (ovs, agent, host) = (&h.ovs, &h.agent, &h.netns);
     agent
         .add_network(Network {
             vlan: 10,
@@ -203,16 +189,16 @@ async fn uplink_gets_garps_unknown_targets_and_answers_for_local_endpoints() {
         })
         .await
         .unwrap();
-    let uplink = upstream(&ovs, &host);
-    agent.add_uplink(ofport(&ovs, uplink).await).await.unwrap();
+    let uplink = upstream(ovs, host);
+    agent.add_uplink(ofport(ovs, uplink).await).await.unwrap();
     let up = host.name();
 
     // A new endpoint is announced on the uplink, tagged with its VLAN.
-    let pod = attach(&ovs, 2, 10);
+    let pod = attach(ovs, 2, 10);
     let garp = capture(up, "mon", "vlan 10 and arp", 1, 5).await;
     agent
         .add_local_endpoint(LocalEndpoint {
-            port_no: ofport(&ovs, pod.port_name()).await,
+            port_no: ofport(ovs, pod.port_name()).await,
             mac: mac(2),
             vlan: 10,
             ipv4: Some(Ipv4Addr::new(10, 1, 1, 2)),
@@ -231,11 +217,11 @@ async fn uplink_gets_garps_unknown_targets_and_answers_for_local_endpoints() {
 
     // An endpoint of a group with its own VLAN is announced again in the background:
     // once at once, then `garp_repeats` rounds.
-    let grouped = attach(&ovs, 5, 10);
+    let grouped = attach(ovs, 5, 10);
     let garps = capture(up, "mon", "vlan 10 and arp src 10.1.1.5", 4, 5).await;
     agent
         .add_local_endpoint(LocalEndpoint {
-            port_no: ofport(&ovs, grouped.port_name()).await,
+            port_no: ofport(ovs, grouped.port_name()).await,
             mac: mac(5),
             vlan: 10,
             ipv4: Some(Ipv4Addr::new(10, 1, 1, 5)),

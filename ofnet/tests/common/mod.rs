@@ -4,11 +4,11 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use ofctrl::Listener;
-use ofnet::AgentHandle;
+use ofnet::{AgentConfig, AgentHandle, BridgeKind};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use testbed::Ovs;
+use testbed::{Datapath, Netns, Ovs, OvsOptions};
 
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
@@ -21,6 +21,42 @@ pub fn init_tracing() {
 
 /// Create `bridge` (secure fail mode, OpenFlow 1.3 only) and point it at the agent through a
 /// unix socket in the OVS run directory (OVS in a namespace cannot reach our loopback).
+/// An emulated host: a namespace running its own OVS (userspace datapath) with bridge `br0`,
+/// driven by an agent that is connected and in sync. Fields drop in declaration order:
+/// the controller first, the namespace last.
+pub struct Host {
+    pub listener: Listener,
+    pub agent: AgentHandle,
+    pub ovs: Ovs,
+    pub netns: Netns,
+}
+
+impl Host {
+    /// A VLAN agent with the default configuration.
+    pub async fn vlan() -> Host {
+        Host::start(AgentConfig::new(BridgeKind::Vlan, "br0")).await
+    }
+
+    /// An agent with `config` (whose bridge must be `br0`).
+    pub async fn start(config: AgentConfig) -> Host {
+        let netns = Netns::new("h").unwrap();
+        let ovs = Ovs::start(OvsOptions {
+            netns: Some(&netns),
+            datapath: Datapath::Netdev,
+        })
+        .unwrap();
+        ovs.add_bridge("br0").unwrap();
+        let agent = AgentHandle::start(config);
+        let listener = connect(&ovs, "br0", &agent).await;
+        Host {
+            listener,
+            agent,
+            ovs,
+            netns,
+        }
+    }
+}
+
 pub async fn connect(ovs: &Ovs, bridge: &str, agent: &AgentHandle) -> Listener {
     let path: PathBuf = ovs.run_dir().join(format!("{bridge}.ctl.sock"));
     let listener = agent.listen_unix(&path).await.unwrap();
