@@ -400,12 +400,7 @@ async fn reconcile(
         ));
     }
     for id in have_groups.difference(&want_groups) {
-        messages.push(Message::GroupMod(GroupMod {
-            command: GroupModCommand::Delete,
-            group_type: ofproto::group::GroupType::All,
-            group_id: *id,
-            buckets: Vec::new(),
-        }));
+        messages.push(group_delete(*id));
     }
     switch.transact(messages, mode).await?;
     Ok(generation)
@@ -430,12 +425,7 @@ pub fn plan_messages(plan: &Plan, generation: u16) -> Vec<Message> {
         ));
     }
     for id in &plan.remove_groups {
-        out.push(Message::GroupMod(GroupMod {
-            command: GroupModCommand::Delete,
-            group_type: ofproto::group::GroupType::All,
-            group_id: *id,
-            buckets: Vec::new(),
-        }));
+        out.push(group_delete(*id));
     }
     out
 }
@@ -460,6 +450,16 @@ fn group_mod(g: &Group, command: GroupModCommand) -> Message {
         group_type: g.group_type,
         group_id: g.id,
         buckets: g.buckets.clone(),
+    })
+}
+
+/// Delete one group (the type is ignored by a delete).
+fn group_delete(id: u32) -> Message {
+    Message::GroupMod(GroupMod {
+        command: GroupModCommand::Delete,
+        group_type: ofproto::group::GroupType::All,
+        group_id: id,
+        buckets: Vec::new(),
     })
 }
 

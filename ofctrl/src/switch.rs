@@ -22,7 +22,7 @@ use ofproto::features::FeaturesReply;
 use ofproto::flow_removed::FlowRemoved;
 use ofproto::hello::Hello;
 use ofproto::multipart::{
-    FlowStats, FlowStatsRequest, GroupDesc, MultipartReply, MultipartReplyBody, MultipartRequest,
+    FlowStats, FlowStatsRequest, GroupDesc, MultipartReplyBody, MultipartRequest,
     MultipartRequestBody, PortStats,
 };
 use ofproto::packet_in::PacketIn;
@@ -182,27 +182,39 @@ impl SwitchHandle {
         self.request(Message::BarrierRequest).await.map(|_| ())
     }
 
+    /// Send a multipart request and collect the entries of every reply part; `entries` takes
+    /// the entries out of a part of the expected kind.
+    async fn multipart<T>(
+        &self,
+        body: MultipartRequestBody,
+        entries: impl Fn(MultipartReplyBody) -> Option<Vec<T>>,
+    ) -> Result<Vec<T>, SwitchError> {
+        let parts = self
+            .request(Message::MultipartRequest(MultipartRequest::new(body)))
+            .await?;
+        let mut out = Vec::new();
+        for part in parts {
+            let Message::MultipartReply(reply) = part else {
+                return Err(SwitchError::unexpected(&part));
+            };
+            let kind = reply.kind();
+            out.extend(entries(reply.body).ok_or_else(|| {
+                SwitchError::BadReply(format!("multipart reply of kind {kind:?}"))
+            })?);
+        }
+        Ok(out)
+    }
+
     /// Flow statistics for the flows `request` selects.
     pub async fn flow_stats(
         &self,
         request: FlowStatsRequest,
     ) -> Result<Vec<FlowStats>, SwitchError> {
-        let parts = self
-            .request(Message::MultipartRequest(MultipartRequest::new(
-                MultipartRequestBody::Flow(request),
-            )))
-            .await?;
-        let mut out = Vec::new();
-        for part in parts {
-            match part {
-                Message::MultipartReply(MultipartReply {
-                    body: MultipartReplyBody::Flow(entries),
-                    ..
-                }) => out.extend(entries),
-                other => return Err(SwitchError::unexpected(&other)),
-            }
-        }
-        Ok(out)
+        self.multipart(MultipartRequestBody::Flow(request), |b| match b {
+            MultipartReplyBody::Flow(v) => Some(v),
+            _ => None,
+        })
+        .await
     }
 
     /// Every flow of every table.
@@ -212,42 +224,20 @@ impl SwitchHandle {
 
     /// Port counters for one port, or every port with `OFPP_ANY`.
     pub async fn port_stats(&self, port_no: u32) -> Result<Vec<PortStats>, SwitchError> {
-        let parts = self
-            .request(Message::MultipartRequest(MultipartRequest::new(
-                MultipartRequestBody::PortStats { port_no },
-            )))
-            .await?;
-        let mut out = Vec::new();
-        for part in parts {
-            match part {
-                Message::MultipartReply(MultipartReply {
-                    body: MultipartReplyBody::PortStats(entries),
-                    ..
-                }) => out.extend(entries),
-                other => return Err(SwitchError::unexpected(&other)),
-            }
-        }
-        Ok(out)
+        self.multipart(MultipartRequestBody::PortStats { port_no }, |b| match b {
+            MultipartReplyBody::PortStats(v) => Some(v),
+            _ => None,
+        })
+        .await
     }
 
     /// Every group the switch holds.
     pub async fn group_desc(&self) -> Result<Vec<GroupDesc>, SwitchError> {
-        let parts = self
-            .request(Message::MultipartRequest(MultipartRequest::new(
-                MultipartRequestBody::GroupDesc,
-            )))
-            .await?;
-        let mut out = Vec::new();
-        for part in parts {
-            match part {
-                Message::MultipartReply(MultipartReply {
-                    body: MultipartReplyBody::GroupDesc(entries),
-                    ..
-                }) => out.extend(entries),
-                other => return Err(SwitchError::unexpected(&other)),
-            }
-        }
-        Ok(out)
+        self.multipart(MultipartRequestBody::GroupDesc, |b| match b {
+            MultipartReplyBody::GroupDesc(v) => Some(v),
+            _ => None,
+        })
+        .await
     }
 
     /// Send a packet out: `data` is the whole frame, processed as if it came in on `in_port`
