@@ -47,6 +47,7 @@ pub mod packet;
 pub mod packet_in;
 pub mod packet_out;
 pub mod port;
+pub mod print;
 pub mod queue;
 pub mod role;
 pub mod table_mod;

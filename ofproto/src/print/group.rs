@@ -1,0 +1,73 @@
+//! Groups: group statistics, group descriptions and group features. Group mods print through
+//! their `Display` impl in [`crate::format`].
+
+use std::fmt::Write as _;
+
+use crate::group::{GroupMod, GroupModCommand};
+use crate::multipart::{GroupDesc, GroupFeatures, GroupStats};
+
+use super::text::{action_bitmap, duration};
+
+/// One line per group: ` group_id=1,duration=5s,ref_count=2,packet_count=...,bucket0:...`.
+pub(super) fn group_stats(out: &mut String, entries: &[GroupStats]) {
+    for entry in entries {
+        let _ = write!(out, "\n group_id={}", entry.group_id);
+        if entry.duration_sec != u32::MAX {
+            let _ = write!(
+                out,
+                ",duration={}",
+                duration(entry.duration_sec, entry.duration_nsec)
+            );
+        }
+        let _ = write!(
+            out,
+            ",ref_count={},packet_count={},byte_count={}",
+            entry.ref_count, entry.packet_count, entry.byte_count
+        );
+        for (index, (packets, bytes)) in entry.bucket_stats.iter().enumerate() {
+            let _ = write!(
+                out,
+                ",bucket{index}:packet_count={packets},byte_count={bytes}"
+            );
+        }
+    }
+}
+
+/// One line per group, `group_id=1,type=all,bucket=...`: the text of a group mod without its
+/// command.
+pub(super) fn group_desc(out: &mut String, entries: &[GroupDesc]) {
+    for entry in entries {
+        let as_mod = GroupMod {
+            command: GroupModCommand::Add,
+            group_type: entry.group_type,
+            group_id: entry.group_id,
+            buckets: entry.buckets.clone(),
+        };
+        let text = as_mod.to_string();
+        let prefix = format!("{} ", GroupModCommand::Add);
+        let _ = write!(out, "\n {}", text.strip_prefix(&prefix).unwrap_or(&text));
+    }
+}
+
+/// The group types OVS lists in group features, by type bit.
+const GROUP_TYPES: [&str; 4] = ["all", "select", "indirect", "fast failover"];
+
+/// ` Group table:` with the type and capability bitmaps, then each supported type's limits.
+pub(super) fn group_features(out: &mut String, features: &GroupFeatures) {
+    let _ = write!(
+        out,
+        "\n Group table:\n    Types:  0x{:x}\n    Capabilities:  0x{:x}",
+        features.types, features.capabilities
+    );
+    for (index, name) in GROUP_TYPES.iter().enumerate() {
+        if features.types & (1 << index) == 0 {
+            continue;
+        }
+        let _ = write!(
+            out,
+            "\n    {name} group:\n       max_groups=0x{:x}\n       actions: {}",
+            features.max_groups[index],
+            action_bitmap(u64::from(features.actions[index]))
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! Nicira extension messages: NXT_PACKET_IN2 and the TLV (Geneve option) table messages.
+//! NXT_SET_ASYNC_CONFIG prints like OFPT_SET_ASYNC; NXT_SET_CONTROLLER_ID is one number.
+
+use std::fmt::Write as _;
+
+use crate::nicira_msg::{
+    NXPINT_BUFFER_ID, NXPINT_FULL_LEN, PacketIn2, TlvMap, TlvTableMod, TlvTableReply,
+};
+use crate::packet_in::PacketInReason;
+
+/// Big-endian u32 from a property's first four bytes.
+fn be32(value: &[u8]) -> Option<u32> {
+    value
+        .get(..4)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(u32::from_be_bytes)
+}
+
+/// ` table_id=3 cookie=0x1234 total_len=100 in_port=5 (via action) data_len=42 buffer=...`,
+/// the userdata, then the packet's flow.
+pub(super) fn packet_in2(out: &mut String, packet_in: &PacketIn2) {
+    let prop = |kind: u16| {
+        packet_in
+            .props
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, v)| v)
+    };
+    let data = packet_in.packet().map(|p| &p[..]).unwrap_or_default();
+    if let Some(table_id) = packet_in.table_id().filter(|t| *t != 0) {
+        let _ = write!(out, " table_id={table_id}");
+    }
+    if let Some(cookie) = packet_in.cookie().filter(|c| *c != u64::MAX) {
+        let _ = write!(out, " cookie={cookie:#x}");
+    }
+    let total_len = prop(NXPINT_FULL_LEN)
+        .and_then(|v| be32(v))
+        .unwrap_or(data.len() as u32);
+    let matching = packet_in
+        .metadata()
+        .map(|m| crate::format::format_match(&m, None))
+        .unwrap_or_default();
+    let reason = PacketInReason::from(packet_in.reason().unwrap_or(0));
+    let _ = write!(
+        out,
+        " total_len={total_len} {matching} (via {reason}) data_len={}",
+        data.len()
+    );
+    let buffer_id = prop(NXPINT_BUFFER_ID)
+        .and_then(|v| be32(v))
+        .unwrap_or(u32::MAX);
+    super::packet::buffer(out, buffer_id);
+    if let Some(userdata) = packet_in.userdata() {
+        let dotted: Vec<String> = userdata.iter().map(|b| format!("{b:02x}")).collect();
+        let _ = write!(out, "\n userdata={}", dotted.join("."));
+    }
+    if !data.is_empty() {
+        out.push('\n');
+        out.push_str(&super::packet::packet_flow_text(data));
+    }
+}
+
+/// C's `%#x` right-aligned in `width`: no `0x` for zero.
+fn alt_hex(value: u16, width: usize) -> String {
+    let text = if value == 0 {
+        "0".to_string()
+    } else {
+        format!("{value:#x}")
+    };
+    format!("{text:>width$}")
+}
+
+/// The mapping table: a heading and one row per mapping.
+fn mappings(out: &mut String, maps: &[TlvMap]) {
+    out.push_str("\n  class  type  length  match field");
+    out.push_str("\n ------  ----  ------  --------------");
+    for map in maps {
+        let _ = write!(
+            out,
+            "\n {}  {}  {:>6}  tun_metadata{}",
+            alt_hex(map.option_class, 6),
+            alt_hex(u16::from(map.option_type), 4),
+            map.option_len,
+            map.index
+        );
+    }
+}
+
+/// ` ADD mapping table:` and the mappings, or ` CLEAR`.
+pub(super) fn tlv_table_mod(out: &mut String, table_mod: &TlvTableMod) -> Result<(), &'static str> {
+    let command = match table_mod.command {
+        0 => "ADD",
+        1 => "DEL",
+        2 => {
+            out.push_str("\n CLEAR");
+            return Ok(());
+        }
+        _ => return Err("NXTTMFC_BAD_COMMAND"),
+    };
+    let _ = write!(out, "\n {command} mapping table:");
+    mappings(out, &table_mod.mappings);
+    Ok(())
+}
+
+/// The limits, the option space in use, and the mappings.
+pub(super) fn tlv_table_reply(out: &mut String, reply: &TlvTableReply) {
+    let allocated: u32 = reply.mappings.iter().map(|m| u32::from(m.option_len)).sum();
+    let _ = write!(
+        out,
+        "\n max option space={} max fields={}\n allocated option space={allocated}\n\n mapping table:",
+        reply.max_option_space, reply.max_fields
+    );
+    mappings(out, &reply.mappings);
+}
