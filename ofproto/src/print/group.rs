@@ -3,10 +3,22 @@
 
 use std::fmt::Write as _;
 
-use crate::group::{GroupMod, GroupModCommand};
+use crate::group::{GroupMod, GroupModCommand, GroupType};
 use crate::multipart::{GroupDesc, GroupFeatures, GroupStats};
 
 use super::text::{action_bitmap, duration};
+
+/// The group mod on its own line (its `Display` text); OVS refuses unknown commands and types.
+pub(super) fn group_mod(out: &mut String, group_mod: &GroupMod) -> Result<(), &'static str> {
+    if let GroupModCommand::Unknown(_) = group_mod.command {
+        return Err("OFPGMFC_BAD_COMMAND");
+    }
+    if let GroupType::Unknown(_) = group_mod.group_type {
+        return Err("OFPGMFC_BAD_TYPE");
+    }
+    let _ = write!(out, "\n {group_mod}");
+    Ok(())
+}
 
 /// One line per group: ` group_id=1,duration=5s,ref_count=2,packet_count=...,bucket0:...`.
 pub(super) fn group_stats(out: &mut String, entries: &[GroupStats]) {

@@ -57,10 +57,10 @@ fn meter_text_and_bands(
 /// ` ADD meter=1 kbps burst bands=` and the bands.
 pub(super) fn meter_mod(out: &mut String, meter_mod: &MeterMod) -> Result<(), &'static str> {
     let command = match meter_mod.command {
-        MeterModCommand::Add => "ADD".to_string(),
-        MeterModCommand::Modify => "MOD".to_string(),
-        MeterModCommand::Delete => "DEL".to_string(),
-        MeterModCommand::Unknown(code) => format!("cmd:{code}"),
+        MeterModCommand::Add => "ADD",
+        MeterModCommand::Modify => "MOD",
+        MeterModCommand::Delete => "DEL",
+        MeterModCommand::Unknown(_) => return Err("OFPMMFC_BAD_COMMAND"),
     };
     let mut body = String::new();
     meter_text_and_bands(

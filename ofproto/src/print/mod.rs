@@ -56,7 +56,7 @@ pub(crate) fn render_into(out: &mut String, xid: u32, message: &Message, depth: 
         text::hex_dump(out, &message.encode_to_vec(xid));
     } else {
         let _ = write!(out, "{} (OF1.3) (xid={xid:#x}):", message_name(message));
-        if let Err(error) = render_body(out, message, depth) {
+        if let Err(error) = render_body(out, xid, message, depth) {
             // OVS stops where its decoder fails and reports the error after what it printed.
             if !out.ends_with('\n') {
                 out.push(' ');
@@ -147,9 +147,14 @@ fn multipart_flags(out: &mut String, flags: u16) {
 
 /// Append the text after the header line's colon; `Err` names the error OVS reports for a
 /// message it decodes only partly (an unknown meter band, a port out of its range...).
-fn render_body(out: &mut String, message: &Message, depth: usize) -> Result<(), &'static str> {
+fn render_body(
+    out: &mut String,
+    xid: u32,
+    message: &Message,
+    depth: usize,
+) -> Result<(), &'static str> {
     match message {
-        Message::Hello(hello) => session::hello(out, hello),
+        Message::Hello(hello) => session::hello(out, xid, hello),
         Message::EchoRequest(payload) | Message::EchoReply(payload) => {
             session::echo(out, payload);
         }
@@ -161,12 +166,15 @@ fn render_body(out: &mut String, message: &Message, depth: usize) -> Result<(), 
         | Message::GetAsyncRequest
         | Message::TlvTableRequest => {}
         Message::GetConfigReply(config) | Message::SetConfig(config) => {
-            session::switch_config(out, config);
+            session::switch_config(out, config)?;
         }
-        Message::RoleRequest(role) | Message::RoleReply(role) => session::role(out, role),
+        Message::RoleRequest(role) | Message::RoleReply(role) => session::role(out, role)?,
         Message::FeaturesReply(features) => session::features_reply(out, features),
         Message::BundleControl(control) => session::bundle_control(out, control),
         Message::BundleAdd(add) => {
+            if add.xid != xid {
+                return Err("OFPBFC_MSG_BAD_XID");
+            }
             session::bundle_add(out, add);
             if depth < MAX_NESTING {
                 render_into(out, add.xid, &add.message, depth + 1);
@@ -177,13 +185,11 @@ fn render_body(out: &mut String, message: &Message, depth: usize) -> Result<(), 
         Message::FlowMod(flow_mod) => {
             let _ = write!(out, " {flow_mod}");
         }
-        Message::GroupMod(group_mod) => {
-            let _ = write!(out, "\n {group_mod}");
-        }
+        Message::GroupMod(group_mod) => group::group_mod(out, group_mod)?,
         Message::MeterMod(meter_mod) => meter::meter_mod(out, meter_mod)?,
         Message::PacketIn(packet_in) => packet::packet_in(out, packet_in),
         Message::PacketOut(packet_out) => packet::packet_out(out, packet_out),
-        Message::PortStatus(status) => port::port_status(out, status),
+        Message::PortStatus(status) => port::port_status(out, status)?,
         Message::PortMod(port_mod) => port::port_mod(out, port_mod)?,
         Message::TableMod(table_mod) => table::table_mod(out, table_mod),
         Message::FlowRemoved(removed) => flow::flow_removed(out, removed),
@@ -202,7 +208,7 @@ fn render_body(out: &mut String, message: &Message, depth: usize) -> Result<(), 
         Message::GetAsyncReply(config)
         | Message::SetAsync(config)
         | Message::NxSetAsyncConfig(config) => async_config::async_config(out, config),
-        Message::PacketIn2(packet_in) => nicira::packet_in2(out, packet_in),
+        Message::PacketIn2(packet_in) => nicira::packet_in2(out, packet_in)?,
         Message::SetControllerId(id) => {
             let _ = write!(out, " id={id}");
         }

@@ -25,12 +25,15 @@ pub(super) fn body(out: &mut String, body: &Body) -> Result<(), &'static str> {
         Body::MeterFeatures(features) => super::meter::meter_features(out, features),
         Body::TableFeatures(tables) => super::table_features::table_features(out, tables)?,
         Body::PortDesc(ports) => {
-            // OVS lists ports in port-number order.
+            // OVS decodes every port before printing, and lists them in port-number order.
+            if ports.iter().any(|p| !super::port::port_in_range(p.port_no)) {
+                return Err("OFPBAC_BAD_OUT_PORT");
+            }
             let mut ports: Vec<_> = ports.iter().collect();
             ports.sort_by_key(|port| port.port_no);
             for port in ports {
                 out.push_str("\n ");
-                super::port::port_desc(out, port);
+                super::port::port_desc(out, port)?;
             }
         }
         // Refused before the body by `super::decode_error`.

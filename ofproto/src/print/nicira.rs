@@ -17,8 +17,8 @@ fn be32(value: &[u8]) -> Option<u32> {
 }
 
 /// ` table_id=3 cookie=0x1234 total_len=100 in_port=5 (via action) data_len=42 buffer=...`,
-/// the userdata, then the packet's flow.
-pub(super) fn packet_in2(out: &mut String, packet_in: &PacketIn2) {
+/// the userdata, then the packet's flow. OVS refuses a packet-in2 without a packet.
+pub(super) fn packet_in2(out: &mut String, packet_in: &PacketIn2) -> Result<(), &'static str> {
     let prop = |kind: u16| {
         packet_in
             .props
@@ -26,7 +26,7 @@ pub(super) fn packet_in2(out: &mut String, packet_in: &PacketIn2) {
             .find(|(k, _)| *k == kind)
             .map(|(_, v)| v)
     };
-    let data = packet_in.packet().map(|p| &p[..]).unwrap_or_default();
+    let data = &packet_in.packet().ok_or("OFPBRC_BAD_LEN")?[..];
     if let Some(table_id) = packet_in.table_id().filter(|t| *t != 0) {
         let _ = write!(out, " table_id={table_id}");
     }
@@ -35,7 +35,7 @@ pub(super) fn packet_in2(out: &mut String, packet_in: &PacketIn2) {
     }
     let total_len = prop(NXPINT_FULL_LEN)
         .and_then(|v| be32(v))
-        .unwrap_or(data.len() as u32);
+        .unwrap_or(u32::try_from(data.len()).unwrap_or(u32::MAX));
     let matching = packet_in
         .metadata()
         .map(|m| crate::format::format_match(&m, None))
@@ -54,10 +54,9 @@ pub(super) fn packet_in2(out: &mut String, packet_in: &PacketIn2) {
         let dotted: Vec<String> = userdata.iter().map(|b| format!("{b:02x}")).collect();
         let _ = write!(out, "\n userdata={}", dotted.join("."));
     }
-    if !data.is_empty() {
-        out.push('\n');
-        out.push_str(&super::packet::packet_flow_text(data));
-    }
+    out.push('\n');
+    out.push_str(&super::packet::packet_flow_text(data));
+    Ok(())
 }
 
 /// C's `%#x` right-aligned in `width`: no `0x` for zero.

@@ -29,10 +29,9 @@ pub(super) fn packet_in(out: &mut String, packet_in: &PacketIn) {
         packet_in.data.len()
     );
     buffer(out, packet_in.buffer_id);
-    if !packet_in.data.is_empty() {
-        out.push('\n');
-        out.push_str(&packet_flow_text(&packet_in.data));
-    }
+    // Even an empty payload has a flow (all zeros) for OVS.
+    out.push('\n');
+    out.push_str(&packet_flow_text(&packet_in.data));
 }
 
 /// ` (unbuffered)` or ` buffer=0x00000005`.

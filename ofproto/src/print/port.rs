@@ -61,8 +61,11 @@ fn mac(addr: [u8; 6]) -> String {
 }
 
 /// Append a port description: number, name, address, then indented config, state, features
-/// and speed lines.
-pub(super) fn port_desc(out: &mut String, port: &Port) {
+/// and speed lines. OVS refuses port numbers it cannot keep in 16 bits.
+pub(super) fn port_desc(out: &mut String, port: &Port) -> Result<(), &'static str> {
+    if !port_in_range(port.port_no) {
+        return Err("OFPBAC_BAD_OUT_PORT");
+    }
     let _ = write!(
         out,
         "{}({}): addr:{}",
@@ -91,31 +94,33 @@ pub(super) fn port_desc(out: &mut String, port: &Port) {
             let _ = write!(out, "\n     {label}{names}");
         }
     }
-    if port.curr_speed != 0 || port.max_speed != 0 {
-        let _ = write!(
-            out,
-            "\n     speed: {} Mbps now, {} Mbps max",
-            port.curr_speed / 1000,
-            port.max_speed / 1000
-        );
-    }
+    let _ = write!(
+        out,
+        "\n     speed: {} Mbps now, {} Mbps max",
+        port.curr_speed / 1000,
+        port.max_speed / 1000
+    );
+    Ok(())
 }
 
-/// ` ADD: 1(eth0): addr:...`.
-pub(super) fn port_status(out: &mut String, status: &PortStatus) {
+/// ` ADD: 1(eth0): addr:...`; OVS refuses reasons it does not know.
+pub(super) fn port_status(out: &mut String, status: &PortStatus) -> Result<(), &'static str> {
     let reason = match status.reason {
-        PortReason::Add => "ADD".to_string(),
-        PortReason::Delete => "DEL".to_string(),
-        PortReason::Modify => "MOD".to_string(),
-        PortReason::Unknown(code) => format!("reason{code}"),
+        PortReason::Add => "ADD",
+        PortReason::Delete => "DEL",
+        PortReason::Modify => "MOD",
+        PortReason::Unknown(_) => return Err("NXBRC_BAD_REASON"),
     };
+    if !port_in_range(status.desc.port_no) {
+        return Err("OFPBAC_BAD_OUT_PORT");
+    }
     let _ = write!(out, " {reason}: ");
-    port_desc(out, &status.desc);
+    port_desc(out, &status.desc)
 }
 
 /// Whether OVS accepts `port` as an OpenFlow 1.3 port number: it keeps ports in 16 bits, so
 /// only `0..0xff00` and the reserved range `0xffffff00..` map.
-fn port_in_range(port: u32) -> bool {
+pub(super) fn port_in_range(port: u32) -> bool {
     !(0xff00..0xffff_ff00).contains(&port)
 }
 

@@ -8,33 +8,39 @@ use crate::bundle::{BUNDLE_ATOMIC, BUNDLE_ORDERED, BundleAdd, BundleControl};
 use crate::config::SwitchConfig;
 use crate::error::{ErrorKind, ErrorMsg};
 use crate::features::FeaturesReply;
+use crate::header::Header;
 use crate::hello::{Hello, HelloElem};
 use crate::role::{ControllerRole, Role};
 
-use super::text::{bit_names, hex_dump};
+use super::text::{bit_names, hex_dump, known_bit_names};
 
-/// ` version bitmap: 0x01, 0x04` on its own line.
-pub(super) fn hello(out: &mut String, hello: &Hello) {
-    let bitmap = hello.elements.iter().find_map(|e| match e {
-        HelloElem::VersionBitmap(words) => Some(versions(words)),
-        HelloElem::Unknown { .. } => None,
-    });
-    // Without a bitmap, a 1.3 hello offers every version up to 1.3.
-    let bitmap = bitmap.unwrap_or_else(|| "0x01, 0x02, 0x03, 0x04".into());
-    let _ = write!(out, "\n version bitmap: {bitmap}");
-}
-
-/// `ovs-ofctl`'s spelling of a wire version list.
-fn versions(bitmap: &[u32]) -> String {
-    let mut list = Vec::new();
-    for (word_index, word) in bitmap.iter().enumerate() {
-        for bit in 0..32 {
-            if word & (1 << bit) != 0 {
-                list.push(format!("{:#04x}", word_index * 32 + bit));
-            }
+/// ` version bitmap: 0x01, 0x04` on its own line; then, if the hello holds anything OVS does
+/// not understand (an unknown element, a bitmap without a version), ` unknown data in hello:`
+/// and a dump of the whole message.
+pub(super) fn hello(out: &mut String, xid: u32, hello: &Hello) {
+    let mut unknown = false;
+    let mut bitmap = None;
+    for element in &hello.elements {
+        match element {
+            // OVS reads the first word only: versions 1 to 31.
+            HelloElem::VersionBitmap(words) => match words.first().map(|w| w & !1) {
+                Some(word) if word != 0 => bitmap = Some(word),
+                _ => unknown = true,
+            },
+            HelloElem::Unknown { .. } => unknown = true,
         }
     }
-    list.join(", ")
+    // Without a usable bitmap, a 1.3 hello offers every version up to 1.3.
+    let bitmap = bitmap.unwrap_or(0b1_1110);
+    let versions: Vec<String> = (1..32)
+        .filter(|version| bitmap & (1 << version) != 0)
+        .map(|version| format!("{version:#04x}"))
+        .collect();
+    let _ = write!(out, "\n version bitmap: {}", versions.join(", "));
+    if unknown {
+        out.push_str("\n unknown data in hello:\n");
+        hex_dump(out, &Message::Hello(hello.clone()).encode_to_vec(xid));
+    }
 }
 
 /// ` 4 bytes of payload` and a hex dump.
@@ -134,7 +140,7 @@ fn error_name(kind: ErrorKind) -> Option<String> {
                 .map(|(_, name)| (*name).to_string())
         }
         // OVS keeps the OpenFlow 1.0 name of (1, 2) in every version.
-        standard => match standard.to_string().as_str() {
+        standard => match standard.info()?.name {
             "OFPBRC_BAD_MULTIPART" => Some("OFPBRC_BAD_STAT".into()),
             other => Some(other.to_string()),
         },
@@ -145,6 +151,18 @@ fn error_name(kind: ErrorKind) -> Option<String> {
 pub(super) fn error(out: &mut String, error: &ErrorMsg, depth: usize) -> Result<(), &'static str> {
     let name = error_name(error.kind).ok_or("OFPBRC_BAD_LEN")?;
     let _ = writeln!(out, " {name}");
+    if let Some(header) = truncated_request(&error.data) {
+        let _ = writeln!(
+            out,
+            "{} (OF1.3) (xid={:#x}):\n(***truncated to {} bytes from {}***)",
+            header.msg_type.name().unwrap_or("OFPT_UNKNOWN"),
+            header.xid,
+            error.data.len(),
+            header.length
+        );
+        hex_dump(out, &error.data);
+        return Ok(());
+    }
     match Message::decode(&error.data) {
         // An error may echo an error that echoes an error...; a few levels are plenty.
         Ok((xid, failed)) if depth < super::MAX_NESTING => {
@@ -163,8 +181,19 @@ pub(super) fn error(out: &mut String, error: &ErrorMsg, depth: usize) -> Result<
     Ok(())
 }
 
-/// ` frags=normal miss_send_len=128`.
-pub(super) fn switch_config(out: &mut String, config: &SwitchConfig) {
+/// The header of an echoed OpenFlow 1.3 request cut short (errors carry at least 64 bytes of
+/// the request, not always all of it).
+fn truncated_request(data: &[u8]) -> Option<Header> {
+    let (_, header) = Header::parse(data).ok()?;
+    (header.version == crate::header::OFP_VERSION && usize::from(header.length) > data.len())
+        .then_some(header)
+}
+
+/// ` frags=normal miss_send_len=128`; OVS refuses flags beyond the fragment handling.
+pub(super) fn switch_config(out: &mut String, config: &SwitchConfig) -> Result<(), &'static str> {
+    if config.flags & !3 != 0 {
+        return Err("OFPSCFC_BAD_FLAGS");
+    }
     let frags = match config.flags & 3 {
         0 => "normal",
         1 => "drop",
@@ -172,19 +201,23 @@ pub(super) fn switch_config(out: &mut String, config: &SwitchConfig) {
         _ => "nx-match",
     };
     let _ = write!(out, " frags={frags} miss_send_len={}", config.miss_send_len);
+    Ok(())
 }
 
 /// ` role=primary generation_id=5`.
-pub(super) fn role(out: &mut String, role: &Role) {
+pub(super) fn role(out: &mut String, role: &Role) -> Result<(), &'static str> {
     let name = match role.role {
-        ControllerRole::Master => "primary".to_string(),
-        ControllerRole::Slave => "secondary".to_string(),
-        other => other.to_string(),
+        ControllerRole::NoChange => "nochange",
+        ControllerRole::Equal => "equal",
+        ControllerRole::Master => "primary",
+        ControllerRole::Slave => "secondary",
+        ControllerRole::Unknown(_) => return Err("OFPRRFC_BAD_ROLE"),
     };
     let _ = write!(out, " role={name}");
     if role.role != ControllerRole::NoChange && role.generation_id != u64::MAX {
         let _ = write!(out, " generation_id={}", role.generation_id);
     }
+    Ok(())
 }
 
 /// `ofp_capabilities` bits and their `ovs-ofctl` names.
@@ -209,23 +242,21 @@ pub(super) fn features_reply(out: &mut String, features: &FeaturesReply) {
         let _ = write!(out, ", auxiliary_id:{}", features.auxiliary_id);
     }
     out.push_str("\ncapabilities: ");
-    out.push_str(&bit_names(features.capabilities, CAPABILITY_NAMES, " "));
+    // OVS drops the capability bits it does not know.
+    let names = known_bit_names(features.capabilities, CAPABILITY_NAMES);
+    out.push_str(if names.is_empty() { "0" } else { &names });
 }
 
 /// `ovs-ofctl`'s spelling of bundle flags.
 fn bundle_flags(flags: u16) -> String {
-    let mut names = Vec::new();
-    if flags & BUNDLE_ATOMIC != 0 {
-        names.push("atomic");
-    }
-    if flags & BUNDLE_ORDERED != 0 {
-        names.push("ordered");
-    }
-    if names.is_empty() {
-        "0".into()
-    } else {
-        names.join(" ")
-    }
+    bit_names(
+        u32::from(flags),
+        &[
+            (u32::from(BUNDLE_ATOMIC), "atomic"),
+            (u32::from(BUNDLE_ORDERED), "ordered"),
+        ],
+        " ",
+    )
 }
 
 /// ` bundle_id=0x1 type=OPEN_REQUEST flags=atomic` on its own line.
@@ -234,7 +265,7 @@ pub(super) fn bundle_control(out: &mut String, control: &BundleControl) {
         out,
         "\n bundle_id={:#x} type={} flags={}",
         control.bundle_id,
-        control.ctrl_type,
+        control.ctrl_type.name().unwrap_or_default(),
         bundle_flags(control.flags)
     );
 }
