@@ -106,7 +106,7 @@ pub fn matches(m: &Match) -> String {
         out.push(format!("in_port={}", port(u(o) as u32)));
     }
     if let Some(o) = get(m, FieldId::VLAN_VID) {
-        match &o.mask {
+        match o.mask() {
             None if u(o) & 0x1000 != 0 => out.push(format!("dl_vlan={}", u(o) & 0xfff)),
             _ => out.push(format!("vlan_tci={}", hex_masked(o))),
         }
@@ -192,7 +192,7 @@ fn c_hex(v: u128) -> String {
 }
 
 fn hex_masked(o: &Oxm) -> String {
-    match &o.mask {
+    match o.mask() {
         Some(mask) if !mask.is_all_ones() => {
             format!("{}/{}", c_hex(u(o)), c_hex(mask.to_u128()))
         }
@@ -208,17 +208,17 @@ fn mac(b: &[u8]) -> String {
 }
 
 fn mac_masked(o: &Oxm) -> String {
-    match &o.mask {
+    match o.mask() {
         Some(mask) if !mask.is_all_ones() => {
-            format!("{}/{}", mac(o.value.as_slice()), mac(mask.as_slice()))
+            format!("{}/{}", mac(o.value().as_slice()), mac(mask.as_slice()))
         }
-        _ => mac(o.value.as_slice()),
+        _ => mac(o.value().as_slice()),
     }
 }
 
 fn ipv4_masked(o: &Oxm) -> String {
     let a = Ipv4Addr::from(u(o) as u32);
-    match &o.mask {
+    match o.mask() {
         Some(mask) if !mask.is_all_ones() => {
             let m = mask.to_u128() as u32;
             if m.leading_ones() + m.trailing_zeros() == 32 {
@@ -233,7 +233,7 @@ fn ipv4_masked(o: &Oxm) -> String {
 
 fn ipv6_masked(o: &Oxm) -> String {
     let a = Ipv6Addr::from(u(o));
-    match &o.mask {
+    match o.mask() {
         Some(mask) if !mask.is_all_ones() => {
             let m = mask.to_u128();
             if m.leading_ones() + m.trailing_zeros() == 128 {
@@ -252,7 +252,7 @@ fn tcp_flags(o: &Oxm) -> String {
         "fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr", "ns", "[200]", "[400]", "[800]",
     ];
     let v = u(o) as u16;
-    let Some(mask) = &o.mask else {
+    let Some(mask) = o.mask() else {
         return format!("{v:#x}");
     };
     let mask = mask.to_u128() as u16;
@@ -332,7 +332,7 @@ pub fn actions(acts: &[Action]) -> String {
                 let name = o.field.info().map_or("?", |i| i.name);
                 let value = match o.field {
                     FieldId::TUNNEL_ID => c_hex(u(o)),
-                    FieldId::ETH_SRC | FieldId::ETH_DST => mac(o.value.as_slice()),
+                    FieldId::ETH_SRC | FieldId::ETH_DST => mac(o.value().as_slice()),
                     _ => u(o).to_string(),
                 };
                 let _ = write!(s, "set_field:{value}->{name}");

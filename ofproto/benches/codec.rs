@@ -363,7 +363,10 @@ fn profile_loop(what: &str, flow_mods: &[Vec<u8>]) {
     let mut out = BytesMut::with_capacity(MAX_MESSAGE);
     let start = Instant::now();
     let mut passes = 0u64;
+    // The fastest pass is the figure least disturbed by other work on a shared machine.
+    let mut best = Duration::MAX;
     while start.elapsed() < Duration::from_secs(10) {
+        let pass = Instant::now();
         if what == "encode" {
             for (xid, m) in &decoded {
                 out.clear();
@@ -375,10 +378,14 @@ fn profile_loop(what: &str, flow_mods: &[Vec<u8>]) {
                 black_box(Message::decode(black_box(m)).unwrap());
             }
         }
+        best = best.min(pass.elapsed());
         passes += 1;
     }
     let per_msg = start.elapsed().as_nanos() as f64 / (passes as f64 * flow_mods.len() as f64);
-    println!("{what}: {per_msg:.1} ns per FLOW_MOD over {passes} passes");
+    let best_per_msg = best.as_nanos() as f64 / flow_mods.len() as f64;
+    println!(
+        "{what}: {per_msg:.1} ns per FLOW_MOD over {passes} passes (fastest pass {best_per_msg:.1} ns)"
+    );
 }
 
 fn main() {

@@ -161,9 +161,9 @@ impl Flow {
             unknown: Vec::new(),
         };
         for o in &m.fields {
-            let len = o.value.len() as u32 * 8;
-            let v = o.value.to_u128();
-            let mask = o.mask.as_ref().map_or(ones(len), |m| m.to_u128());
+            let len = o.value().len() as u32 * 8;
+            let v = o.value_u128();
+            let mask = o.mask_u128().unwrap_or(ones(len));
             flow.fold(o, v & mask, mask);
         }
         flow
@@ -247,7 +247,7 @@ impl Flow {
                     || format!("oxm({:#06x}:{})", id.class, id.field),
                     |i| i.name.to_string(),
                 );
-                return self.unknown.push(match &o.mask {
+                return self.unknown.push(match o.mask() {
                     Some(_) => format!("{name}={v:#x}/{m:#x}"),
                     None => format!("{name}={v:#x}"),
                 });
@@ -798,10 +798,9 @@ fn format_action(s: &mut String, a: &Action) {
         Action::DecNwTtl | Action::DecTtl => s.push_str("dec_ttl"),
         Action::SetField(o) | Action::RegLoad2(o) => {
             s.push_str("set_field:");
-            let v = o.value.as_slice();
+            let v = o.value().as_slice();
             let m = o
-                .mask
-                .as_ref()
+                .mask()
                 .map(|m| m.as_slice())
                 .filter(|m| !m.iter().all(|b| *b == 0xff));
             // OVS stores set-field values masked.

@@ -48,8 +48,26 @@ pub enum Instruction {
 
 impl Instruction {
     /// Parse one instruction.
-    #[inline]
     pub fn parse(i: &[u8]) -> PResult<'_, Instruction> {
+        let mut one = Vec::with_capacity(1);
+        let rest = Instruction::parse_into(i, &mut one)?;
+        match one.pop() {
+            Some(ins) => Ok((rest, ins)),
+            // `parse_into` appends exactly one instruction whenever it succeeds.
+            None => Err(DecodeError::Invalid {
+                what: "instruction",
+                reason: "decoder produced no instruction",
+            }),
+        }
+    }
+
+    /// Parse the instruction at the start of `i`, append it to `out` and return the input
+    /// after it. Each kind is pushed where it is built (see [`Action::parse`]'s decoder for why).
+    #[inline]
+    pub(crate) fn parse_into<'a>(
+        i: &'a [u8],
+        out: &mut Vec<Instruction>,
+    ) -> Result<&'a [u8], DecodeError> {
         let (_, (kind, len)) = fixed(i, 4, "instruction header", (u16p, u16p))?;
         let (rest, ins) = take_tlv(i, usize::from(len), 8, "instruction")?;
         // Instructions are 8-byte aligned (OpenFlow 1.3 section 7.2.4; Open vSwitch answers
@@ -62,49 +80,48 @@ impl Instruction {
                 reason: "not a multiple of 8",
             });
         }
-        let body = &ins[4..];
-        let ins = match kind {
-            1 => Instruction::GotoTable(fixed(body, 1, "goto_table instruction", u8p)?.1),
-            2 => {
-                let (_, (_, metadata, mask)) =
-                    fixed(body, 20, "write_metadata instruction", (u32p, u64p, u64p))?;
-                Instruction::WriteMetadata { metadata, mask }
-            }
-            3 | 4 => {
-                let (actions, _) = crate::wire::take(body, 4, "actions instruction")?;
-                let actions = parse_actions(actions)?;
-                if kind == 3 {
-                    Instruction::WriteActions(actions)
-                } else {
-                    Instruction::ApplyActions(actions)
-                }
-            }
-            5 => Instruction::ClearActions,
-            6 => Instruction::Meter(fixed(body, 4, "meter instruction", u32p)?.1),
-            0xffff => {
-                let (data, experimenter) = fixed(body, 4, "experimenter instruction", u32p)?;
-                Instruction::Experimenter {
-                    experimenter,
-                    data: Bytes::copy_from_slice(data),
-                }
-            }
-            _ => Instruction::Unknown {
-                kind,
-                data: Bytes::copy_from_slice(body),
-            },
-        };
-        if matches!(
-            ins,
-            Instruction::GotoTable(_) | Instruction::Meter(_) | Instruction::ClearActions
-        ) && len != 8
-        {
+        if matches!(kind, 1 | 5 | 6) && len != 8 {
             return Err(DecodeError::BadLength {
                 what: "instruction",
                 len: usize::from(len),
                 reason: "goto_table, meter and clear_actions are 8 bytes",
             });
         }
-        Ok((rest, ins))
+        let body = &ins[4..];
+        match kind {
+            1 => out.push(Instruction::GotoTable(
+                fixed(body, 1, "goto_table instruction", u8p)?.1,
+            )),
+            2 => {
+                let (_, (_, metadata, mask)) =
+                    fixed(body, 20, "write_metadata instruction", (u32p, u64p, u64p))?;
+                out.push(Instruction::WriteMetadata { metadata, mask });
+            }
+            3 => {
+                let (actions, _) = crate::wire::take(body, 4, "actions instruction")?;
+                out.push(Instruction::WriteActions(parse_actions(actions)?));
+            }
+            4 => {
+                let (actions, _) = crate::wire::take(body, 4, "actions instruction")?;
+                out.push(Instruction::ApplyActions(parse_actions(actions)?));
+            }
+            5 => out.push(Instruction::ClearActions),
+            6 => out.push(Instruction::Meter(
+                fixed(body, 4, "meter instruction", u32p)?.1,
+            )),
+            0xffff => {
+                let (data, experimenter) = fixed(body, 4, "experimenter instruction", u32p)?;
+                out.push(Instruction::Experimenter {
+                    experimenter,
+                    data: Bytes::copy_from_slice(data),
+                });
+            }
+            _ => out.push(Instruction::Unknown {
+                kind,
+                data: Bytes::copy_from_slice(body),
+            }),
+        }
+        Ok(rest)
     }
 
     /// Append the instruction to `out`.
@@ -162,9 +179,7 @@ impl Instruction {
 pub fn parse_instructions(mut i: &[u8]) -> Result<Vec<Instruction>, DecodeError> {
     let mut v = Vec::with_capacity(crate::action::count_tlvs(i));
     while !i.is_empty() {
-        let (rest, ins) = Instruction::parse(i)?;
-        v.push(ins);
-        i = rest;
+        i = Instruction::parse_into(i, &mut v)?;
     }
     Ok(v)
 }

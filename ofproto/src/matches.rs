@@ -46,12 +46,12 @@ impl Match {
             });
         }
         let (rest, body) = take(i, len + pad8(len), "ofp_match")?;
-        let mut fields = &body[4..len];
-        let mut out = Vec::with_capacity(Oxm::count(fields));
-        while !fields.is_empty() {
-            let (r, oxm) = Oxm::parse(fields)?;
-            out.push(oxm);
-            fields = r;
+        let mut out = Vec::with_capacity(Oxm::count(&body[4..len]));
+        let mut at = 4;
+        while at < len {
+            // The field may be read with fixed-size loads running into what follows the match.
+            let left = Oxm::parse_into(&body[at..len], &i[at..], &mut out)?;
+            at = len - left.len();
         }
         Ok((rest, Match { fields: out }))
     }
@@ -81,7 +81,7 @@ impl Match {
     fn exact(&self, ids: &[FieldId]) -> Option<u128> {
         self.fields
             .iter()
-            .find(|f| ids.contains(&f.field) && f.mask.is_none())
+            .find(|f| ids.contains(&f.field) && !f.is_masked())
             .map(Oxm::value_u128)
     }
 
@@ -98,7 +98,7 @@ impl Match {
             if self.fields[..n].iter().any(|g| g.field == f.field) {
                 return Err(EncodeError::DuplicateField(info.name));
             }
-            if f.mask.is_some() && !info.maskable {
+            if f.is_masked() && !info.maskable {
                 return Err(EncodeError::NotMaskable(info.name));
             }
             let missing = |requires| {

@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use bytes::BytesMut;
 
 use crate::nxm;
-use crate::wire::{DecodeError, PResult, fixed, take, u32p};
+use crate::wire::{DecodeError, PResult};
 
 /// `OFPXMC_NXM_0`: the original Nicira match class.
 pub const CLASS_NXM0: u16 = 0x0000;
@@ -323,150 +323,177 @@ pub fn field_by_name(name: &str) -> Option<&'static FieldInfo> {
         .find(|f| f.len != 0 && (f.name == name || f.nxm_name == name))
 }
 
-/// A field value or mask of up to 16 bytes stored inline; longer ones (tunnel metadata) share
-/// the decoded buffer.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum FieldValue {
-    /// Up to 16 bytes; bytes past `len` are zero.
-    Inline {
-        /// Number of meaningful bytes.
-        len: u8,
-        /// The bytes, big-endian.
-        buf: [u8; 16],
-    },
-    /// More than 16 bytes.
-    Long(Box<[u8]>),
-}
+/// A field's value or mask as bytes (big-endian, as wide as the field), borrowed from its
+/// [`Oxm`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FieldValue<'a>(&'a [u8]);
 
-impl FieldValue {
-    /// A value holding `bytes`.
-    #[inline]
-    pub fn from_slice(bytes: &[u8]) -> FieldValue {
-        if bytes.len() <= 16 {
-            let mut buf = [0u8; 16];
-            buf[..bytes.len()].copy_from_slice(bytes);
-            FieldValue::Inline {
-                len: bytes.len() as u8,
-                buf,
-            }
-        } else {
-            FieldValue::Long(bytes.into())
-        }
-    }
-
-    /// The first `n` bytes of `src` (which must hold at least `n`). When `src` has 16 bytes to
-    /// spare, the copy is one 16-byte load and a shift instead of a variable-length memcpy.
-    #[inline(always)]
-    fn from_prefix(src: &[u8], n: usize) -> FieldValue {
-        match (src.first_chunk::<16>(), n) {
-            (Some(chunk), 1..=16) => {
-                let keep =
-                    u128::from_be_bytes(*chunk) & !u128::MAX.checked_shr(8 * n as u32).unwrap_or(0);
-                FieldValue::Inline {
-                    len: n as u8,
-                    buf: keep.to_be_bytes(),
-                }
-            }
-            _ => FieldValue::from_slice(src.get(..n).unwrap_or(src)),
-        }
-    }
-
-    /// A value of `len` bytes holding the low bytes of `v` (big-endian).
-    pub fn from_u128(v: u128, len: usize) -> FieldValue {
-        let be = v.to_be_bytes();
-        let len = len.min(16);
-        FieldValue::from_slice(&be[16 - len..])
-    }
-
+impl<'a> FieldValue<'a> {
     /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        match self {
-            FieldValue::Inline { len, buf } => &buf[..usize::from(*len)],
-            FieldValue::Long(b) => b,
-        }
+    pub fn as_slice(self) -> &'a [u8] {
+        self.0
     }
 
-    /// The value as an unsigned integer (the last 16 bytes for long values).
-    pub fn to_u128(&self) -> u128 {
-        let s = self.as_slice();
-        let s = &s[s.len().saturating_sub(16)..];
-        s.iter().fold(0u128, |acc, b| (acc << 8) | u128::from(*b))
+    /// The value as an unsigned integer (the last 16 bytes for longer values).
+    pub fn to_u128(self) -> u128 {
+        be_u128(self.0)
     }
 
     /// The value as u64 (truncating wider values).
-    pub fn to_u64(&self) -> u64 {
+    pub fn to_u64(self) -> u64 {
         self.to_u128() as u64
     }
 
     /// Width in bytes.
-    pub fn len(&self) -> usize {
-        self.as_slice().len()
+    pub fn len(self) -> usize {
+        self.0.len()
     }
 
     /// Whether the value has no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub fn is_empty(self) -> bool {
+        self.0.is_empty()
     }
 
     /// Whether every bit is one.
-    pub fn is_all_ones(&self) -> bool {
-        self.as_slice().iter().all(|b| *b == 0xff)
+    pub fn is_all_ones(self) -> bool {
+        self.0.iter().all(|b| *b == 0xff)
     }
 
     /// Whether every bit is zero.
-    pub fn is_zero(&self) -> bool {
-        self.as_slice().iter().all(|b| *b == 0)
+    pub fn is_zero(self) -> bool {
+        self.0.iter().all(|b| *b == 0)
     }
 }
 
+/// The last (up to) 16 bytes of `bytes` as a big-endian integer.
+fn be_u128(bytes: &[u8]) -> u128 {
+    let tail = &bytes[bytes.len().saturating_sub(16)..];
+    tail.iter()
+        .fold(0u128, |acc, b| (acc << 8) | u128::from(*b))
+}
+
+/// Bytes a field's value and mask share inline; longer ones (tunnel metadata, experimenter
+/// fields) go to the heap.
+const INLINE: usize = 32;
+
 /// One match field: `field = value` or `field = value/mask`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Value and mask sit side by side in one 32-byte inline buffer (the value first), which covers
+/// every field but tunnel metadata. The type is plain integers and arrays rather than an enum of
+/// inline and boxed bytes so the decoder can build it straight into a match's vector: an enum
+/// there made the compiler assemble each field on the stack piece by piece and copy it with wide
+/// loads, stalling on every field (store-to-load forwarding failures).
+#[derive(Clone)]
 pub struct Oxm {
     /// Which field.
     pub field: FieldId,
-    /// The value, as wide as the field.
-    pub value: FieldValue,
-    /// The mask, as wide as the value, when the field is masked.
-    pub mask: Option<FieldValue>,
+    /// Value width in bytes.
+    value_len: u8,
+    /// Whether a mask follows the value.
+    masked: bool,
+    /// Value then mask when they fit; bytes past them are unspecified (never compared).
+    inline: [u8; INLINE],
+    /// Value then mask when they do not fit inline.
+    long: Option<Box<[u8]>>,
 }
 
 impl Oxm {
     /// A field with a value given as bytes and an optional mask.
+    ///
+    /// A mask wider or narrower than the value is cut or zero-extended on the left to the
+    /// value's width (OXM masks are always as wide as the value).
     #[inline]
     pub fn new(field: FieldId, value: &[u8], mask: Option<&[u8]>) -> Oxm {
+        let len = value.len().min(usize::from(u8::MAX));
+        let value = &value[..len];
+        let mut both = Vec::with_capacity(2 * len);
+        both.extend_from_slice(value);
+        if let Some(mask) = mask {
+            let keep = mask.len().min(len);
+            both.resize(2 * len - keep, 0);
+            both.extend_from_slice(&mask[mask.len() - keep..]);
+        }
+        Oxm::from_parts(field, len, mask.is_some(), &both)
+    }
+
+    /// Build from the wire body (value, then mask when `masked`).
+    #[inline(always)]
+    fn from_parts(field: FieldId, value_len: usize, masked: bool, body: &[u8]) -> Oxm {
+        let mut inline = [0u8; INLINE];
+        let long = match inline.get_mut(..body.len()) {
+            Some(head) => {
+                head.copy_from_slice(body);
+                None
+            }
+            None => Some(Box::from(body)),
+        };
         Oxm {
             field,
-            value: FieldValue::from_slice(value),
-            mask: mask.map(FieldValue::from_slice),
+            value_len: value_len as u8,
+            masked,
+            inline,
+            long,
         }
     }
 
     /// A known field holding an integer (big-endian over the field's width), optionally masked.
     /// Unknown fields are taken as 4 bytes wide.
     pub fn int(field: FieldId, value: u128, mask: Option<u128>) -> Oxm {
-        let len = field.info().map_or(4, |i| usize::from(i.len));
-        Oxm {
+        let len = field.info().map_or(4, |i| usize::from(i.len)).min(16);
+        let value = value.to_be_bytes();
+        let mask = mask.map(u128::to_be_bytes);
+        Oxm::new(
             field,
-            value: FieldValue::from_u128(value, len),
-            mask: mask.map(|m| FieldValue::from_u128(m, len)),
+            &value[16 - len..],
+            mask.as_ref().map(|m| &m[16 - len..]),
+        )
+    }
+
+    /// Value then mask, as on the wire.
+    fn body(&self) -> &[u8] {
+        let n = usize::from(self.value_len) * (1 + usize::from(self.masked));
+        match &self.long {
+            Some(long) => long,
+            None => &self.inline[..n],
         }
+    }
+
+    /// The value.
+    pub fn value(&self) -> FieldValue<'_> {
+        FieldValue(&self.body()[..usize::from(self.value_len)])
+    }
+
+    /// The mask, when the field is masked.
+    pub fn mask(&self) -> Option<FieldValue<'_>> {
+        self.masked
+            .then(|| FieldValue(&self.body()[usize::from(self.value_len)..]))
+    }
+
+    /// Whether the field carries a mask.
+    pub fn is_masked(&self) -> bool {
+        self.masked
     }
 
     /// The value as an integer.
     pub fn value_u128(&self) -> u128 {
-        self.value.to_u128()
+        self.value().to_u128()
+    }
+
+    /// The mask as an integer, when masked.
+    pub fn mask_u128(&self) -> Option<u128> {
+        self.mask().map(FieldValue::to_u128)
     }
 
     /// Value as an IPv4 address, if 4 bytes wide.
     pub fn ipv4(&self) -> Option<Ipv4Addr> {
-        <[u8; 4]>::try_from(self.value.as_slice())
+        <[u8; 4]>::try_from(self.value().as_slice())
             .ok()
             .map(Ipv4Addr::from)
     }
 
     /// Value as an IPv6 address, if 16 bytes wide.
     pub fn ipv6(&self) -> Option<Ipv6Addr> {
-        <[u8; 16]>::try_from(self.value.as_slice())
+        <[u8; 16]>::try_from(self.value().as_slice())
             .ok()
             .map(Ipv6Addr::from)
     }
@@ -478,49 +505,40 @@ impl Oxm {
         } else {
             0
         };
-        4 + ext + self.value.len() + self.mask.as_ref().map_or(0, FieldValue::len)
+        4 + ext + self.body().len()
     }
 
     /// Parse one OXM TLV.
     #[inline]
     pub fn parse(i: &[u8]) -> PResult<'_, Oxm> {
-        let (_, h) = fixed(i, 4, "oxm header", u32p)?;
-        let class = (h >> 16) as u16;
-        let field = ((h >> 9) & 0x7f) as u8;
-        let hasmask = h & 0x100 != 0;
-        let len = (h & 0xff) as usize;
-        let (rest, tlv) = take(&i[4..], len, "oxm field")?;
-        let (id, body_at) = if class == CLASS_EXPERIMENTER {
-            let (_, exp) = fixed(tlv, 4, "oxm experimenter id", u32p)?;
-            (FieldId::experimenter(exp, field), 8)
-        } else {
-            (FieldId::new(class, field), 4)
-        };
-        // `i[body_at..]` runs past this TLV into the rest of the input, which `from_prefix` may
-        // read (never keep) to copy with fixed-size loads.
-        let after = &i[body_at..];
-        let n = len + 4 - body_at;
-        let oxm = if hasmask {
-            if !n.is_multiple_of(2) {
-                return Err(DecodeError::BadLength {
-                    what: "masked oxm field",
-                    len,
-                    reason: "value and mask differ in length",
-                });
-            }
-            Oxm {
-                field: id,
-                value: FieldValue::from_prefix(after, n / 2),
-                mask: Some(FieldValue::from_prefix(&after[n / 2..], n / 2)),
-            }
-        } else {
-            Oxm {
-                field: id,
-                value: FieldValue::from_prefix(after, n),
-                mask: None,
-            }
-        };
-        Ok((rest, oxm))
+        let tlv = OxmTlv::split(i, i)?;
+        Ok((tlv.rest, tlv.to_oxm()))
+    }
+
+    /// Parse the OXM TLV at the start of `i`, where `extended` starts at the same byte and may
+    /// run on past `i` (the rest of the message), so the value is copied with one fixed-size
+    /// load. What follows the TLV inside `i` is ignored (set-field actions pad it).
+    #[inline(always)]
+    pub(crate) fn parse_extended<'a>(i: &'a [u8], extended: &[u8]) -> PResult<'a, Oxm> {
+        let tlv = OxmTlv::split(i, extended)?;
+        Ok((tlv.rest, tlv.to_oxm()))
+    }
+
+    /// Parse one OXM TLV at the start of `i` and append it to `out`; returns the input after
+    /// it. `extended` starts where `i` does and may run on past its end (the rest of the
+    /// message): the field's bytes are then copied with one fixed-size load.
+    ///
+    /// The field is built straight into the vector instead of being returned and copied in,
+    /// which keeps the match decoder's loop free of a stack round trip per field.
+    #[inline(always)]
+    pub(crate) fn parse_into<'a>(
+        i: &'a [u8],
+        extended: &[u8],
+        out: &mut Vec<Oxm>,
+    ) -> Result<&'a [u8], DecodeError> {
+        let tlv = OxmTlv::split(i, extended)?;
+        out.push(tlv.to_oxm());
+        Ok(tlv.rest)
     }
 
     /// Count the TLVs in a well-framed list (a capacity hint; stops at the first bad header).
@@ -537,43 +555,156 @@ impl Oxm {
     /// Append the TLV to `out`.
     #[inline]
     pub fn emit(&self, out: &mut BytesMut) {
-        let v = self.value.as_slice();
-        let m = self.mask.as_ref().map_or(&[][..], FieldValue::as_slice);
+        let body = self.body();
         let exp = self.field.class == CLASS_EXPERIMENTER;
         let header = self
             .field
-            .header(self.mask.is_some(), v.len())
+            .header(self.masked, usize::from(self.value_len))
             .to_be_bytes();
-        // Assemble short TLVs (all but tunnel metadata) on the stack with fixed-size copies, then
-        // append a fixed 40 bytes and cut back: no variable-length memcpy on the hot path.
-        let total = 4 + 4 * usize::from(exp) + v.len() + m.len();
-        let mask_inline = !matches!(self.mask, Some(FieldValue::Long(_)));
-        if let (FieldValue::Inline { buf: vb, .. }, true) =
-            (&self.value, total <= 40 && mask_inline)
-        {
-            let mut buf = [0u8; 56];
+        if self.long.is_none() {
+            // Assemble the TLV on the stack with fixed-size copies, append a fixed 40 bytes and
+            // cut back: no variable-length memcpy on the hot path.
+            let mut buf = [0u8; 8 + INLINE];
             buf[..4].copy_from_slice(&header);
-            let mut at = 4;
-            if exp {
+            let total = if exp {
                 buf[4..8].copy_from_slice(&self.field.experimenter.to_be_bytes());
-                at = 8;
-            }
-            buf[at..at + 16].copy_from_slice(vb);
-            at += v.len();
-            if let Some(FieldValue::Inline { buf: mb, .. }) = &self.mask {
-                buf[at..at + 16].copy_from_slice(mb);
-            }
+                buf[8..].copy_from_slice(&self.inline);
+                8 + body.len()
+            } else {
+                buf[4..4 + INLINE].copy_from_slice(&self.inline);
+                4 + body.len()
+            };
             let start = out.len();
-            out.extend_from_slice(&buf[..40]);
+            out.extend_from_slice(&buf);
             out.truncate(start + total);
         } else {
             out.extend_from_slice(&header);
             if exp {
                 out.extend_from_slice(&u32::to_be_bytes(self.field.experimenter));
             }
-            out.extend_from_slice(v);
-            out.extend_from_slice(m);
+            out.extend_from_slice(body);
         }
+    }
+}
+
+/// One OXM TLV split into its parts, before it becomes an [`Oxm`].
+struct OxmTlv<'a, 'x> {
+    id: FieldId,
+    masked: bool,
+    value_len: usize,
+    /// Value then mask.
+    body: &'a [u8],
+    /// The input from the body on (past the TLV too), for fixed-size copies.
+    from_body: &'x [u8],
+    /// The input after the TLV.
+    rest: &'a [u8],
+}
+
+impl<'a, 'x> OxmTlv<'a, 'x> {
+    /// Check the framing of the TLV at the start of `i`; `extended` starts at the same byte
+    /// and may be longer.
+    #[inline(always)]
+    fn split(i: &'a [u8], extended: &'x [u8]) -> Result<OxmTlv<'a, 'x>, DecodeError> {
+        let Some((h, after_header)) = i.split_first_chunk::<4>() else {
+            return Err(DecodeError::Truncated {
+                what: "oxm header",
+                need: 4,
+                have: i.len(),
+            });
+        };
+        let h = u32::from_be_bytes(*h);
+        let class = (h >> 16) as u16;
+        let field = ((h >> 9) & 0x7f) as u8;
+        let masked = h & 0x100 != 0;
+        let len = (h & 0xff) as usize;
+        let Some((tlv, rest)) = after_header.split_at_checked(len) else {
+            return Err(DecodeError::Truncated {
+                what: "oxm field",
+                need: len,
+                have: after_header.len(),
+            });
+        };
+        let (id, body, body_at) = if class == CLASS_EXPERIMENTER {
+            match tlv.split_first_chunk::<4>() {
+                Some((exp, body)) => (
+                    FieldId::experimenter(u32::from_be_bytes(*exp), field),
+                    body,
+                    8,
+                ),
+                _ => {
+                    return Err(DecodeError::Truncated {
+                        what: "oxm experimenter id",
+                        need: 4,
+                        have: tlv.len(),
+                    });
+                }
+            }
+        } else {
+            (FieldId::new(class, field), tlv, 4)
+        };
+        if masked && !body.len().is_multiple_of(2) {
+            return Err(DecodeError::BadLength {
+                what: "masked oxm field",
+                len,
+                reason: "value and mask differ in length",
+            });
+        }
+        Ok(OxmTlv {
+            id,
+            masked,
+            value_len: if masked { body.len() / 2 } else { body.len() },
+            body,
+            from_body: extended.get(body_at..).unwrap_or(&[]),
+            rest,
+        })
+    }
+
+    /// The field. When the input has 32 bytes from the body on (the usual case inside a match)
+    /// they are copied whole; the bytes past the body are never read back.
+    #[inline(always)]
+    fn to_oxm(&self) -> Oxm {
+        match self.from_body.first_chunk::<INLINE>() {
+            Some(chunk) if self.body.len() <= INLINE => Oxm {
+                field: self.id,
+                value_len: self.value_len as u8,
+                masked: self.masked,
+                inline: *chunk,
+                long: None,
+            },
+            _ => Oxm::from_parts(self.id, self.value_len, self.masked, self.body),
+        }
+    }
+}
+
+// Equality, hashing and debug output look at the meaningful bytes only: the inline buffer's
+// tail past the value and mask holds whatever followed the field on the wire.
+impl PartialEq for Oxm {
+    fn eq(&self, other: &Oxm) -> bool {
+        self.field == other.field
+            && self.value_len == other.value_len
+            && self.masked == other.masked
+            && self.body() == other.body()
+    }
+}
+
+impl Eq for Oxm {}
+
+impl std::hash::Hash for Oxm {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.field.hash(state);
+        self.value_len.hash(state);
+        self.masked.hash(state);
+        self.body().hash(state);
+    }
+}
+
+impl std::fmt::Debug for Oxm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oxm")
+            .field("field", &self.field)
+            .field("value", &self.value().as_slice())
+            .field("mask", &self.mask().map(FieldValue::as_slice))
+            .finish()
     }
 }
 
@@ -604,8 +735,8 @@ mod test {
     fn test_eth_dst() {
         let o = round_trip(&ETH_DST_BYTES);
         assert_eq!(o.field, FieldId::ETH_DST);
-        assert_eq!(o.value.as_slice(), &[0xf2, 0x0b, 0xa4, 0x7d, 0xf8, 0xea]);
-        assert_eq!(o.mask, None);
+        assert_eq!(o.value().as_slice(), &[0xf2, 0x0b, 0xa4, 0x7d, 0xf8, 0xea]);
+        assert_eq!(o.mask(), None);
     }
 
     #[test]
@@ -613,7 +744,7 @@ mod test {
         let o = round_trip(&CT_STATE_BYTES);
         assert_eq!(o.field, FieldId::new(CLASS_NXM1, 105));
         assert_eq!(o.field.info().unwrap().name, "ct_state");
-        assert_eq!(o.mask.unwrap().to_u128(), 0x20);
+        assert_eq!(o.mask_u128(), Some(0x20));
     }
 
     #[test]
@@ -632,7 +763,7 @@ mod test {
     #[test]
     fn int_constructor_uses_field_width() {
         let o = Oxm::int(FieldId::ETH_TYPE, 0x0800, None);
-        assert_eq!(o.value.as_slice(), &[0x08, 0x00]);
+        assert_eq!(o.value().as_slice(), &[0x08, 0x00]);
         assert_eq!(field_by_name("reg3").unwrap().id, nxm::reg(3));
     }
 }

@@ -214,12 +214,30 @@ impl Action {
 
     /// Parse one action.
     pub fn parse(i: &[u8]) -> PResult<'_, Action> {
-        Action::parse_nested(i, 0)
+        let mut one = Vec::with_capacity(1);
+        let rest = Action::parse_into(i, 0, &mut one)?;
+        match one.pop() {
+            Some(action) => Ok((rest, action)),
+            // `parse_into` appends exactly one action whenever it succeeds.
+            None => Err(DecodeError::Invalid {
+                what: "action",
+                reason: "decoder produced no action",
+            }),
+        }
     }
 
-    /// Parse one action that sits `depth` levels inside `ct`/`clone` action lists.
+    /// Parse the action at the start of `i`, which sits `depth` levels inside `ct`/`clone`
+    /// action lists, append it to `out` and return the input after it.
+    ///
+    /// Actions are built straight into the list rather than returned and pushed: returning a
+    /// 72-byte enum through `Result` layers made the compiler assemble it on the stack and copy
+    /// it with wide loads that stall on the narrow stores just made.
     #[inline]
-    pub(crate) fn parse_nested(i: &[u8], depth: usize) -> PResult<'_, Action> {
+    pub(crate) fn parse_into<'a>(
+        i: &'a [u8],
+        depth: usize,
+        out: &mut Vec<Action>,
+    ) -> Result<&'a [u8], DecodeError> {
         let (_, (kind, len)) = fixed(i, 4, "action header", (u16p, u16p))?;
         let len = usize::from(len);
         if len % 8 != 0 {
@@ -231,20 +249,21 @@ impl Action {
         }
         let (rest, a) = take_tlv(i, len, 8, "action")?;
         let body = &a[4..];
-        let action = if kind == OFPAT_EXPERIMENTER {
+        if kind == OFPAT_EXPERIMENTER {
             let (data, exp) = fixed(body, 4, "experimenter action", u32p)?;
             if exp == NX_EXPERIMENTER {
-                nicira::parse(data, depth)?
+                nicira::parse_into(data, &i[8..], depth, out)?;
             } else {
-                Action::Experimenter {
+                out.push(Action::Experimenter {
                     experimenter: exp,
                     data: Bytes::copy_from_slice(data),
-                }
+                });
             }
         } else {
-            standard::parse(kind, body)?
-        };
-        Ok((rest, action))
+            // `rest` (not just this action) lets a set-field copy its value with fixed-size loads.
+            standard::parse_into(kind, body, &i[4..], out)?;
+        }
+        Ok(rest)
     }
 
     /// Append the action to `out`.
@@ -286,9 +305,7 @@ pub(crate) fn parse_actions_nested(mut i: &[u8], depth: usize) -> Result<Vec<Act
     }
     let mut v = Vec::with_capacity(count_tlvs(i));
     while !i.is_empty() {
-        let (rest, a) = Action::parse_nested(i, depth)?;
-        v.push(a);
-        i = rest;
+        i = Action::parse_into(i, depth, &mut v)?;
     }
     Ok(v)
 }

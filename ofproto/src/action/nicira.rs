@@ -434,36 +434,50 @@ fn nonzero_bits(n_bits: u16, what: &'static str) -> Result<u16, DecodeError> {
     Ok(n_bits)
 }
 
-/// Decode a Nicira action from what follows the experimenter id (subtype first).
-pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
+/// Decode a Nicira action from what follows the experimenter id (subtype first) and append it
+/// to `out`. Each arm pushes the variant it builds, so the action is written straight into the
+/// list (see [`Action::parse_into`](super::Action) for why).
+///
+/// `extended` starts where `data` does and may run on into the rest of the message; a field in
+/// `reg_load2` is then copied with a fixed-size load.
+pub(crate) fn parse_into(
+    data: &[u8],
+    extended: &[u8],
+    depth: usize,
+    out: &mut Vec<Action>,
+) -> Result<(), DecodeError> {
     use subtype::*;
     let (b, st) = fixed(data, 2, "nicira action subtype", u16p)?;
     let opaque = || Action::Experimenter {
         experimenter: NX_EXPERIMENTER,
         data: Bytes::copy_from_slice(data),
     };
-    Ok(match st {
+    match st {
         RESUBMIT | RESUBMIT_TABLE | RESUBMIT_TABLE_CT => {
             let (_, (in_port, table)) = fixed(b, 3, "resubmit action", (u16p, u8p))?;
-            Action::Resubmit {
+            out.push(Action::Resubmit {
                 in_port,
                 table: (st != RESUBMIT).then_some(table),
                 ct: st == RESUBMIT_TABLE_CT,
-            }
+            });
         }
-        SET_TUNNEL => Action::SetTunnel(fixed(b, 6, "set_tunnel action", (u16p, u32p))?.1.1),
+        SET_TUNNEL => out.push(Action::SetTunnel(
+            fixed(b, 6, "set_tunnel action", (u16p, u32p))?.1.1,
+        )),
         SET_TUNNEL64 => {
-            Action::SetTunnel64(fixed(b, 14, "set_tunnel64 action", (u16p, u32p, u64p))?.1.2)
+            out.push(Action::SetTunnel64(
+                fixed(b, 14, "set_tunnel64 action", (u16p, u32p, u64p))?.1.2,
+            ));
         }
-        POP_QUEUE => Action::PopQueue,
-        EXIT => Action::Exit,
-        DEC_TTL => Action::DecTtl,
-        CT_CLEAR => Action::CtClear,
+        POP_QUEUE => out.push(Action::PopQueue),
+        EXIT => out.push(Action::Exit),
+        DEC_TTL => out.push(Action::DecTtl),
+        CT_CLEAR => out.push(Action::CtClear),
         REG_MOVE => {
             let (_, (n_bits, src_ofs, dst_ofs, src, dst)) =
                 fixed(b, 14, "reg_move action", (u16p, u16p, u16p, u32p, u32p))?;
             let n_bits = nonzero_bits(n_bits, "reg_move n_bits")?;
-            Action::RegMove {
+            out.push(Action::RegMove {
                 src: Subfield {
                     field: NxmHeader(src),
                     ofs: src_ofs,
@@ -474,53 +488,54 @@ pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
                     ofs: dst_ofs,
                     n_bits,
                 },
-            }
+            });
         }
         REG_LOAD => {
             let (_, (ofs_nbits, dst, value)) = fixed(b, 14, "reg_load action", (u16p, u32p, u64p))?;
-            Action::RegLoad {
+            out.push(Action::RegLoad {
                 dst: Subfield::from_ofs_nbits(dst, ofs_nbits),
                 value,
-            }
+            });
         }
         REG_LOAD2 => {
-            let (rest, oxm) = Oxm::parse(b)?;
+            let (rest, oxm) = Oxm::parse_extended(b, extended.get(2..).unwrap_or(b))?;
             if rest.iter().any(|x| *x != 0) {
-                return Ok(opaque());
+                out.push(opaque());
+                return Ok(());
             }
-            Action::RegLoad2(oxm)
+            out.push(Action::RegLoad2(oxm));
         }
         OUTPUT_REG => {
             let (_, (ofs_nbits, src, max_len)) =
                 fixed(b, 8, "output_reg action", (u16p, u32p, u16p))?;
-            Action::OutputReg {
+            out.push(Action::OutputReg {
                 src: Subfield::from_ofs_nbits(src, ofs_nbits),
                 max_len,
-            }
+            });
         }
-        NOTE => Action::Note(Bytes::copy_from_slice(b)),
+        NOTE => out.push(Action::Note(Bytes::copy_from_slice(b))),
         FIN_TIMEOUT => {
             let (_, (idle, hard)) = fixed(b, 4, "fin_timeout action", (u16p, u16p))?;
-            Action::FinTimeout { idle, hard }
+            out.push(Action::FinTimeout { idle, hard });
         }
         CONTROLLER => {
             let (_, (max_len, controller_id, reason)) =
                 fixed(b, 5, "controller action", (u16p, u16p, u8p))?;
-            Action::Controller {
+            out.push(Action::Controller {
                 max_len,
                 controller_id,
                 reason,
-            }
+            });
         }
-        CONTROLLER2 => Action::Controller2(parse_controller2(b)?),
+        CONTROLLER2 => out.push(Action::Controller2(parse_controller2(b)?)),
         DEC_TTL_CNT_IDS => {
             let (ids, n) = fixed(b, 6, "dec_ttl_cnt_ids action", u16p)?;
             let (_, ids) = take(ids, usize::from(n) * 2, "dec_ttl_cnt_ids controller ids")?;
-            Action::DecTtlCntIds(
+            out.push(Action::DecTtlCntIds(
                 ids.chunks_exact(2)
                     .map(|c| u16::from_be_bytes([c[0], c[1]]))
                     .collect(),
-            )
+            ));
         }
         STACK_PUSH | STACK_POP => {
             let (_, (ofs, field, n_bits)) = fixed(b, 8, "stack action", (u16p, u32p, u16p))?;
@@ -530,16 +545,16 @@ pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
                 ofs,
                 n_bits,
             };
-            if st == STACK_PUSH {
+            out.push(if st == STACK_PUSH {
                 Action::StackPush(sf)
             } else {
                 Action::StackPop(sf)
-            }
+            });
         }
         SAMPLE => {
             let (_, (probability, collector_set_id, obs_domain_id, obs_point_id)) =
                 fixed(b, 14, "sample action", (u16p, u32p, u32p, u32p))?;
-            Action::Sample(Sample {
+            out.push(Action::Sample(Sample {
                 subtype: st,
                 probability,
                 collector_set_id,
@@ -547,7 +562,7 @@ pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
                 obs_point_id,
                 sampling_port: 0,
                 direction: 0,
-            })
+            }));
         }
         SAMPLE2 => {
             let (
@@ -561,7 +576,7 @@ pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
                     direction,
                 ),
             ) = fixed(b, 17, "sample2 action", (u16p, u32p, u32p, u32p, u16p, u8p))?;
-            Action::Sample(Sample {
+            out.push(Action::Sample(Sample {
                 subtype: st,
                 probability,
                 collector_set_id,
@@ -569,36 +584,39 @@ pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
                 obs_point_id,
                 sampling_port,
                 direction,
-            })
+            }));
         }
         CONJUNCTION => {
             let (_, (clause, n_clauses, id)) = fixed(b, 6, "conjunction action", (u8p, u8p, u32p))?;
-            Action::Conjunction(Conjunction {
+            out.push(Action::Conjunction(Conjunction {
                 id,
                 clause,
                 n_clauses,
-            })
+            }));
         }
         OUTPUT_TRUNC => {
             let (_, (port, max_len)) = fixed(b, 6, "output_trunc action", (u16p, u32p))?;
-            Action::OutputTrunc { port, max_len }
+            out.push(Action::OutputTrunc { port, max_len });
         }
-        CT => Action::Ct(parse_ct(b, depth)?),
+        CT => out.push(Action::Ct(parse_ct(b, depth)?)),
         CLONE => {
             let (nested, _) = take(b, 6, "clone action")?;
-            Action::Clone(super::parse_actions_nested(nested, depth + 1)?)
+            out.push(Action::Clone(super::parse_actions_nested(
+                nested,
+                depth + 1,
+            )?));
         }
         CHECK_PKT_LARGER => {
             let (_, (pkt_len, ofs, dst)) =
                 fixed(b, 8, "check_pkt_larger action", (u16p, u16p, u32p))?;
-            Action::CheckPktLarger {
+            out.push(Action::CheckPktLarger {
                 pkt_len,
                 dst: Subfield {
                     field: NxmHeader(dst),
                     ofs,
                     n_bits: 1,
                 },
-            }
+            });
         }
         MULTIPATH => {
             let (_, (fields, basis, _pad0, algorithm, max_link, arg, _pad1, ofs_nbits, dst)) =
@@ -608,14 +626,14 @@ pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
                     "multipath action",
                     (u16p, u16p, u16p, u16p, u16p, u32p, u16p, u16p, u32p),
                 )?;
-            Action::Multipath(Multipath {
+            out.push(Action::Multipath(Multipath {
                 fields,
                 basis,
                 algorithm,
                 max_link,
                 arg,
                 dst: Subfield::from_ofs_nbits(dst, ofs_nbits),
-            })
+            }));
         }
         BUNDLE | BUNDLE_LOAD => {
             let (members, (algorithm, fields, basis, member_type, n, ofs_nbits, dst, _zero)) =
@@ -628,9 +646,10 @@ pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
             let (_, members) = take(members, usize::from(n) * 2, "bundle members")?;
             let dst = (st == BUNDLE_LOAD).then(|| Subfield::from_ofs_nbits(dst, ofs_nbits));
             if st == BUNDLE && (ofs_nbits != 0 || dst_is_set(b)) {
-                return Ok(opaque());
+                out.push(opaque());
+                return Ok(());
             }
-            Action::Bundle(Bundle {
+            out.push(Action::Bundle(Bundle {
                 algorithm,
                 fields,
                 basis,
@@ -640,19 +659,20 @@ pub(crate) fn parse(data: &[u8], depth: usize) -> Result<Action, DecodeError> {
                     .chunks_exact(2)
                     .map(|c| u16::from_be_bytes([c[0], c[1]]))
                     .collect(),
-            })
+            }));
         }
-        NAT => Action::Nat(parse_nat(b)?),
-        LEARN => Action::Learn(parse_learn(b, false)?),
-        LEARN2 => match parse_learn(b, true)? {
+        NAT => out.push(Action::Nat(parse_nat(b)?)),
+        LEARN => out.push(Action::Learn(parse_learn(b, false)?)),
+        LEARN2 => out.push(match parse_learn(b, true)? {
             // Only a learn2 that needs it re-encodes as learn2; keep any other one whole.
             l if l.is_learn2() && (l.flags & LEARN_WRITE_RESULT != 0) == l.result_dst.is_some() => {
                 Action::Learn(l)
             }
             _ => opaque(),
-        },
-        _ => opaque(),
-    })
+        }),
+        _ => out.push(opaque()),
+    }
+    Ok(())
 }
 
 /// Whether the `dst` word of a bundle action (bytes 14..18 after the subtype) is nonzero.

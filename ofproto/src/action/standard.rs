@@ -15,41 +15,48 @@ pub const OFPAT_SET_FIELD: u16 = 25;
 
 /// Decode a standard action of type `kind` from its body (after the 4-byte header).
 #[inline]
-pub(crate) fn parse(kind: u16, body: &[u8]) -> Result<Action, DecodeError> {
+pub(crate) fn parse_into(
+    kind: u16,
+    body: &[u8],
+    extended: &[u8],
+    out: &mut Vec<Action>,
+) -> Result<(), DecodeError> {
     let u16_of = |what| fixed(body, 2, what, u16p).map(|(_, v)| v);
     let u32_of = |what| fixed(body, 4, what, u32p).map(|(_, v)| v);
     let u8_of = |what| fixed(body, 1, what, u8p).map(|(_, v)| v);
-    Ok(match kind {
+    // Each arm pushes its own variant so the action is written straight into the list.
+    match kind {
         0 => {
             let (_, (port, max_len)) = fixed(body, 6, "output action", (u32p, u16p))?;
-            Action::Output {
+            out.push(Action::Output {
                 port: PortNo(port),
                 max_len,
-            }
+            });
         }
-        11 => Action::CopyTtlOut,
-        12 => Action::CopyTtlIn,
-        15 => Action::SetMplsTtl(u8_of("set_mpls_ttl action")?),
-        16 => Action::DecMplsTtl,
-        17 => Action::PushVlan(u16_of("push_vlan action")?),
-        18 => Action::PopVlan,
-        19 => Action::PushMpls(u16_of("push_mpls action")?),
-        20 => Action::PopMpls(u16_of("pop_mpls action")?),
-        21 => Action::SetQueue(u32_of("set_queue action")?),
-        22 => Action::Group(u32_of("group action")?),
-        23 => Action::SetNwTtl(u8_of("set_nw_ttl action")?),
-        24 => Action::DecNwTtl,
+        11 => out.push(Action::CopyTtlOut),
+        12 => out.push(Action::CopyTtlIn),
+        15 => out.push(Action::SetMplsTtl(u8_of("set_mpls_ttl action")?)),
+        16 => out.push(Action::DecMplsTtl),
+        17 => out.push(Action::PushVlan(u16_of("push_vlan action")?)),
+        18 => out.push(Action::PopVlan),
+        19 => out.push(Action::PushMpls(u16_of("push_mpls action")?)),
+        20 => out.push(Action::PopMpls(u16_of("pop_mpls action")?)),
+        21 => out.push(Action::SetQueue(u32_of("set_queue action")?)),
+        22 => out.push(Action::Group(u32_of("group action")?)),
+        23 => out.push(Action::SetNwTtl(u8_of("set_nw_ttl action")?)),
+        24 => out.push(Action::DecNwTtl),
         25 => {
-            let (_, oxm) = Oxm::parse(body)?;
-            Action::SetField(oxm)
+            let (_, oxm) = Oxm::parse_extended(body, extended)?;
+            out.push(Action::SetField(oxm));
         }
-        26 => Action::PushPbb(u16_of("push_pbb action")?),
-        27 => Action::PopPbb,
-        _ => Action::Unknown {
+        26 => out.push(Action::PushPbb(u16_of("push_pbb action")?)),
+        27 => out.push(Action::PopPbb),
+        _ => out.push(Action::Unknown {
             kind,
             data: Bytes::copy_from_slice(body),
-        },
-    })
+        }),
+    }
+    Ok(())
 }
 
 fn head(out: &mut BytesMut, kind: u16, len: u16) {

@@ -136,7 +136,7 @@ fn field_value(id: FieldId, v: &[u8]) -> Value {
 fn oxm(o: &Oxm) -> Value {
     // os-ken's ONF pbb_uca for OpenFlow 1.3: ONF experimenter field 0 with a 16-bit exp_type
     // (2560) ahead of the 1-byte value.
-    let v = o.value.as_slice();
+    let v = o.value().as_slice();
     if o.field == FieldId::experimenter(ofproto::oxm::ONF_EXPERIMENTER, 0)
         && v.len() == 3
         && v[..2] == [0x0a, 0]
@@ -150,8 +150,8 @@ fn oxm(o: &Oxm) -> Value {
         "OXMTlv",
         json!({
             "field": field_name(o.field),
-            "value": field_value(o.field, o.value.as_slice()),
-            "mask": o.mask.as_ref().map_or(Value::Null, |m| field_value(o.field, m.as_slice())),
+            "value": field_value(o.field, o.value().as_slice()),
+            "mask": o.mask().map_or(Value::Null, |m| field_value(o.field, m.as_slice())),
         }),
     )
 }
