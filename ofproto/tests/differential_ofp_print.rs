@@ -683,6 +683,112 @@ const MESSAGES: &[(&str, &str)] = &[
         "set async: flow removed only",
         "041c002000000000000000000000000000000000000000000000003000000001",
     ),
+    (
+        "group mod: weight in an all group",
+        "040f002000000000000000000000000100100001ffffffffffffffff00000000",
+    ),
+    (
+        "group mod: watch port in an all group",
+        "040f00200000000000000000000000010010000000000001ffffffff00000000",
+    ),
+    (
+        "group mod: select with watch group",
+        "040f002000000000000001000000000100100001ffffffff0000000100000000",
+    ),
+    (
+        "group mod: ff bucket without watch",
+        "040f002000000000000003000000000100100000ffffffffffffffff00000000",
+    ),
+    (
+        "group mod: ff with watch group",
+        "040f002000000000000003000000000100100000ffffffff0000000300000000",
+    ),
+    (
+        "group mod: indirect with two buckets",
+        "040f003000000000000102000000000100100000ffffffffffffffff0000000000100000ffffffffffffffff\
+         00000000",
+    ),
+    (
+        "group mod: indirect without buckets",
+        "040f0010000000000000020000000001",
+    ),
+    (
+        "group mod: watch port out of range",
+        "040f00200000000000000000000000010010000020010001ffffffff00000000",
+    ),
+    (
+        "group mod: delete all groups",
+        "040f00100000000000020000fffffffc",
+    ),
+    (
+        "group mod: unknown command",
+        "040f0010000000000007000000000001",
+    ),
+    (
+        "packet-out: ARP cut short",
+        "040d002e00000000fffffffffffffffd0000000000000000ffffffffffff0200000000010806000108000604\
+         0001",
+    ),
+    (
+        "packet-out: ARP of another hardware type",
+        "040d004200000000fffffffffffffffd0000000000000000ffffffffffff0200000000010806000208000604\
+         00010200000000010a0000010000000000000a000002",
+    ),
+    (
+        "packet-out: ARP opcode beyond 8 bits",
+        "040d004200000000fffffffffffffffd0000000000000000ffffffffffff0200000000010806000108000604\
+         01010200000000010a0000010000000000000a000002",
+    ),
+    (
+        "meter config: unknown flag, padded band",
+        "0413002800000000000a0000000000000018004b0000006400010010000003e80000000a10000400",
+    ),
+    (
+        "meter mod: delete ignores flags and bands",
+        "041d002000000000000200010000000100010010000000050000000600000000",
+    ),
+    (
+        "meter mod: meter id above OFPM_MAX",
+        "041d00100000000000000001fffffffc",
+    ),
+    (
+        "error: echoed message of an unknown version",
+        "04010014000000000002000b6675016166756761",
+    ),
+    (
+        "error: echoed flow mod too short",
+        "040100140000000000040006040e000800000000",
+    ),
+    (
+        "error: echoed message of an unknown type",
+        "04010014000000000004000604630008000000ff",
+    ),
+    (
+        "error: echoed barrier cut short",
+        "04010018000000000004000604140010000000ff00000000",
+    ),
+    (
+        "queue get config request: port out of range",
+        "0416001000000000ffff02ff00000000",
+    ),
+    (
+        "queue stats request: port out of range",
+        "04120018000000000005080000000000ffbfffffffffffff",
+    ),
+    (
+        "get config reply: unknown flags kept",
+        "0408000c00000000b4000280",
+    ),
+    (
+        "queue get config reply: rate with padding",
+        "0417003000000000000000010000000000000001000000010020000000000000000100100000000003e90000\
+         02000000",
+    ),
+    (
+        "group desc reply: unknown type",
+        "041300380000000000070000000000000028ff00000000010020000100000001000000010000000000000010\
+         00000002ffff000000000000",
+    ),
 ];
 
 #[test]

@@ -10,13 +10,11 @@
 //! A line that is not hex, or that does not decode, is reported on standard error with its line
 //! number and the reason; the others are still printed, and the exit status is 1.
 //!
-//! The text comes from [`ofproto::print::render`]; this binary only parses the hex and reports
+//! The text comes from [`ofproto::print::render_bytes`]; this binary only parses the hex and reports
 //! bad lines.
 
 use std::io::{self, BufRead, Write};
 use std::process::ExitCode;
-
-use ofproto::Message;
 
 /// Why one input line could not be printed.
 #[derive(Debug)]
@@ -77,8 +75,7 @@ fn parse_hex(text: &str) -> Result<Vec<u8>, LineError> {
 /// Print one line of input; errors name the line.
 fn print_one(text: &str) -> Result<String, LineError> {
     let bytes = parse_hex(text)?;
-    let (xid, message) = Message::decode(&bytes).map_err(LineError::Decode)?;
-    Ok(ofproto::print::render(xid, &message))
+    ofproto::print::render_bytes(&bytes).map_err(LineError::Decode)
 }
 
 fn main() -> ExitCode {

@@ -3,19 +3,60 @@
 
 use std::fmt::Write as _;
 
-use crate::group::{GroupMod, GroupModCommand, GroupType};
+use crate::group::{Bucket, GroupMod, GroupModCommand, GroupType, OFPG_ANY};
 use crate::multipart::{GroupDesc, GroupFeatures, GroupStats};
+use crate::port::OFPP_ANY;
 
 use super::text::{action_bitmap, duration};
 
-/// The group mod on its own line (its `Display` text); OVS refuses unknown commands and types.
+/// The checks OVS makes on a group's buckets as it decodes them: watch ports it can hold,
+/// weights only for select groups, watches only for select and fast-failover groups (where
+/// each bucket needs one), exactly one bucket in an indirect group being added or modified.
+fn check_buckets(
+    group_type: GroupType,
+    buckets: &[Bucket],
+    command: GroupModCommand,
+) -> Result<(), &'static str> {
+    if buckets
+        .iter()
+        .any(|b| !super::port::port_in_range(b.watch_port))
+    {
+        return Err("OFPGMFC_BAD_WATCH");
+    }
+    let watches = |b: &Bucket| b.watch_port != OFPP_ANY || b.watch_group != OFPG_ANY;
+    match group_type {
+        GroupType::Select => {}
+        GroupType::All | GroupType::Indirect => {
+            if buckets.iter().any(|b| b.weight != 0) {
+                return Err("OFPGMFC_INVALID_GROUP");
+            }
+            if buckets.iter().any(watches) {
+                return Err("OFPGMFC_WATCH_UNSUPPORTED");
+            }
+            if group_type == GroupType::Indirect
+                && command != GroupModCommand::Delete
+                && buckets.len() != 1
+            {
+                return Err("OFPGMFC_INVALID_GROUP");
+            }
+        }
+        GroupType::FastFailover => {
+            if buckets.iter().any(|b| b.weight != 0 || !watches(b)) {
+                return Err("OFPGMFC_INVALID_GROUP");
+            }
+        }
+        GroupType::Unknown(_) => return Err("OFPGMFC_BAD_TYPE"),
+    }
+    Ok(())
+}
+
+/// The group mod on its own line (its `Display` text); OVS refuses unknown commands and types
+/// and the buckets [`check_buckets`] rejects.
 pub(super) fn group_mod(out: &mut String, group_mod: &GroupMod) -> Result<(), &'static str> {
     if let GroupModCommand::Unknown(_) = group_mod.command {
         return Err("OFPGMFC_BAD_COMMAND");
     }
-    if let GroupType::Unknown(_) = group_mod.group_type {
-        return Err("OFPGMFC_BAD_TYPE");
-    }
+    check_buckets(group_mod.group_type, &group_mod.buckets, group_mod.command)?;
     let _ = write!(out, "\n {group_mod}");
     Ok(())
 }
@@ -47,8 +88,16 @@ pub(super) fn group_stats(out: &mut String, entries: &[GroupStats]) {
 
 /// One line per group, `group_id=1,type=all,bucket=...`: the text of a group mod without its
 /// command.
-pub(super) fn group_desc(out: &mut String, entries: &[GroupDesc]) {
+pub(super) fn group_desc(out: &mut String, entries: &[GroupDesc]) -> Result<(), &'static str> {
     for entry in entries {
+        // OVS checks a description's watch ports, not the rules a group mod must follow.
+        if entry
+            .buckets
+            .iter()
+            .any(|b| !super::port::port_in_range(b.watch_port))
+        {
+            return Err("OFPGMFC_BAD_WATCH");
+        }
         let as_mod = GroupMod {
             command: GroupModCommand::Add,
             group_type: entry.group_type,
@@ -57,8 +106,15 @@ pub(super) fn group_desc(out: &mut String, entries: &[GroupDesc]) {
         };
         let text = as_mod.to_string();
         let prefix = format!("{} ", GroupModCommand::Add);
-        let _ = write!(out, "\n {}", text.strip_prefix(&prefix).unwrap_or(&text));
+        let text = text.strip_prefix(&prefix).unwrap_or(&text);
+        // A group mod with an unknown type is refused; a description just says so.
+        let text = match entry.group_type {
+            GroupType::Unknown(code) => text.replacen(&format!(",type={code}"), ",type=unknown", 1),
+            _ => text.to_string(),
+        };
+        let _ = write!(out, "\n {text}");
     }
+    Ok(())
 }
 
 /// The group types OVS lists in group features, by type bit.

@@ -22,39 +22,78 @@ fn meter_text_and_bands(
     bands: &[MeterBand],
 ) -> Result<(), &'static str> {
     // OVS decodes the whole entry before printing any of it.
-    if bands
+    let bands = bands
         .iter()
-        .any(|band| matches!(band, MeterBand::Other { .. }))
-    {
-        return Err("OFPMMFC_BAD_BAND");
-    }
+        .map(ovs_band)
+        .collect::<Option<Vec<_>>>()
+        .ok_or("OFPMMFC_BAD_BAND")?;
     let _ = write!(out, "meter={} ", meter_text(meter_id));
     for (bit, name) in METER_FLAGS {
         if flags & bit != 0 {
             let _ = write!(out, "{name} ");
         }
     }
+    let unknown = METER_FLAGS.iter().fold(flags, |rest, (bit, _)| rest & !bit);
+    if unknown != 0 {
+        let _ = write!(out, "flags:{unknown:#x} ");
+    }
     out.push_str("bands=");
     for band in bands {
-        let (kind, rate, burst_size) = match band {
-            MeterBand::Drop { rate, burst_size } => ("drop", rate, burst_size),
-            MeterBand::DscpRemark {
-                rate, burst_size, ..
-            } => ("dscp_remark", rate, burst_size),
-            MeterBand::Other { .. } => continue,
-        };
-        let _ = write!(out, "\ntype={kind} rate={rate}");
+        let _ = write!(out, "\ntype={} rate={}", band.kind, band.rate);
         if flags & OFPMF_BURST != 0 {
-            let _ = write!(out, " burst_size={burst_size}");
+            let _ = write!(out, " burst_size={}", band.burst_size);
         }
-        if let MeterBand::DscpRemark { prec_level, .. } = band {
+        if let Some(prec_level) = band.prec_level {
             let _ = write!(out, " prec_level={prec_level}");
         }
     }
     Ok(())
 }
 
-/// ` ADD meter=1 kbps burst bands=` and the bands.
+/// A band as OVS sees it.
+struct Band {
+    kind: &'static str,
+    rate: u32,
+    burst_size: u32,
+    prec_level: Option<u8>,
+}
+
+/// The band OVS decodes, or `None` for a type it refuses. OVS ignores the padding, so a drop
+/// or DSCP-remark band with non-zero padding (kept opaque by the codec) is still one.
+fn ovs_band(band: &MeterBand) -> Option<Band> {
+    Some(match *band {
+        MeterBand::Drop { rate, burst_size } => Band {
+            kind: "drop",
+            rate,
+            burst_size,
+            prec_level: None,
+        },
+        MeterBand::DscpRemark {
+            rate,
+            burst_size,
+            prec_level,
+        } => Band {
+            kind: "dscp_remark",
+            rate,
+            burst_size,
+            prec_level: Some(prec_level),
+        },
+        MeterBand::Other {
+            kind: kind @ (1 | 2),
+            rate,
+            burst_size,
+            ref data,
+        } if data.len() == 4 => Band {
+            kind: if kind == 1 { "drop" } else { "dscp_remark" },
+            rate,
+            burst_size,
+            prec_level: (kind == 2).then_some(data[0]),
+        },
+        MeterBand::Other { .. } => return None,
+    })
+}
+
+/// ` ADD meter=1 kbps burst bands=` and the bands; OVS refuses unknown commands.
 pub(super) fn meter_mod(out: &mut String, meter_mod: &MeterMod) -> Result<(), &'static str> {
     let command = match meter_mod.command {
         MeterModCommand::Add => "ADD",
@@ -62,13 +101,13 @@ pub(super) fn meter_mod(out: &mut String, meter_mod: &MeterMod) -> Result<(), &'
         MeterModCommand::Delete => "DEL",
         MeterModCommand::Unknown(_) => return Err("OFPMMFC_BAD_COMMAND"),
     };
+    // A delete names only the meter: OVS does not look at its flags and bands.
+    let (flags, bands) = match meter_mod.command {
+        MeterModCommand::Delete => (0, &[][..]),
+        _ => (meter_mod.flags, &meter_mod.bands[..]),
+    };
     let mut body = String::new();
-    meter_text_and_bands(
-        &mut body,
-        meter_mod.meter_id,
-        meter_mod.flags,
-        &meter_mod.bands,
-    )?;
+    meter_text_and_bands(&mut body, meter_mod.meter_id, flags, bands)?;
     let _ = write!(out, " {command} {body}");
     Ok(())
 }

@@ -33,36 +33,62 @@ mod text;
 
 use std::fmt::Write as _;
 
-use crate::Message;
 use crate::multipart::MultipartType;
+use crate::queue::QueueGetConfigReply;
+use crate::{DecodeError, Message};
 
 /// How deep messages embedded in errors and bundle adds are decoded and printed; deeper ones
 /// are hex-dumped, so hostile nesting cannot exhaust the stack.
 pub const MAX_NESTING: usize = 8;
 
 /// The whole `ovs-ofctl ofp-print` text of `message` sent with transaction id `xid`: header
-/// line and body, no trailing newline.
+/// line and body, no trailing newline. Where OVS hex-dumps the message (decode errors), the
+/// dump is of the message re-encoded; [`render_bytes`] dumps the bytes as received.
 pub fn render(xid: u32, message: &Message) -> String {
     let mut out = String::new();
-    render_into(&mut out, xid, message, 0);
+    render_into(&mut out, xid, message, None, 0);
     out
 }
 
-/// Append the rendering of a message nested `depth` levels inside others.
-pub(crate) fn render_into(out: &mut String, xid: u32, message: &Message, depth: usize) {
+/// Decode one whole message and render it like [`render`], hex-dumping `bytes` themselves
+/// where OVS dumps the message (re-encoding would normalize padding and reserved fields).
+pub fn render_bytes(bytes: &[u8]) -> Result<String, DecodeError> {
+    let (xid, message) = Message::decode(bytes)?;
+    let mut out = String::new();
+    render_into(&mut out, xid, &message, Some(bytes), 0);
+    Ok(out)
+}
+
+/// Append the rendering of a message nested `depth` levels inside others; `raw` is its wire
+/// form when known.
+pub(crate) fn render_into(
+    out: &mut String,
+    xid: u32,
+    message: &Message,
+    raw: Option<&[u8]>,
+    depth: usize,
+) {
+    let dump = |out: &mut String| match raw {
+        Some(bytes) => text::hex_dump(out, bytes),
+        None => text::hex_dump(out, &message.encode_to_vec(xid)),
+    };
     if let Some(error) = decode_error(message) {
         // OVS rejects these while decoding the header: no header line, just the error.
         let _ = writeln!(out, "***decode error: {error}***");
-        text::hex_dump(out, &message.encode_to_vec(xid));
+        dump(out);
     } else {
         let _ = write!(out, "{} (OF1.3) (xid={xid:#x}):", message_name(message));
-        if let Err(error) = render_body(out, xid, message, depth) {
-            // OVS stops where its decoder fails and reports the error after what it printed.
-            if !out.ends_with('\n') {
+        let header_end = out.len();
+        if let Err(error) = render_body(out, xid, message, raw, depth) {
+            // OVS stops where its decoder fails and reports the error: right after the header
+            // if nothing followed it, else on a line of its own.
+            if out.len() == header_end {
                 out.push(' ');
+            } else if !out.ends_with('\n') {
+                out.push('\n');
             }
             let _ = writeln!(out, "***decode error: {error}***");
-            text::hex_dump(out, &message.encode_to_vec(xid));
+            dump(out);
         }
     }
     while out.ends_with('\n') {
@@ -151,10 +177,11 @@ fn render_body(
     out: &mut String,
     xid: u32,
     message: &Message,
+    raw: Option<&[u8]>,
     depth: usize,
 ) -> Result<(), &'static str> {
     match message {
-        Message::Hello(hello) => session::hello(out, xid, hello),
+        Message::Hello(hello) => session::hello(out, xid, hello, raw),
         Message::EchoRequest(payload) | Message::EchoReply(payload) => {
             session::echo(out, payload);
         }
@@ -165,8 +192,13 @@ fn render_body(
         | Message::BarrierReply
         | Message::GetAsyncRequest
         | Message::TlvTableRequest => {}
-        Message::GetConfigReply(config) | Message::SetConfig(config) => {
-            session::switch_config(out, config)?;
+        Message::GetConfigReply(config) => session::switch_config(out, config),
+        Message::SetConfig(config) => {
+            // OVS checks the flags of the request only.
+            if config.flags & !3 != 0 {
+                return Err("OFPSCFC_BAD_FLAGS");
+            }
+            session::switch_config(out, config);
         }
         Message::RoleRequest(role) | Message::RoleReply(role) => session::role(out, role)?,
         Message::FeaturesReply(features) => session::features_reply(out, features),
@@ -177,7 +209,7 @@ fn render_body(
             }
             session::bundle_add(out, add);
             if depth < MAX_NESTING {
-                render_into(out, add.xid, &add.message, depth + 1);
+                render_into(out, add.xid, &add.message, None, depth + 1);
             } else {
                 text::hex_dump(out, &add.message.encode_to_vec(add.xid));
             }
@@ -200,6 +232,12 @@ fn render_body(
         Message::MultipartReply(reply) => {
             multipart_flags(out, reply.flags);
             multipart_reply::body(out, &reply.body)?;
+        }
+        Message::QueueGetConfigRequest(port)
+        | Message::QueueGetConfigReply(QueueGetConfigReply { port, .. })
+            if !port::port_in_range(*port) =>
+        {
+            return Err("OFPBAC_BAD_OUT_PORT");
         }
         Message::QueueGetConfigRequest(port) => {
             let _ = write!(out, " port={}", text::port_text(*port));

@@ -18,7 +18,7 @@ pub(super) fn body(out: &mut String, body: &Body) -> Result<(), &'static str> {
         Body::PortStats(entries) => super::port::port_stats(out, entries),
         Body::Queue(entries) => super::queue::queue_stats(out, entries),
         Body::Group(entries) => super::group::group_stats(out, entries),
-        Body::GroupDesc(entries) => super::group::group_desc(out, entries),
+        Body::GroupDesc(entries) => super::group::group_desc(out, entries)?,
         Body::GroupFeatures(features) => super::group::group_features(out, features),
         Body::Meter(entries) => super::meter::meter_stats(out, entries),
         Body::MeterConfig(entries) => super::meter::meter_config(out, entries)?,

@@ -15,6 +15,11 @@ pub(super) fn body(out: &mut String, body: &Body) -> Result<(), &'static str> {
         Body::Flow(request) | Body::Aggregate(request) => {
             super::flow::flow_stats_request(out, request);
         }
+        Body::PortStats { port_no } | Body::Queue { port_no, .. }
+            if !super::port::port_in_range(*port_no) =>
+        {
+            return Err("OFPBAC_BAD_OUT_PORT");
+        }
         Body::PortStats { port_no } => {
             let _ = write!(out, " port_no={}", port_text(*port_no));
         }

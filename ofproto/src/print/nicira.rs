@@ -7,6 +7,7 @@ use crate::nicira_msg::{
     NXPINT_BUFFER_ID, NXPINT_FULL_LEN, PacketIn2, TlvMap, TlvTableMod, TlvTableReply,
 };
 use crate::packet_in::PacketInReason;
+use crate::{FieldId, Match};
 
 /// Big-endian u32 from a property's first four bytes.
 fn be32(value: &[u8]) -> Option<u32> {
@@ -38,7 +39,7 @@ pub(super) fn packet_in2(out: &mut String, packet_in: &PacketIn2) -> Result<(), 
         .unwrap_or(u32::try_from(data.len()).unwrap_or(u32::MAX));
     let matching = packet_in
         .metadata()
-        .map(|m| crate::format::format_match(&m, None))
+        .map(|m| crate::format::format_match(&pipeline_fields(&m), None))
         .unwrap_or_default();
     let reason = PacketInReason::from(packet_in.reason().unwrap_or(0));
     let _ = write!(
@@ -57,6 +58,24 @@ pub(super) fn packet_in2(out: &mut String, packet_in: &PacketIn2) -> Result<(), 
     out.push('\n');
     out.push_str(&super::packet::packet_flow_text(data));
     Ok(())
+}
+
+/// The fields of `metadata` OVS keeps in a packet-in2: pipeline state (ports, metadata,
+/// registers, tunnel, marks, connection tracking), not packet headers.
+fn pipeline_fields(metadata: &Match) -> Match {
+    use crate::oxm::{CLASS_BASIC, CLASS_NXM0, CLASS_NXM1, CLASS_PKT_REGS};
+    let keep = |id: &FieldId| match id.class {
+        CLASS_BASIC => matches!(id.field, 0 | 2 | 38),
+        CLASS_NXM0 => id.field == 0,
+        CLASS_NXM1 => matches!(id.field, 0..=16 | 31..=33 | 36 | 38..=127),
+        CLASS_PKT_REGS => true,
+        _ => false,
+    };
+    metadata
+        .fields
+        .iter()
+        .filter(|field| keep(&field.field))
+        .fold(Match::new(), |m, field| m.with(field.clone()))
 }
 
 /// C's `%#x` right-aligned in `width`: no `0x` for zero.

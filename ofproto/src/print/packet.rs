@@ -18,7 +18,14 @@ pub(super) fn packet_in(out: &mut String, packet_in: &PacketIn) {
         let _ = write!(out, " cookie={:#x}", packet_in.cookie);
     }
     let _ = write!(out, " total_len={}", packet_in.total_len);
-    let matching = crate::format::format_match(&packet_in.matching, None);
+    // OVS has no in_phy_port in its flows: it drops it while decoding.
+    let matching = packet_in
+        .matching
+        .fields
+        .iter()
+        .filter(|field| field.field != crate::oxm::FieldId::IN_PHY_PORT)
+        .fold(crate::Match::new(), |m, field| m.with(field.clone()));
+    let matching = crate::format::format_match(&matching, None);
     if !matching.is_empty() {
         let _ = write!(out, " {matching}");
     }
@@ -67,7 +74,7 @@ pub(super) fn packet_out(out: &mut String, packet_out: &PacketOut) {
 /// Covers Ethernet (one VLAN tag), ARP, IPv4 and IPv6 with TCP, UDP, SCTP and ICMP; other
 /// EtherTypes print their `dl_type`.
 pub(super) fn packet_flow_text(data: &[u8]) -> String {
-    use crate::packet::{ArpPacket, ArpRepr, EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet};
+    use crate::packet::{EtherType, EthernetFrame, Ipv4Packet, Ipv6Packet};
     let Ok(frame) = EthernetFrame::new_checked(data) else {
         // Too short for an Ethernet header: OVS extracts an all-zero flow.
         return "vlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:00,dl_type=0x0000"
@@ -79,19 +86,7 @@ pub(super) fn packet_flow_text(data: &[u8]) -> String {
     let mut suffix = String::new();
     // The transport protocol and its fields, if the IP header parses.
     let (shorthand, network): (Option<&str>, Vec<String>) = match ethertype {
-        EtherType::Arp => match ArpPacket::new_checked(payload).map(|p| ArpRepr::parse(&p)) {
-            Ok(Ok(arp)) => (
-                Some("arp"),
-                vec![
-                    format!("arp_spa={}", arp.source_protocol_addr),
-                    format!("arp_tpa={}", arp.target_protocol_addr),
-                    format!("arp_op={}", u16::from(arp.operation)),
-                    format!("arp_sha={}", arp.source_hardware_addr),
-                    format!("arp_tha={}", arp.target_hardware_addr),
-                ],
-            ),
-            _ => (Some("arp"), Vec::new()),
-        },
+        EtherType::Arp => (Some("arp"), arp_fields(payload)),
         EtherType::Ipv4 => match Ipv4Packet::new_checked(payload) {
             Ok(ip) => {
                 let protocol = ip.protocol();
@@ -167,6 +162,41 @@ pub(super) fn packet_flow_text(data: &[u8]) -> String {
     }
     fields.extend(network);
     fields.join(",") + &suffix
+}
+
+/// The ARP fields of a flow. OVS takes them only from an Ethernet/IPv4 ARP header that is all
+/// there, and keeps the opcode only when it fits in 8 bits; otherwise every field is zero.
+fn arp_fields(payload: &[u8]) -> Vec<String> {
+    let mut spa = [0u8; 4];
+    let mut tpa = [0u8; 4];
+    let mut sha = [0u8; 6];
+    let mut tha = [0u8; 6];
+    let mut op = 0u16;
+    if let Some(arp) = payload.get(..28)
+        && arp[..6] == [0, 1, 8, 0, 6, 4]
+    {
+        op = u16::from_be_bytes([arp[6], arp[7]]);
+        if op > 0xff {
+            op = 0;
+        }
+        sha.copy_from_slice(&arp[8..14]);
+        spa.copy_from_slice(&arp[14..18]);
+        tha.copy_from_slice(&arp[18..24]);
+        tpa.copy_from_slice(&arp[24..28]);
+    }
+    let mac = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    vec![
+        format!("arp_spa={}", std::net::Ipv4Addr::from(spa)),
+        format!("arp_tpa={}", std::net::Ipv4Addr::from(tpa)),
+        format!("arp_op={op}"),
+        format!("arp_sha={}", mac(sha)),
+        format!("arp_tha={}", mac(tha)),
+    ]
 }
 
 /// The shorthand and fields of a transport header as OVS prints them in a packet's flow, and the

@@ -42,6 +42,18 @@ pub(super) fn config_reply(out: &mut String, reply: &QueueGetConfigReply) {
             match property {
                 QueueProp::MinRate(r) => min_rate = *r,
                 QueueProp::MaxRate(r) => max_rate = *r,
+                // The codec keeps a rate with non-zero padding opaque; OVS ignores the padding.
+                QueueProp::Other {
+                    kind: kind @ (1 | 2),
+                    data,
+                } if data.len() == 8 => {
+                    let r = u16::from_be_bytes([data[0], data[1]]);
+                    if *kind == 1 {
+                        min_rate = r;
+                    } else {
+                        max_rate = r;
+                    }
+                }
                 // OVS skips properties it does not know.
                 QueueProp::Other { .. } => {}
             }

@@ -3,7 +3,6 @@
 
 use std::fmt::Write as _;
 
-use crate::Message;
 use crate::bundle::{BUNDLE_ATOMIC, BUNDLE_ORDERED, BundleAdd, BundleControl};
 use crate::config::SwitchConfig;
 use crate::error::{ErrorKind, ErrorMsg};
@@ -11,13 +10,14 @@ use crate::features::FeaturesReply;
 use crate::header::Header;
 use crate::hello::{Hello, HelloElem};
 use crate::role::{ControllerRole, Role};
+use crate::{DecodeError, Message};
 
 use super::text::{bit_names, hex_dump, known_bit_names};
 
 /// ` version bitmap: 0x01, 0x04` on its own line; then, if the hello holds anything OVS does
 /// not understand (an unknown element, a bitmap without a version), ` unknown data in hello:`
 /// and a dump of the whole message.
-pub(super) fn hello(out: &mut String, xid: u32, hello: &Hello) {
+pub(super) fn hello(out: &mut String, xid: u32, hello: &Hello, raw: Option<&[u8]>) {
     let mut unknown = false;
     let mut bitmap = None;
     for element in &hello.elements {
@@ -39,7 +39,10 @@ pub(super) fn hello(out: &mut String, xid: u32, hello: &Hello) {
     let _ = write!(out, "\n version bitmap: {}", versions.join(", "));
     if unknown {
         out.push_str("\n unknown data in hello:\n");
-        hex_dump(out, &Message::Hello(hello.clone()).encode_to_vec(xid));
+        match raw {
+            Some(bytes) => hex_dump(out, bytes),
+            None => hex_dump(out, &Message::Hello(hello.clone()).encode_to_vec(xid)),
+        }
     }
 }
 
@@ -151,12 +154,26 @@ fn error_name(kind: ErrorKind) -> Option<String> {
 pub(super) fn error(out: &mut String, error: &ErrorMsg, depth: usize) -> Result<(), &'static str> {
     let name = error_name(error.kind).ok_or("OFPBRC_BAD_LEN")?;
     let _ = writeln!(out, " {name}");
-    if let Some(header) = truncated_request(&error.data) {
+    if error.data.len() < 8 {
         let _ = writeln!(
             out,
-            "{} (OF1.3) (xid={:#x}):\n(***truncated to {} bytes from {}***)",
-            header.msg_type.name().unwrap_or("OFPT_UNKNOWN"),
-            header.xid,
+            "OpenFlow packet too short (only {} bytes):",
+            error.data.len()
+        );
+        hex_dump(out, &error.data);
+        return Ok(());
+    }
+    // Errors echo at least 64 bytes of the request, not always all of it. OVS names the
+    // request when it knows its version and type.
+    if let Ok((_, header)) = Header::parse(&error.data)
+        && usize::from(header.length) > error.data.len()
+    {
+        if let (crate::header::OFP_VERSION, Some(name)) = (header.version, header.msg_type.name()) {
+            let _ = writeln!(out, "{name} (OF1.3) (xid={:#x}):", header.xid);
+        }
+        let _ = writeln!(
+            out,
+            "(***truncated to {} bytes from {}***)",
             error.data.len(),
             header.length
         );
@@ -166,34 +183,25 @@ pub(super) fn error(out: &mut String, error: &ErrorMsg, depth: usize) -> Result<
     match Message::decode(&error.data) {
         // An error may echo an error that echoes an error...; a few levels are plenty.
         Ok((xid, failed)) if depth < super::MAX_NESTING => {
-            super::render_into(out, xid, &failed, depth + 1);
+            super::render_into(out, xid, &failed, Some(&error.data), depth + 1);
         }
-        Err(_) if error.data.len() < 8 => {
-            let _ = writeln!(
-                out,
-                "OpenFlow packet too short (only {} bytes):",
-                error.data.len()
-            );
+        Ok(_) => hex_dump(out, &error.data),
+        Err(decode_error) => {
+            // OVS's reason: a version it does not speak at all reads as an unknown type;
+            // anything else (another version's layout, a bad body) as a bad length.
+            let reason = match decode_error {
+                DecodeError::BadVersion(version) if version > 6 => "OFPBRC_BAD_TYPE",
+                _ => "OFPBRC_BAD_LEN",
+            };
+            let _ = writeln!(out, "***decode error: {reason}***");
             hex_dump(out, &error.data);
         }
-        _ => hex_dump(out, &error.data),
     }
     Ok(())
 }
 
-/// The header of an echoed OpenFlow 1.3 request cut short (errors carry at least 64 bytes of
-/// the request, not always all of it).
-fn truncated_request(data: &[u8]) -> Option<Header> {
-    let (_, header) = Header::parse(data).ok()?;
-    (header.version == crate::header::OFP_VERSION && usize::from(header.length) > data.len())
-        .then_some(header)
-}
-
-/// ` frags=normal miss_send_len=128`; OVS refuses flags beyond the fragment handling.
-pub(super) fn switch_config(out: &mut String, config: &SwitchConfig) -> Result<(), &'static str> {
-    if config.flags & !3 != 0 {
-        return Err("OFPSCFC_BAD_FLAGS");
-    }
+/// ` frags=normal miss_send_len=128`.
+pub(super) fn switch_config(out: &mut String, config: &SwitchConfig) {
     let frags = match config.flags & 3 {
         0 => "normal",
         1 => "drop",
@@ -201,7 +209,6 @@ pub(super) fn switch_config(out: &mut String, config: &SwitchConfig) -> Result<(
         _ => "nx-match",
     };
     let _ = write!(out, " frags={frags} miss_send_len={}", config.miss_send_len);
-    Ok(())
 }
 
 /// ` role=primary generation_id=5`.

@@ -104,12 +104,14 @@ pub(crate) fn group_text(group_id: u32) -> String {
     }
 }
 
-/// A meter id as `ovs-ofctl` prints it.
+/// A meter id as `ovs-ofctl` prints it: the virtual meters by name, other ids above
+/// `OFPM_MAX` (0xffff0000) as `unknown`.
 pub(crate) fn meter_text(meter_id: u32) -> String {
     match meter_id {
         0xffff_ffff => "all".into(),
         0xffff_fffe => "controller".into(),
         0xffff_fffd => "slowpath".into(),
+        0xffff_0001.. => "unknown".into(),
         id => id.to_string(),
     }
 }
