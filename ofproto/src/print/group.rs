@@ -53,6 +53,9 @@ fn check_buckets(
 /// The group mod on its own line (its `Display` text); OVS refuses unknown commands and types
 /// and the buckets [`check_buckets`] rejects.
 pub(super) fn group_mod(out: &mut String, group_mod: &GroupMod) -> Result<(), &'static str> {
+    if let GroupType::Unknown(_) = group_mod.group_type {
+        return Err("OFPGMFC_BAD_TYPE");
+    }
     if let GroupModCommand::Unknown(_) = group_mod.command {
         return Err("OFPGMFC_BAD_COMMAND");
     }

@@ -106,6 +106,10 @@ pub(super) fn meter_mod(out: &mut String, meter_mod: &MeterMod) -> Result<(), &'
         MeterModCommand::Delete => (0, &[][..]),
         _ => (meter_mod.flags, &meter_mod.bands[..]),
     };
+    // A meter counts kilobits or packets, not both.
+    if flags & 3 == 3 {
+        return Err("OFPMMFC_BAD_FLAGS");
+    }
     let mut body = String::new();
     meter_text_and_bands(&mut body, meter_mod.meter_id, flags, bands)?;
     let _ = write!(out, " {command} {body}");

@@ -53,8 +53,12 @@ pub fn render(xid: u32, message: &Message) -> String {
 /// Decode one whole message and render it like [`render`], hex-dumping `bytes` themselves
 /// where OVS dumps the message (re-encoding would normalize padding and reserved fields).
 pub fn render_bytes(bytes: &[u8]) -> Result<String, DecodeError> {
-    let (xid, message) = Message::decode(bytes)?;
     let mut out = String::new();
+    if excess_bytes(&mut out, bytes) {
+        out.pop();
+        return Ok(out);
+    }
+    let (xid, message) = Message::decode(bytes)?;
     render_into(&mut out, xid, &message, Some(bytes), 0);
     Ok(out)
 }
@@ -94,6 +98,21 @@ pub(crate) fn render_into(
     while out.ends_with('\n') {
         out.pop();
     }
+}
+
+/// OVS's note on bytes past the length in the header (`(***only uses 8 bytes out of 12***)`)
+/// and a dump of them all, if there are such bytes.
+pub(crate) fn excess_bytes(out: &mut String, bytes: &[u8]) -> bool {
+    let Ok((_, header)) = crate::header::Header::parse(bytes) else {
+        return false;
+    };
+    let used = usize::from(header.length);
+    if used >= bytes.len() {
+        return false;
+    }
+    let _ = writeln!(out, "(***only uses {used} bytes out of {}***)", bytes.len());
+    text::hex_dump(out, bytes);
+    true
 }
 
 /// The error OVS reports for a message it cannot even name, if this is one.
@@ -200,7 +219,8 @@ fn render_body(
             }
             session::switch_config(out, config);
         }
-        Message::RoleRequest(role) | Message::RoleReply(role) => session::role(out, role)?,
+        Message::RoleRequest(role) => session::role(out, role, false)?,
+        Message::RoleReply(role) => session::role(out, role, true)?,
         Message::FeaturesReply(features) => session::features_reply(out, features),
         Message::BundleControl(control) => session::bundle_control(out, control),
         Message::BundleAdd(add) => {
@@ -233,9 +253,11 @@ fn render_body(
             multipart_flags(out, reply.flags);
             multipart_reply::body(out, &reply.body)?;
         }
+        // A reply's port is checked as each queue is decoded: not at all without queues.
         Message::QueueGetConfigRequest(port)
         | Message::QueueGetConfigReply(QueueGetConfigReply { port, .. })
-            if !port::port_in_range(*port) =>
+            if !port::port_in_range(*port)
+                && !matches!(message, Message::QueueGetConfigReply(r) if r.queues.is_empty()) =>
         {
             return Err("OFPBAC_BAD_OUT_PORT");
         }
@@ -251,7 +273,7 @@ fn render_body(
             let _ = write!(out, " id={id}");
         }
         Message::TlvTableMod(table_mod) => nicira::tlv_table_mod(out, table_mod)?,
-        Message::TlvTableReply(reply) => nicira::tlv_table_reply(out, reply),
+        Message::TlvTableReply(reply) => nicira::tlv_table_reply(out, reply)?,
         // Printed by `render_into` as decode errors.
         Message::Experimenter { .. } | Message::Unknown { .. } => {}
     }

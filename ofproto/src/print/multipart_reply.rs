@@ -15,8 +15,8 @@ pub(super) fn body(out: &mut String, body: &Body) -> Result<(), &'static str> {
         }
         Body::Aggregate(aggregate) => aggregate_stats(out, aggregate),
         Body::Table(entries) => super::table::table_stats(out, entries),
-        Body::PortStats(entries) => super::port::port_stats(out, entries),
-        Body::Queue(entries) => super::queue::queue_stats(out, entries),
+        Body::PortStats(entries) => super::port::port_stats(out, entries)?,
+        Body::Queue(entries) => super::queue::queue_stats(out, entries)?,
         Body::Group(entries) => super::group::group_stats(out, entries),
         Body::GroupDesc(entries) => super::group::group_desc(out, entries)?,
         Body::GroupFeatures(features) => super::group::group_features(out, features),

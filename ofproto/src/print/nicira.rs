@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use crate::nicira_msg::{
-    NXPINT_BUFFER_ID, NXPINT_FULL_LEN, PacketIn2, TlvMap, TlvTableMod, TlvTableReply,
+    NXPINT_BUFFER_ID, NXPINT_COOKIE, NXPINT_FULL_LEN, NXPINT_REASON, NXPINT_TABLE_ID, PacketIn2,
+    TlvMap, TlvTableMod, TlvTableReply,
 };
 use crate::packet_in::PacketInReason;
 use crate::{FieldId, Match};
@@ -27,6 +28,20 @@ pub(super) fn packet_in2(out: &mut String, packet_in: &PacketIn2) -> Result<(), 
             .find(|(k, _)| *k == kind)
             .map(|(_, v)| v)
     };
+    // OVS checks the size of each fixed-size property.
+    for (kind, value) in &packet_in.props {
+        let fits = match *kind {
+            NXPINT_FULL_LEN | NXPINT_BUFFER_ID => value.len() == 4,
+            // The cookie follows 4 bytes of padding.
+            NXPINT_COOKIE => value.len() == 12,
+            // One-byte properties are read from their first byte.
+            NXPINT_TABLE_ID | NXPINT_REASON => !value.is_empty(),
+            _ => true,
+        };
+        if !fits {
+            return Err("OFPBPC_BAD_LEN");
+        }
+    }
     let data = &packet_in.packet().ok_or("OFPBRC_BAD_LEN")?[..];
     if let Some(table_id) = packet_in.table_id().filter(|t| *t != 0) {
         let _ = write!(out, " table_id={table_id}");
@@ -110,18 +125,34 @@ pub(super) fn tlv_table_mod(out: &mut String, table_mod: &TlvTableMod) -> Result
         0 => "ADD",
         1 => "DEL",
         2 => {
+            check_mappings(&table_mod.mappings)?;
             out.push_str("\n CLEAR");
             return Ok(());
         }
         _ => return Err("NXTTMFC_BAD_COMMAND"),
     };
+    check_mappings(&table_mod.mappings)?;
     let _ = write!(out, "\n {command} mapping table:");
     mappings(out, &table_mod.mappings);
     Ok(())
 }
 
+/// OVS's limits on a mapping: options of whole 4-byte words up to 124 bytes, 64 fields.
+fn check_mappings(maps: &[TlvMap]) -> Result<(), &'static str> {
+    for map in maps {
+        if map.option_len % 4 != 0 || map.option_len > 124 {
+            return Err("NXTTMFC_BAD_OPT_LEN");
+        }
+        if map.index >= 64 {
+            return Err("NXTTMFC_BAD_FIELD_IDX");
+        }
+    }
+    Ok(())
+}
+
 /// The limits, the option space in use, and the mappings.
-pub(super) fn tlv_table_reply(out: &mut String, reply: &TlvTableReply) {
+pub(super) fn tlv_table_reply(out: &mut String, reply: &TlvTableReply) -> Result<(), &'static str> {
+    check_mappings(&reply.mappings)?;
     let allocated: u32 = reply.mappings.iter().map(|m| u32::from(m.option_len)).sum();
     let _ = write!(
         out,
@@ -129,4 +160,5 @@ pub(super) fn tlv_table_reply(out: &mut String, reply: &TlvTableReply) {
         reply.max_option_space, reply.max_fields
     );
     mappings(out, &reply.mappings);
+    Ok(())
 }

@@ -18,20 +18,21 @@ pub(super) fn packet_in(out: &mut String, packet_in: &PacketIn) {
         let _ = write!(out, " cookie={:#x}", packet_in.cookie);
     }
     let _ = write!(out, " total_len={}", packet_in.total_len);
-    // OVS has no in_phy_port in its flows: it drops it while decoding.
+    // OVS reads a packet-in's match loosely: fields it does not know are skipped, and it has
+    // no in_phy_port in its flows.
     let matching = packet_in
         .matching
         .fields
         .iter()
-        .filter(|field| field.field != crate::oxm::FieldId::IN_PHY_PORT)
+        .filter(|field| {
+            field.field != crate::oxm::FieldId::IN_PHY_PORT && field.field.info().is_some()
+        })
         .fold(crate::Match::new(), |m, field| m.with(field.clone()));
     let matching = crate::format::format_match(&matching, None);
-    if !matching.is_empty() {
-        let _ = write!(out, " {matching}");
-    }
+    // The match is printed even when empty (two spaces then).
     let _ = write!(
         out,
-        " (via {}) data_len={}",
+        " {matching} (via {}) data_len={}",
         packet_in.reason,
         packet_in.data.len()
     );

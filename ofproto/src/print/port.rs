@@ -157,9 +157,14 @@ pub(super) fn port_mod(out: &mut String, port_mod: &PortMod) -> Result<(), &'sta
 }
 
 /// ` 2 ports` and three lines per port: receive counters, transmit counters, duration.
-pub(super) fn port_stats(out: &mut String, entries: &[PortStats]) {
-    let _ = write!(out, " {} ports", entries.len());
-    for entry in entries {
+/// OVS decodes the entries up to the first port it cannot hold, prints those, then the error.
+pub(super) fn port_stats(out: &mut String, entries: &[PortStats]) -> Result<(), &'static str> {
+    let good = entries
+        .iter()
+        .position(|e| !port_in_range(e.port_no))
+        .unwrap_or(entries.len());
+    let _ = write!(out, " {good} ports");
+    for entry in &entries[..good] {
         let [
             rx_packets,
             tx_packets,
@@ -193,6 +198,10 @@ pub(super) fn port_stats(out: &mut String, entries: &[PortStats]) {
             );
         }
     }
+    if good < entries.len() {
+        return Err("OFPBAC_BAD_OUT_PORT");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -65,9 +65,14 @@ pub(super) fn config_reply(out: &mut String, reply: &QueueGetConfigReply) {
 }
 
 /// ` 3 queues` and one line per queue.
-pub(super) fn queue_stats(out: &mut String, entries: &[QueueStats]) {
-    let _ = write!(out, " {} queues", entries.len());
-    for entry in entries {
+/// OVS decodes the entries up to the first port it cannot hold, prints those, then the error.
+pub(super) fn queue_stats(out: &mut String, entries: &[QueueStats]) -> Result<(), &'static str> {
+    let good = entries
+        .iter()
+        .position(|e| !super::port::port_in_range(e.port_no))
+        .unwrap_or(entries.len());
+    let _ = write!(out, " {good} queues");
+    for entry in &entries[..good] {
         let elapsed = if entry.duration_sec == u32::MAX {
             "?".to_string()
         } else {
@@ -83,4 +88,8 @@ pub(super) fn queue_stats(out: &mut String, entries: &[QueueStats]) {
             counter(entry.tx_errors),
         );
     }
+    if good < entries.len() {
+        return Err("OFPBAC_BAD_OUT_PORT");
+    }
+    Ok(())
 }

@@ -180,6 +180,9 @@ pub(super) fn error(out: &mut String, error: &ErrorMsg, depth: usize) -> Result<
         hex_dump(out, &error.data);
         return Ok(());
     }
+    if super::excess_bytes(out, &error.data) {
+        return Ok(());
+    }
     match Message::decode(&error.data) {
         // An error may echo an error that echoes an error...; a few levels are plenty.
         Ok((xid, failed)) if depth < super::MAX_NESTING => {
@@ -190,7 +193,9 @@ pub(super) fn error(out: &mut String, error: &ErrorMsg, depth: usize) -> Result<
             // OVS's reason: a version it does not speak at all reads as an unknown type;
             // anything else (another version's layout, a bad body) as a bad length.
             let reason = match decode_error {
-                DecodeError::BadVersion(version) if version > 6 => "OFPBRC_BAD_TYPE",
+                DecodeError::BadVersion(version) if version == 0 || version > 6 => {
+                    "OFPBRC_BAD_TYPE"
+                }
                 _ => "OFPBRC_BAD_LEN",
             };
             let _ = writeln!(out, "***decode error: {reason}***");
@@ -211,8 +216,9 @@ pub(super) fn switch_config(out: &mut String, config: &SwitchConfig) {
     let _ = write!(out, " frags={frags} miss_send_len={}", config.miss_send_len);
 }
 
-/// ` role=primary generation_id=5`.
-pub(super) fn role(out: &mut String, role: &Role) -> Result<(), &'static str> {
+/// ` role=primary generation_id=5`; a request to keep the role carries no generation, a reply
+/// always does.
+pub(super) fn role(out: &mut String, role: &Role, reply: bool) -> Result<(), &'static str> {
     let name = match role.role {
         ControllerRole::NoChange => "nochange",
         ControllerRole::Equal => "equal",
@@ -221,7 +227,7 @@ pub(super) fn role(out: &mut String, role: &Role) -> Result<(), &'static str> {
         ControllerRole::Unknown(_) => return Err("OFPRRFC_BAD_ROLE"),
     };
     let _ = write!(out, " role={name}");
-    if role.role != ControllerRole::NoChange && role.generation_id != u64::MAX {
+    if (reply || role.role != ControllerRole::NoChange) && role.generation_id != u64::MAX {
         let _ = write!(out, " generation_id={}", role.generation_id);
     }
     Ok(())
@@ -254,6 +260,15 @@ pub(super) fn features_reply(out: &mut String, features: &FeaturesReply) {
     out.push_str(if names.is_empty() { "0" } else { &names });
 }
 
+/// C's `%#x`: `0x` and hex digits, but a plain `0` for zero.
+fn c_hex(value: u32) -> String {
+    if value == 0 {
+        "0".into()
+    } else {
+        format!("{value:#x}")
+    }
+}
+
 /// `ovs-ofctl`'s spelling of bundle flags.
 fn bundle_flags(flags: u16) -> String {
     bit_names(
@@ -270,8 +285,8 @@ fn bundle_flags(flags: u16) -> String {
 pub(super) fn bundle_control(out: &mut String, control: &BundleControl) {
     let _ = write!(
         out,
-        "\n bundle_id={:#x} type={} flags={}",
-        control.bundle_id,
+        "\n bundle_id={} type={} flags={}",
+        c_hex(control.bundle_id),
         control.ctrl_type.name().unwrap_or_default(),
         bundle_flags(control.flags)
     );
@@ -281,8 +296,8 @@ pub(super) fn bundle_control(out: &mut String, control: &BundleControl) {
 pub(super) fn bundle_add(out: &mut String, add: &BundleAdd) {
     let _ = writeln!(
         out,
-        "\n bundle_id={:#x} flags={}",
-        add.bundle_id,
+        "\n bundle_id={} flags={}",
+        c_hex(add.bundle_id),
         bundle_flags(add.flags)
     );
 }
