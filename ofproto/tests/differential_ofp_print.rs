@@ -863,6 +863,10 @@ const MESSAGES: &[(&str, &str)] = &[
         "group mod: unknown type and command",
         "040f0010000000002f02090000000001",
     ),
+    (
+        "queue get config request: reserved port",
+        "0416001000000000fffffffe00000000",
+    ),
 ];
 
 #[test]
@@ -1019,5 +1023,86 @@ fn os_ken_vectors_render_like_ovs_ofctl() {
     assert!(
         agreed >= OS_KEN_AGREEMENT_FLOOR,
         "agreement fell below {OS_KEN_AGREEMENT_FLOOR}"
+    );
+}
+
+/// Share of randomly mutated messages that must print exactly like `ovs-ofctl`, in percent.
+/// Most of the rest are flow mods and matches OVS refuses while decoding (action and
+/// prerequisite checks, unknown fields), which the codec accepts: its business, not the
+/// printer's. Measured 705/770 (92%) when this floor was set.
+const MUTATION_AGREEMENT_FLOOR_PERCENT: usize = 85;
+
+/// Every hand-built message and os-ken vector with one or two random bytes after the header
+/// replaced (three variants each, fixed seed): of those both printers accept, at least
+/// [`MUTATION_AGREEMENT_FLOOR_PERCENT`] percent must print identically. This exercises the
+/// refusals and odd values no hand-built list thinks of.
+#[test]
+fn mutated_messages_mostly_render_like_ovs_ofctl() {
+    testbed::require!(Ovs);
+    let mut bases: Vec<Vec<u8>> = MESSAGES.iter().map(|(_, text)| hex_bytes(text)).collect();
+    let dir = std::env::var("OFPROTO_VECTORS")
+        .unwrap_or_else(|_| "/work/shared/vectors/os-ken-4.2.2/packet_data_of13".into());
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        let mut paths: Vec<_> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "packet"))
+            .collect();
+        paths.sort();
+        bases.extend(paths.iter().map(|p| std::fs::read(p).unwrap()));
+    }
+    // xorshift64: deterministic without a dependency.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut mutants = Vec::new();
+    for base in bases.iter().filter(|b| b.len() > 8) {
+        for _ in 0..3 {
+            let mut mutant = base.clone();
+            for _ in 0..=(next() % 2) {
+                let at = 8 + (next() as usize) % (mutant.len() - 8);
+                mutant[at] = match next() % 4 {
+                    0 => 0,
+                    1 => 0xff,
+                    2 => mutant[at] ^ (1 << (next() % 8)),
+                    _ => next() as u8,
+                };
+            }
+            mutants.push(mutant);
+        }
+    }
+    let ours = tools::our_ofp_print_many(OUR_OFP_PRINT, &mutants).expect("our ofp-print");
+    let (mut compared, mut agreed) = (0, 0);
+    let mut differing: Vec<String> = Vec::new();
+    for (mutant, ours) in mutants.iter().zip(&ours) {
+        // Only messages both sides accept: ours prints nothing for what it cannot decode.
+        if ours.is_empty() {
+            continue;
+        }
+        let Ok(ovs) = tools::ovs_ofp_print(mutant) else {
+            continue;
+        };
+        compared += 1;
+        if *ours == ovs {
+            agreed += 1;
+        } else {
+            differing.push(ovs.lines().next().unwrap_or_default().to_string());
+        }
+    }
+    differing.sort();
+    differing.dedup();
+    println!(
+        "mutated messages: {agreed}/{compared} print identically; OVS's first line where they \
+         differ:\n  {}",
+        differing.join("\n  ")
+    );
+    assert!(compared > 500, "too few mutants compared: {compared}");
+    assert!(
+        agreed * 100 >= MUTATION_AGREEMENT_FLOOR_PERCENT * compared,
+        "agreement {agreed}/{compared} fell below {MUTATION_AGREEMENT_FLOOR_PERCENT}%"
     );
 }

@@ -34,6 +34,7 @@ mod text;
 use std::fmt::Write as _;
 
 use crate::multipart::MultipartType;
+use crate::port::OFPP_ANY;
 use crate::queue::QueueGetConfigReply;
 use crate::{DecodeError, Message};
 
@@ -260,6 +261,10 @@ fn render_body(
                 && !matches!(message, Message::QueueGetConfigReply(r) if r.queues.is_empty()) =>
         {
             return Err("OFPBAC_BAD_OUT_PORT");
+        }
+        // A request names a physical port or ANY, not another reserved port.
+        Message::QueueGetConfigRequest(port) if *port >= 0xff00 && *port != OFPP_ANY => {
+            return Err("OFPQOFC_BAD_PORT");
         }
         Message::QueueGetConfigRequest(port) => {
             let _ = write!(out, " port={}", text::port_text(*port));

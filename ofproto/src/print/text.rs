@@ -84,15 +84,11 @@ pub(crate) fn counter(value: u64) -> String {
 /// A port number as `ovs-ofctl` prints it: reserved ports by name, the OpenFlow 1.3 range
 /// `0xffffff00..` folded back to its 16-bit value (OVS keeps ports in 16 bits), others as is.
 pub(crate) fn port_text(port: u32) -> String {
-    match ofproto_port_name(port) {
+    match crate::port::PortNo(port).name() {
         Some(name) => name.into(),
         None if port >= 0xffff_ff00 => (port - 0xffff_0000).to_string(),
         None => port.to_string(),
     }
-}
-
-fn ofproto_port_name(port: u32) -> Option<&'static str> {
-    crate::port::PortNo(port).name()
 }
 
 /// A group id as `ovs-ofctl` prints it in requests.
