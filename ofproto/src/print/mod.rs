@@ -11,12 +11,13 @@
 //! Layout, one concern per file as in OVS's `lib/ofp-print.c` family: `session` (hello, echo,
 //! error, features, config, role, bundles), `packet` (packet-in/out and the payload's flow),
 //! `flow` (flow removed, flow-stats requests), `port` (port descriptions, status, mod, stats),
-//! `queue`, `table`, `table_features`, `group`, `meter`, `async_config`, `nicira`, and the
-//! multipart dispatchers `multipart_request` and `multipart_reply`. Matches, actions,
-//! instructions, flow mods, group mods and flow stats come from the `Display` impls in
-//! [`crate::format`].
+//! `queue`, `table`, `table_features` (with `fields`, OVS's field names), `group`, `meter`,
+//! `async_config`, `nicira`, the multipart dispatchers `multipart_request` and
+//! `multipart_reply`, and `text` (shared spellings). Matches, actions, instructions, flow mods,
+//! group mods and flow stats come from the `Display` impls in [`crate::format`].
 
 mod async_config;
+mod fields;
 mod flow;
 mod group;
 mod meter;

@@ -10,57 +10,39 @@ use std::fmt::Write as _;
 
 use crate::multipart::{TableFeatureProp, TableFeatures};
 
+use super::fields::{FIELD_NAMES, field_index};
 use super::table::Ditto;
 use super::text::action_bitmap;
 
-/// The OXM basic fields OVS knows, in the order it lists fields (its internal field order),
-/// with their value length and OVS's name. A field's position here is its bit in a
-/// [`FieldSet`].
-const FIELDS: &[(u8, u8, &str)] = &[
-    (44, 4, "packet_type"),
-    (38, 8, "tun_id"),
-    (2, 8, "metadata"),
-    (0, 4, "in_port_oxm"),
-    (43, 4, "actset_output"),
-    (4, 6, "eth_src"),
-    (3, 6, "eth_dst"),
-    (5, 2, "eth_type"),
-    (6, 2, "vlan_vid"),
-    (7, 1, "vlan_pcp"),
-    (34, 4, "mpls_label"),
-    (35, 1, "mpls_tc"),
-    (36, 1, "mpls_bos"),
-    (11, 4, "ip_src"),
-    (12, 4, "ip_dst"),
-    (26, 16, "ipv6_src"),
-    (27, 16, "ipv6_dst"),
-    (28, 4, "ipv6_label"),
-    (10, 1, "nw_proto"),
-    (8, 1, "ip_dscp"),
-    (9, 1, "nw_ecn"),
-    (21, 2, "arp_op"),
-    (22, 4, "arp_spa"),
-    (23, 4, "arp_tpa"),
-    (24, 6, "arp_sha"),
-    (25, 6, "arp_tha"),
-    (13, 2, "tcp_src"),
-    (14, 2, "tcp_dst"),
-    (42, 2, "tcp_flags"),
-    (15, 2, "udp_src"),
-    (16, 2, "udp_dst"),
-    (17, 2, "sctp_src"),
-    (18, 2, "sctp_dst"),
-    (19, 1, "icmp_type"),
-    (20, 1, "icmp_code"),
-    (29, 1, "icmpv6_type"),
-    (30, 1, "icmpv6_code"),
-    (31, 16, "nd_target"),
-    (32, 6, "nd_sll"),
-    (33, 6, "nd_tll"),
-];
+/// A set of fields, one bit per entry of [`FIELD_NAMES`].
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct FieldSet([u64; 3]);
 
-/// A set of [`FIELDS`], one bit per entry.
-type FieldSet = u64;
+impl FieldSet {
+    fn insert(&mut self, index: usize) {
+        if let Some(word) = self.0.get_mut(index / 64) {
+            *word |= 1 << (index % 64);
+        }
+    }
+
+    fn contains(&self, index: usize) -> bool {
+        self.0
+            .get(index / 64)
+            .is_some_and(|word| word & (1 << (index % 64)) != 0)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0 == [0; 3]
+    }
+
+    fn and(self, other: FieldSet) -> FieldSet {
+        FieldSet([0, 1, 2].map(|i| self.0[i] & other.0[i]))
+    }
+
+    fn without(self, other: FieldSet) -> FieldSet {
+        FieldSet([0, 1, 2].map(|i| self.0[i] & !other.0[i]))
+    }
+}
 
 /// OpenFlow instruction types OVS supports, in the order it lists them.
 const INSTRUCTIONS: &[(u16, &str)] = &[
@@ -82,7 +64,7 @@ struct ActionFeatures {
 
 impl ActionFeatures {
     fn is_empty(&self) -> bool {
-        self.actions == 0 && self.set_fields == 0
+        self.actions == 0 && self.set_fields.is_empty()
     }
 }
 
@@ -157,30 +139,36 @@ impl Summary<'_> {
 }
 
 /// The fields named by a list of OXM headers, and those of them with the has-mask bit.
-/// Headers OVS does not know (other classes, wrong lengths) are skipped; an experimenter
-/// header is followed by its experimenter id, which is skipped with it.
+/// Headers OVS does not know (or with the wrong length) are skipped; an experimenter header is
+/// followed by its experimenter id.
 fn field_set(headers: &[u32]) -> (FieldSet, FieldSet) {
-    let (mut fields, mut masked) = (0, 0);
+    let (mut fields, mut masked) = (FieldSet::default(), FieldSet::default());
     let mut iter = headers.iter();
     while let Some(&header) = iter.next() {
-        let class = header >> 16;
-        if class == 0xffff {
-            iter.next();
-            continue;
-        }
-        if class != 0x8000 {
-            continue;
-        }
+        let class = (header >> 16) as u16;
         let field = ((header >> 9) & 0x7f) as u8;
         let has_mask = header & 0x100 != 0;
-        let len = header & 0xff;
-        let known = FIELDS.iter().position(|(id, width, _)| {
-            *id == field && len == u32::from(*width) * if has_mask { 2 } else { 1 }
-        });
-        if let Some(bit) = known {
-            fields |= 1 << bit;
+        let mut len = header & 0xff;
+        let mut experimenter = 0;
+        if class == 0xffff {
+            let Some(&id) = iter.next() else { break };
+            experimenter = id;
+            // The length covers the experimenter id too.
+            len = len.saturating_sub(4);
+        }
+        if has_mask {
+            if len % 2 != 0 {
+                continue;
+            }
+            len /= 2;
+        }
+        let Ok(value_len) = u8::try_from(len) else {
+            continue;
+        };
+        if let Some(index) = field_index(class, field, experimenter, value_len) {
+            fields.insert(index);
             if has_mask {
-                masked |= 1 << bit;
+                masked.insert(index);
             }
         }
     }
@@ -200,7 +188,7 @@ fn summarize(features: &TableFeatures) -> Result<Summary<'_>, &'static str> {
     let mut apply_actions: [Option<u64>; 2] = [None; 2];
     let mut write_fields: [Option<FieldSet>; 2] = [None; 2];
     let mut apply_fields: [Option<FieldSet>; 2] = [None; 2];
-    let (mut matching, mut mask, mut wildcard) = (0, 0, 0);
+    let (mut matching, mut mask, mut wildcard) = Default::default();
     for property in &features.properties {
         match property {
             TableFeatureProp::Instructions { miss, ids } => {
@@ -278,42 +266,101 @@ fn summarize(features: &TableFeatures) -> Result<Summary<'_>, &'static str> {
     })
 }
 
-/// Field names OVS's way: in field order, runs of neighbours sharing the text before the first
-/// `_` written once (`eth_{src,dst,type}`), space-separated.
+/// Field names as OVS lists them: in its field order, space-separated, compressed by
+/// [`compress_names`].
 fn field_names(set: FieldSet) -> String {
-    let names: Vec<&str> = FIELDS
+    let names: Vec<&str> = FIELD_NAMES
         .iter()
         .enumerate()
-        .filter(|(bit, _)| set & (1 << bit) != 0)
-        .map(|(_, (_, _, name))| *name)
+        .filter(|(index, _)| set.contains(*index))
+        .map(|(_, name)| *name)
         .collect();
-    let mut groups: Vec<(Option<&str>, Vec<&str>)> = Vec::new();
-    for name in names {
-        let split = name.split_once('_');
-        match (groups.last_mut(), split) {
-            (Some((Some(prefix), suffixes)), Some((p, suffix))) if *prefix == p => {
-                suffixes.push(suffix);
+    compress_names(&names).join(" ")
+}
+
+/// OVS's compression of a sorted name list. At each position: a run of three or more names that
+/// differ only in a consecutive trailing number becomes `reg0...reg15`; otherwise, if the name
+/// and the next share a prefix ending in `_`, the following names with the same first word are
+/// written once as `prefix{rest,rest,...}`, the rests compressed the same way. OVS cuts every
+/// member by the length of the first two names' common prefix, even a member whose own prefix
+/// is shorter (`ct_nw_{src,dst,src}` for ct_nw_src, ct_nw_dst, ct_tp_src); so does this.
+fn compress_names(names: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(&name) = names.get(at) {
+        let run = numbered_run(&names[at..]);
+        if run >= 3 {
+            out.push(format!("{name}...{}", names[at + run - 1]));
+            at += run;
+            continue;
+        }
+        let shared = names
+            .get(at + 1)
+            .map_or(0, |next| shared_prefix(name, next));
+        let first_word = name.find('_').map(|end| &name[..=end]);
+        match (shared, first_word) {
+            (1.., Some(word)) => {
+                let members = names[at..]
+                    .iter()
+                    .take_while(|n| n.starts_with(word))
+                    .count();
+                let rests: Vec<&str> = names[at..at + members]
+                    .iter()
+                    .map(|n| n.get(shared..).unwrap_or(""))
+                    .collect();
+                out.push(format!(
+                    "{}{{{}}}",
+                    &name[..shared],
+                    compress_names(&rests).join(",")
+                ));
+                at += members;
             }
-            (_, Some((p, suffix))) => groups.push((Some(p), vec![suffix])),
-            (_, None) => groups.push((None, vec![name])),
+            _ => {
+                out.push(name.to_string());
+                at += 1;
+            }
         }
     }
-    groups
-        .into_iter()
-        .map(|(prefix, parts)| match (prefix, parts.as_slice()) {
-            (Some(prefix), [single]) => format!("{prefix}_{single}"),
-            (Some(prefix), many) => format!("{prefix}_{{{}}}", many.join(",")),
-            (None, parts) => parts.join(""),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    out
+}
+
+/// The length of the longest common prefix of `a` and `b` that ends in `_` (0 if none).
+fn shared_prefix(a: &str, b: &str) -> usize {
+    let common = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    a[..common].rfind('_').map_or(0, |at| at + 1)
+}
+
+/// How many names from the first share its stem and carry consecutive trailing numbers.
+fn numbered_run(names: &[&str]) -> usize {
+    let split = |name: &str| -> Option<(usize, u32)> {
+        let stem = name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        name[stem..].parse().ok().map(|number| (stem, number))
+    };
+    let Some((stem, first)) = names.first().and_then(|n| split(n)) else {
+        return 0;
+    };
+    let mut count = 1;
+    for (offset, name) in names.iter().enumerate().skip(1) {
+        let expected = u32::try_from(offset)
+            .ok()
+            .and_then(|o| first.checked_add(o));
+        match split(name) {
+            Some((s, number))
+                if s == stem && name[..s] == names[0][..stem] && Some(number) == expected =>
+            {
+                count += 1;
+            }
+            _ => break,
+        }
+    }
+    count
 }
 
 fn action_features(out: &mut String, features: &ActionFeatures) {
     if features.actions != 0 {
         let _ = writeln!(out, "        actions: {}", action_bitmap(features.actions));
     }
-    if features.set_fields != 0 {
+    if !features.set_fields.is_empty() {
         let _ = writeln!(
             out,
             "        supported on Set-Field: {}",
@@ -363,7 +410,7 @@ fn instruction_features(
         }
     }
     let same_actions = prev.is_some_and(|p| p.write == features.write && p.apply == features.apply);
-    if same_actions && features.write.set_fields != 0 {
+    if same_actions && !features.write.set_fields.is_empty() {
         out.push_str("      (same actions)\n");
     } else if features.write != features.apply {
         out.push_str("      Write-Actions features:\n");
@@ -416,20 +463,20 @@ fn table_body(out: &mut String, table: &Summary<'_>, prev: Option<&Summary<'_>>)
         out.push_str("    instructions (table miss and others):\n");
         instruction_features(out, &table.nonmiss, prev_nonmiss);
     }
-    if table.matching != 0 {
+    if !table.matching.is_empty() {
         if prev.is_some_and(|p| p.matching == table.matching) {
             out.push_str("    (same matching)\n");
         } else {
             out.push_str("    matching:\n");
-            let masked = table.matching & table.mask;
-            let wildcard = table.matching & !table.mask & table.wildcard;
-            let exact = table.matching & !table.mask & !table.wildcard;
+            let masked = table.matching.and(table.mask);
+            let wildcard = table.matching.without(table.mask).and(table.wildcard);
+            let exact = table.matching.without(table.mask).without(table.wildcard);
             for (set, label) in [
                 (masked, "arbitrary mask"),
                 (wildcard, "exact match or wildcard"),
                 (exact, "must exact match"),
             ] {
-                if set != 0 {
+                if !set.is_empty() {
                     let _ = writeln!(out, "      {label}: {}", field_names(set));
                 }
             }
@@ -480,10 +527,49 @@ pub(super) fn table_features(
 mod test {
     use super::*;
 
+    fn compress(names: &str) -> String {
+        compress_names(&names.split(' ').collect::<Vec<_>>()).join(" ")
+    }
+
     #[test]
-    fn neighbouring_fields_share_their_prefix() {
-        let bit = |name: &str| 1u64 << FIELDS.iter().position(|f| f.2 == name).unwrap();
-        let set = bit("eth_src") | bit("eth_dst") | bit("ip_src") | bit("tun_id") | bit("metadata");
-        assert_eq!(field_names(set), "tun_id metadata eth_{src,dst} ip_src");
+    fn names_share_prefixes_and_number_runs() {
+        assert_eq!(
+            compress(
+                "tun_id tun_src tun_ipv6_src tun_ipv6_dst tun_metadata0 tun_metadata1 tun_metadata2 metadata"
+            ),
+            "tun_{id,src,ipv6_{src,dst},metadata0...metadata2} metadata"
+        );
+        assert_eq!(
+            compress("reg0 reg1 reg3 reg4 reg5"),
+            "reg0 reg1 reg3...reg5"
+        );
+        assert_eq!(
+            compress("in_port in_port_oxm actset_output"),
+            "in_{port,port_oxm} actset_output"
+        );
+    }
+
+    #[test]
+    fn members_are_cut_by_the_first_two_names_common_prefix() {
+        // OVS's own quirk, reproduced.
+        assert_eq!(
+            compress("ct_nw_src ct_nw_dst ct_tp_src"),
+            "ct_nw_{src,dst,src}"
+        );
+        assert_eq!(
+            compress("tun_ipv6_src tun_ipv6_dst tun_flags"),
+            "tun_ipv6_{src,dst,}"
+        );
+    }
+
+    #[test]
+    fn headers_map_to_ovs_names() {
+        let name = |class, field, experimenter, len| {
+            field_index(class, field, experimenter, len).map(|i| FIELD_NAMES[i])
+        };
+        assert_eq!(name(0x8000, 4, 0, 6), Some("eth_src"));
+        assert_eq!(name(0x0000, 2, 0, 6), Some("eth_src"));
+        assert_eq!(name(0x0001, 40, 0, 12), Some("tun_metadata0"));
+        assert_eq!(name(0x8000, 4, 0, 4), None);
     }
 }
