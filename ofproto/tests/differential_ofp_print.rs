@@ -126,10 +126,10 @@ fn undecodable_messages_are_reported_and_fail() {
 }
 
 /// os-ken vectors our `ofp-print` renders exactly like `ovs-ofctl`: all 88 that OVS 3.1 decodes
-/// cleanly. The other 16 `.packet` files are ones OVS itself refuses or flags (`***decode error***`,
-/// `***truncated***`, "only uses N bytes") — bad set-field lengths, unknown vendors, port numbers
-/// outside its 16-bit range, an experimenter error with a short body — so they are no reference
-/// and are skipped. A regression guard: every vector must keep agreeing.
+/// cleanly. The other 16 `.packet` files are ones OVS itself refuses or flags
+/// (`***decode error***`, `***truncated***`): bad set-field lengths, unknown vendors, port
+/// numbers outside its 16-bit range, an experimenter error with a short body; they are no
+/// reference and are skipped. A regression guard: every vector must keep agreeing.
 const OS_KEN_AGREEMENT_FLOOR: usize = 88;
 
 #[test]

@@ -10,8 +10,8 @@
 //! A line that is not hex, or that does not decode, is reported on standard error with its line
 //! number and the reason; the others are still printed, and the exit status is 1.
 //!
-//! The text comes from [`ofproto::print::render_bytes`]; this binary only parses the hex and reports
-//! bad lines.
+//! The text comes from [`ofproto::print::render_bytes`]; this binary only parses the hex and
+//! reports bad lines.
 
 use std::io::{self, BufRead, Write};
 use std::process::ExitCode;

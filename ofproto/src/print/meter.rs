@@ -158,7 +158,8 @@ pub(super) fn meter_features(out: &mut String, features: &MeterFeatures) {
     );
     let _ = write!(
         out,
-        "\nmax_meter:{} max_bands:{} max_color:{}\nband_types: {band_types}\ncapabilities: {capabilities}",
+        "\nmax_meter:{} max_bands:{} max_color:{}\nband_types: {band_types}\n\
+         capabilities: {capabilities}",
         features.max_meter, features.max_bands, features.max_color
     );
 }

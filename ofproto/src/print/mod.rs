@@ -1,10 +1,11 @@
 //! `ovs-ofctl ofp-print` text for every OpenFlow 1.3 [`Message`] this crate decodes.
 //!
-//! Contract: [`render`] returns what `ovs-ofctl ofp-print` (Open vSwitch 3.1) prints for the
-//! same bytes, without the final newline: a header line such as
-//! `OFPT_FLOW_MOD (OF1.3) (xid=0x2):` followed by the body. Where OVS refuses a message that
-//! this codec accepts (an unknown message or multipart type, an unknown experimenter), the text
-//! is OVS's `***decode error: ...***` line and a hex dump of the message, as OVS prints it.
+//! Contract: [`render`] (for a decoded message) and [`render_bytes`] (for the bytes as received)
+//! return what `ovs-ofctl ofp-print` (Open vSwitch 3.1) prints for the same bytes, without the
+//! final newline: a header line such as `OFPT_FLOW_MOD (OF1.3) (xid=0x2):` followed by the body.
+//! Where OVS refuses a message that this codec accepts (an unknown message or multipart type, an
+//! unknown experimenter, a value outside what OVS supports), the text is OVS's
+//! `***decode error: ...***` line and a hex dump of the message, placed where OVS puts them.
 //! Rendering never panics; messages nested in errors and bundle adds are printed at most
 //! [`MAX_NESTING`] levels deep, deeper ones are hex-dumped.
 //!
@@ -57,7 +58,9 @@ pub fn render(xid: u32, message: &Message) -> String {
 pub fn render_bytes(bytes: &[u8]) -> Result<String, DecodeError> {
     let mut out = String::new();
     if excess_bytes(&mut out, bytes) {
-        out.pop();
+        while out.ends_with('\n') {
+            out.pop();
+        }
         return Ok(out);
     }
     let (xid, message) = Message::decode(bytes)?;

@@ -156,7 +156,8 @@ pub(super) fn tlv_table_reply(out: &mut String, reply: &TlvTableReply) -> Result
     let allocated: u32 = reply.mappings.iter().map(|m| u32::from(m.option_len)).sum();
     let _ = write!(
         out,
-        "\n max option space={} max fields={}\n allocated option space={allocated}\n\n mapping table:",
+        "\n max option space={} max fields={}\n allocated option space={allocated}\n\n \
+         mapping table:",
         reply.max_option_space, reply.max_fields
     );
     mappings(out, &reply.mappings);

@@ -535,7 +535,8 @@ mod test {
     fn names_share_prefixes_and_number_runs() {
         assert_eq!(
             compress(
-                "tun_id tun_src tun_ipv6_src tun_ipv6_dst tun_metadata0 tun_metadata1 tun_metadata2 metadata"
+                "tun_id tun_src tun_ipv6_src tun_ipv6_dst tun_metadata0 tun_metadata1 \
+                 tun_metadata2 metadata"
             ),
             "tun_{id,src,ipv6_{src,dst},metadata0...metadata2} metadata"
         );
