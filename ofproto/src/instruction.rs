@@ -5,7 +5,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::action::{Action, emit_actions, parse_actions};
+use crate::action::{Action, emit_actions, parse_action_list};
 use crate::wire::{
     DecodeError, PResult, fixed, pad8, patch_len, put_zeros, take_tlv, u8p, u16p, u32p, u64p,
 };
@@ -97,13 +97,15 @@ impl Instruction {
                     fixed(body, 20, "write_metadata instruction", (u32p, u64p, u64p))?;
                 out.push(Instruction::WriteMetadata { metadata, mask });
             }
-            3 => {
+            3 | 4 => {
                 let (actions, _) = crate::wire::take(body, 4, "actions instruction")?;
-                out.push(Instruction::WriteActions(parse_actions(actions)?));
-            }
-            4 => {
-                let (actions, _) = crate::wire::take(body, 4, "actions instruction")?;
-                out.push(Instruction::ApplyActions(parse_actions(actions)?));
+                // The actions may read on into the rest of the message for fixed-size copies.
+                let actions = parse_action_list(actions, i.get(8..).unwrap_or(actions), 0)?;
+                if kind == 3 {
+                    out.push(Instruction::WriteActions(actions));
+                } else {
+                    out.push(Instruction::ApplyActions(actions));
+                }
             }
             5 => out.push(Instruction::ClearActions),
             6 => out.push(Instruction::Meter(

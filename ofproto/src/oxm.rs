@@ -515,13 +515,20 @@ impl Oxm {
         Ok((tlv.rest, tlv.to_oxm()))
     }
 
-    /// Parse the OXM TLV at the start of `i`, where `extended` starts at the same byte and may
-    /// run on past `i` (the rest of the message), so the value is copied with one fixed-size
-    /// load. What follows the TLV inside `i` is ignored (set-field actions pad it).
+    /// Parse the OXM TLV at the start of `i` and append `wrap(field)` to `out`; returns what
+    /// follows the TLV inside `i` (set-field actions pad it). `extended` starts at the same byte
+    /// and may run on past `i` (the rest of the message), so the value is copied with one
+    /// fixed-size load.
     #[inline(always)]
-    pub(crate) fn parse_extended<'a>(i: &'a [u8], extended: &[u8]) -> PResult<'a, Oxm> {
+    pub(crate) fn parse_extended_into<'a, T>(
+        i: &'a [u8],
+        extended: &[u8],
+        out: &mut Vec<T>,
+        wrap: impl Fn(Oxm) -> T,
+    ) -> Result<&'a [u8], DecodeError> {
         let tlv = OxmTlv::split(i, extended)?;
-        Ok((tlv.rest, tlv.to_oxm()))
+        tlv.push_into(out, wrap);
+        Ok(tlv.rest)
     }
 
     /// Parse one OXM TLV at the start of `i` and append it to `out`; returns the input after
@@ -537,7 +544,7 @@ impl Oxm {
         out: &mut Vec<Oxm>,
     ) -> Result<&'a [u8], DecodeError> {
         let tlv = OxmTlv::split(i, extended)?;
-        out.push(tlv.to_oxm());
+        tlv.push_into(out, |oxm| oxm);
         Ok(tlv.rest)
     }
 
@@ -659,19 +666,43 @@ impl<'a, 'x> OxmTlv<'a, 'x> {
         })
     }
 
-    /// The field. When the input has 32 bytes from the body on (the usual case inside a match)
+    /// The field. When the input has 32 bytes from the body on (the usual case inside a message)
     /// they are copied whole; the bytes past the body are never read back.
     #[inline(always)]
     fn to_oxm(&self) -> Oxm {
         match self.from_body.first_chunk::<INLINE>() {
-            Some(chunk) if self.body.len() <= INLINE => Oxm {
-                field: self.id,
-                value_len: self.value_len as u8,
-                masked: self.masked,
-                inline: *chunk,
-                long: None,
-            },
+            Some(chunk) if self.body.len() <= INLINE => self.with_inline(*chunk),
             _ => Oxm::from_parts(self.id, self.value_len, self.masked, self.body),
+        }
+    }
+
+    /// Append the field, wrapped by `wrap` (e.g. into an action), to `out`. Each path pushes
+    /// its own value so the compiler can write it straight into the vector.
+    #[inline(always)]
+    fn push_into<T>(&self, out: &mut Vec<T>, wrap: impl Fn(Oxm) -> T) {
+        match self.from_body.first_chunk::<INLINE>() {
+            Some(chunk) if self.body.len() <= INLINE => {
+                out.push(wrap(self.with_inline(*chunk)));
+            }
+            _ => out.push({
+                wrap(Oxm::from_parts(
+                    self.id,
+                    self.value_len,
+                    self.masked,
+                    self.body,
+                ))
+            }),
+        }
+    }
+
+    #[inline(always)]
+    fn with_inline(&self, inline: [u8; INLINE]) -> Oxm {
+        Oxm {
+            field: self.id,
+            value_len: self.value_len as u8,
+            masked: self.masked,
+            inline,
+            long: None,
         }
     }
 }

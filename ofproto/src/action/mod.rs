@@ -215,7 +215,7 @@ impl Action {
     /// Parse one action.
     pub fn parse(i: &[u8]) -> PResult<'_, Action> {
         let mut one = Vec::with_capacity(1);
-        let rest = Action::parse_into(i, 0, &mut one)?;
+        let rest = Action::parse_into(i, i, 0, &mut one)?;
         match one.pop() {
             Some(action) => Ok((rest, action)),
             // `parse_into` appends exactly one action whenever it succeeds.
@@ -227,7 +227,9 @@ impl Action {
     }
 
     /// Parse the action at the start of `i`, which sits `depth` levels inside `ct`/`clone`
-    /// action lists, append it to `out` and return the input after it.
+    /// action lists, append it to `out` and return the input after it. `extended` starts where
+    /// `i` does and may run on into the rest of the message (fields are then copied with
+    /// fixed-size loads).
     ///
     /// Actions are built straight into the list rather than returned and pushed: returning a
     /// 72-byte enum through `Result` layers made the compiler assemble it on the stack and copy
@@ -235,6 +237,7 @@ impl Action {
     #[inline]
     pub(crate) fn parse_into<'a>(
         i: &'a [u8],
+        extended: &[u8],
         depth: usize,
         out: &mut Vec<Action>,
     ) -> Result<&'a [u8], DecodeError> {
@@ -252,7 +255,7 @@ impl Action {
         if kind == OFPAT_EXPERIMENTER {
             let (data, exp) = fixed(body, 4, "experimenter action", u32p)?;
             if exp == NX_EXPERIMENTER {
-                nicira::parse_into(data, &i[8..], depth, out)?;
+                nicira::parse_into(data, extended.get(8..).unwrap_or(data), depth, out)?;
             } else {
                 out.push(Action::Experimenter {
                     experimenter: exp,
@@ -260,8 +263,7 @@ impl Action {
                 });
             }
         } else {
-            // `rest` (not just this action) lets a set-field copy its value with fixed-size loads.
-            standard::parse_into(kind, body, &i[4..], out)?;
+            standard::parse_into(kind, body, extended.get(4..).unwrap_or(body), out)?;
         }
         Ok(rest)
     }
@@ -296,7 +298,17 @@ pub fn parse_actions(i: &[u8]) -> Result<Vec<Action>, DecodeError> {
 pub const MAX_NESTING: usize = 8;
 
 /// Parse an action list that sits `depth` levels inside `ct`/`clone`.
-pub(crate) fn parse_actions_nested(mut i: &[u8], depth: usize) -> Result<Vec<Action>, DecodeError> {
+pub(crate) fn parse_actions_nested(i: &[u8], depth: usize) -> Result<Vec<Action>, DecodeError> {
+    parse_action_list(i, i, depth)
+}
+
+/// Parse the action list `i`, `depth` levels inside `ct`/`clone`. `extended` starts where `i`
+/// does and may run on into the rest of the message.
+pub(crate) fn parse_action_list(
+    i: &[u8],
+    extended: &[u8],
+    depth: usize,
+) -> Result<Vec<Action>, DecodeError> {
     if depth > MAX_NESTING {
         return Err(DecodeError::Invalid {
             what: "nested action list",
@@ -304,8 +316,10 @@ pub(crate) fn parse_actions_nested(mut i: &[u8], depth: usize) -> Result<Vec<Act
         });
     }
     let mut v = Vec::with_capacity(count_tlvs(i));
-    while !i.is_empty() {
-        i = Action::parse_into(i, depth, &mut v)?;
+    let mut at = 0;
+    while at < i.len() {
+        let left = Action::parse_into(&i[at..], extended.get(at..).unwrap_or(&[]), depth, &mut v)?;
+        at = i.len() - left.len();
     }
     Ok(v)
 }

@@ -461,13 +461,13 @@ pub(crate) fn parse_into(
                 ct: st == RESUBMIT_TABLE_CT,
             });
         }
-        SET_TUNNEL => out.push(Action::SetTunnel(
-            fixed(b, 6, "set_tunnel action", (u16p, u32p))?.1.1,
-        )),
+        SET_TUNNEL => {
+            let id = fixed(b, 6, "set_tunnel action", (u16p, u32p))?.1.1;
+            out.push(Action::SetTunnel(id));
+        }
         SET_TUNNEL64 => {
-            out.push(Action::SetTunnel64(
-                fixed(b, 14, "set_tunnel64 action", (u16p, u32p, u64p))?.1.2,
-            ));
+            let id = fixed(b, 14, "set_tunnel64 action", (u16p, u32p, u64p))?.1.2;
+            out.push(Action::SetTunnel64(id));
         }
         POP_QUEUE => out.push(Action::PopQueue),
         EXIT => out.push(Action::Exit),
@@ -498,12 +498,13 @@ pub(crate) fn parse_into(
             });
         }
         REG_LOAD2 => {
-            let (rest, oxm) = Oxm::parse_extended(b, extended.get(2..).unwrap_or(b))?;
+            let ext = extended.get(2..).unwrap_or(b);
+            let rest = Oxm::parse_extended_into(b, ext, out, Action::RegLoad2)?;
             if rest.iter().any(|x| *x != 0) {
+                // Nonzero padding would not survive re-encoding: keep the action whole instead.
+                out.pop();
                 out.push(opaque());
-                return Ok(());
             }
-            out.push(Action::RegLoad2(oxm));
         }
         OUTPUT_REG => {
             let (_, (ofs_nbits, src, max_len)) =

@@ -46,8 +46,7 @@ pub(crate) fn parse_into(
         23 => out.push(Action::SetNwTtl(u8_of("set_nw_ttl action")?)),
         24 => out.push(Action::DecNwTtl),
         25 => {
-            let (_, oxm) = Oxm::parse_extended(body, extended)?;
-            out.push(Action::SetField(oxm));
+            Oxm::parse_extended_into(body, extended, out, Action::SetField)?;
         }
         26 => out.push(Action::PushPbb(u16_of("push_pbb action")?)),
         27 => out.push(Action::PopPbb),
