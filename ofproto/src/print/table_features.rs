@@ -267,7 +267,7 @@ fn summarize(features: &TableFeatures) -> Result<Summary<'_>, &'static str> {
 }
 
 /// Field names as OVS lists them: in its field order, space-separated, compressed by
-/// [`compress_names`].
+/// [`super::text::compress_names`].
 fn field_names(set: FieldSet) -> String {
     let names: Vec<&str> = FIELD_NAMES
         .iter()
@@ -275,85 +275,7 @@ fn field_names(set: FieldSet) -> String {
         .filter(|(index, _)| set.contains(*index))
         .map(|(_, name)| *name)
         .collect();
-    compress_names(&names).join(" ")
-}
-
-/// OVS's compression of a sorted name list. At each position: a run of three or more names that
-/// differ only in a consecutive trailing number becomes `reg0...reg15`; otherwise, if the name
-/// and the next share a prefix ending in `_`, the following names with the same first word are
-/// written once as `prefix{rest,rest,...}`, the rests compressed the same way. OVS cuts every
-/// member by the length of the first two names' common prefix, even a member whose own prefix
-/// is shorter (`ct_nw_{src,dst,src}` for ct_nw_src, ct_nw_dst, ct_tp_src); so does this.
-fn compress_names(names: &[&str]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while let Some(&name) = names.get(at) {
-        let run = numbered_run(&names[at..]);
-        if run >= 3 {
-            out.push(format!("{name}...{}", names[at + run - 1]));
-            at += run;
-            continue;
-        }
-        let shared = names
-            .get(at + 1)
-            .map_or(0, |next| shared_prefix(name, next));
-        let first_word = name.find('_').map(|end| &name[..=end]);
-        match (shared, first_word) {
-            (1.., Some(word)) => {
-                let members = names[at..]
-                    .iter()
-                    .take_while(|n| n.starts_with(word))
-                    .count();
-                let rests: Vec<&str> = names[at..at + members]
-                    .iter()
-                    .map(|n| n.get(shared..).unwrap_or(""))
-                    .collect();
-                out.push(format!(
-                    "{}{{{}}}",
-                    &name[..shared],
-                    compress_names(&rests).join(",")
-                ));
-                at += members;
-            }
-            _ => {
-                out.push(name.to_string());
-                at += 1;
-            }
-        }
-    }
-    out
-}
-
-/// The length of the longest common prefix of `a` and `b` that ends in `_` (0 if none).
-fn shared_prefix(a: &str, b: &str) -> usize {
-    let common = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
-    a[..common].rfind('_').map_or(0, |at| at + 1)
-}
-
-/// How many names from the first share its stem and carry consecutive trailing numbers.
-fn numbered_run(names: &[&str]) -> usize {
-    let split = |name: &str| -> Option<(usize, u32)> {
-        let stem = name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-        name[stem..].parse().ok().map(|number| (stem, number))
-    };
-    let Some((stem, first)) = names.first().and_then(|n| split(n)) else {
-        return 0;
-    };
-    let mut count = 1;
-    for (offset, name) in names.iter().enumerate().skip(1) {
-        let expected = u32::try_from(offset)
-            .ok()
-            .and_then(|o| first.checked_add(o));
-        match split(name) {
-            Some((s, number))
-                if s == stem && name[..s] == names[0][..stem] && Some(number) == expected =>
-            {
-                count += 1;
-            }
-            _ => break,
-        }
-    }
-    count
+    super::text::compress_names(&names).join(" ")
 }
 
 fn action_features(out: &mut String, features: &ActionFeatures) {
@@ -526,42 +448,6 @@ pub(super) fn table_features(
 #[cfg(test)]
 mod test {
     use super::*;
-
-    fn compress(names: &str) -> String {
-        compress_names(&names.split(' ').collect::<Vec<_>>()).join(" ")
-    }
-
-    #[test]
-    fn names_share_prefixes_and_number_runs() {
-        assert_eq!(
-            compress(
-                "tun_id tun_src tun_ipv6_src tun_ipv6_dst tun_metadata0 tun_metadata1 \
-                 tun_metadata2 metadata"
-            ),
-            "tun_{id,src,ipv6_{src,dst},metadata0...metadata2} metadata"
-        );
-        assert_eq!(
-            compress("reg0 reg1 reg3 reg4 reg5"),
-            "reg0 reg1 reg3...reg5"
-        );
-        assert_eq!(
-            compress("in_port in_port_oxm actset_output"),
-            "in_{port,port_oxm} actset_output"
-        );
-    }
-
-    #[test]
-    fn members_are_cut_by_the_first_two_names_common_prefix() {
-        // OVS's own quirk, reproduced.
-        assert_eq!(
-            compress("ct_nw_src ct_nw_dst ct_tp_src"),
-            "ct_nw_{src,dst,src}"
-        );
-        assert_eq!(
-            compress("tun_ipv6_src tun_ipv6_dst tun_flags"),
-            "tun_ipv6_{src,dst,}"
-        );
-    }
 
     #[test]
     fn headers_map_to_ovs_names() {
