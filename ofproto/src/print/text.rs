@@ -1,6 +1,5 @@
 //! Small text pieces every printer shares: hex dumps, bit-name lists, durations, field-name
-//! compression, and the
-//! spellings `ovs-ofctl` uses for port, group, meter and table numbers.
+//! compression, and the spellings `ovs-ofctl` uses for port, group, meter and table numbers.
 
 use std::fmt::Write as _;
 
