@@ -4,14 +4,15 @@
 //! Contract: a header whose version is not 0x04 or whose length is below 8 is a fatal
 //! [`CodecError`] (the stream cannot be re-synchronised); a well-framed message whose body does
 //! not decode is also returned as an error, carrying the xid and type so the caller can answer
-//! with an OFPT_ERROR. (The 16-bit length field cannot exceed 65535, the OpenFlow maximum.)
+//! with an OFPT_ERROR. Encoding a message longer than 65535 bytes (the most the 16-bit length
+//! field can say) fails with [`CodecError::Encode`] and writes nothing.
 
 use bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::header::{HEADER_LEN, MsgType, OFP_VERSION};
 use crate::msg::Message;
-use crate::wire::DecodeError;
+use crate::wire::{DecodeError, EncodeError};
 
 /// Why the codec failed.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +35,14 @@ pub enum CodecError {
         msg_type: MsgType,
         /// What was wrong.
         error: DecodeError,
+    },
+    /// A message to send does not fit OpenFlow's 16-bit length; nothing was written.
+    #[error("cannot encode xid={xid:#x}: {error}")]
+    Encode {
+        /// Its transaction id.
+        xid: u32,
+        /// What was wrong.
+        error: EncodeError,
     },
 }
 
@@ -85,8 +94,7 @@ impl Encoder<(u32, Message)> for OfCodec {
     type Error = CodecError;
 
     fn encode(&mut self, (xid, msg): (u32, Message), dst: &mut BytesMut) -> Result<(), CodecError> {
-        msg.encode(xid, dst);
-        Ok(())
+        encode_framed(xid, &msg, dst)
     }
 }
 
@@ -98,9 +106,27 @@ impl Encoder<(u32, &Message)> for OfCodec {
         (xid, msg): (u32, &Message),
         dst: &mut BytesMut,
     ) -> Result<(), CodecError> {
-        msg.encode(xid, dst);
-        Ok(())
+        encode_framed(xid, msg, dst)
     }
+}
+
+/// Append `msg`, or leave `dst` as it was and fail when it would exceed the 65535-byte limit
+/// (its length field would otherwise wrap and desynchronise the peer's framing).
+fn encode_framed(xid: u32, msg: &Message, dst: &mut BytesMut) -> Result<(), CodecError> {
+    let start = dst.len();
+    msg.encode(xid, dst);
+    let len = dst.len() - start;
+    if len > usize::from(u16::MAX) {
+        dst.truncate(start);
+        return Err(CodecError::Encode {
+            xid,
+            error: EncodeError::TooLong {
+                what: msg.msg_type().name().unwrap_or("message"),
+                len,
+            },
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -147,5 +173,36 @@ mod test {
             c.decode(&mut BytesMut::from(&[4u8, 14, 0, 8, 0, 0, 0, 3][..])),
             Err(CodecError::Decode { xid: 3, .. })
         ));
+    }
+
+    #[test]
+    fn refuses_to_encode_past_the_length_limit() {
+        // 7,000 16-byte outputs: a 112,000-byte packet-out.
+        let big = Message::PacketOut(crate::packet_out::PacketOut {
+            buffer_id: 0xffff_ffff,
+            in_port: crate::port::PortNo::CONTROLLER,
+            actions: vec![crate::action::Action::output(1u32); 7000],
+            data: bytes::Bytes::new(),
+        });
+        let mut c = OfCodec;
+        let mut buf = BytesMut::new();
+        Encoder::<(u32, Message)>::encode(&mut c, (1, Message::BarrierRequest), &mut buf).unwrap();
+        let err = Encoder::<(u32, &Message)>::encode(&mut c, (9, &big), &mut buf).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                CodecError::Encode {
+                    xid: 9,
+                    error: EncodeError::TooLong { len, .. }
+                } if *len > 65535
+            ),
+            "{err}"
+        );
+        // What was queued before is intact and nothing of the refused message was written.
+        assert_eq!(buf.len(), 8);
+        assert_eq!(
+            c.decode(&mut buf).unwrap(),
+            Some((1, Message::BarrierRequest))
+        );
     }
 }

@@ -1485,7 +1485,12 @@ impl fmt::Display for GroupMod {
                 let _ = write!(s, "weight:{},", b.weight);
             }
             if b.watch_port != OFPP_ANY {
-                let _ = write!(s, "watch_port:{},", port_text(PortNo(b.watch_port)));
+                // OVS keeps ports as 16 bits: an unnamed reserved-range port prints folded.
+                let watch = match PortNo(b.watch_port) {
+                    p if p.name().is_none() && p.0 >= 0xffff_ff00 => PortNo(p.0 - 0xffff_0000),
+                    p => p,
+                };
+                let _ = write!(s, "watch_port:{},", port_text(watch));
             }
             if b.watch_group != OFPG_ANY {
                 let _ = write!(s, "watch_group:{},", b.watch_group);

@@ -13,6 +13,7 @@
 //!   [`nicira_msg`].
 //! - [`format`](mod@format): ovs-ofctl text for matches, actions, instructions, flow mods, group mods and
 //!   flow stats (the `Display` impls).
+//! - [`print`]: whole messages as `ovs-ofctl ofp-print` prints them (the `ofp-print` binary).
 //! - [`packet`]: Ethernet/ARP/IP/... codecs for packet-in and packet-out payloads.
 //! - [`codec`] (feature `codec`): `tokio_util` framing.
 //!

@@ -685,6 +685,11 @@ pub const MESSAGES: &[(&str, &str)] = &[
         "040f002000000000000001000000000100100001ffffffff0000000100000000",
     ),
     (
+        "group mod: ff bucket watching a reserved-range port (OVS folds it to 16 bits)",
+        "040f003000000001 0000 03 00 00000001 \
+         0020 0000 fffffff0 ffffffff 00000000 00000010 00000001 0000 000000000000",
+    ),
+    (
         "group mod: ff bucket without watch",
         "040f002000000000000003000000000100100000ffffffffffffffff00000000",
     ),
