@@ -223,7 +223,7 @@ pub struct ExtraHost {
 impl ExtraHost {
     /// A conflist for pods on this host.
     pub fn conflist(&self, name: &str, network: &str, group: &str) -> Result<PathBuf> {
-        write_conflist(self.dir.path(), &self.cni_socket, name, network, group)
+        write_conflist(self.dir.path(), &self.cni_socket, name, network, group, &[])
     }
 
     pub fn netplugin_running(&mut self) -> bool {
@@ -237,10 +237,14 @@ fn write_conflist(
     name: &str,
     network: &str,
     group: &str,
+    extra: &[(&str, &str)],
 ) -> Result<PathBuf> {
     let mut labels = json!({ "io.contiv.network": network });
     if !group.is_empty() {
         labels["io.contiv.net-group"] = json!(group);
+    }
+    for (key, value) in extra {
+        labels[*key] = json!(value);
     }
     let list = json!({
         "cniVersion": "1.0.0",
@@ -469,7 +473,26 @@ impl Cluster {
 
     /// Write a conflist for `network` (and `group`, if not empty) of tenant `default`.
     pub fn conflist(&self, name: &str, network: &str, group: &str) -> Result<PathBuf> {
-        write_conflist(self.dir.path(), &self.cni_socket, name, network, group)
+        write_conflist(self.dir.path(), &self.cni_socket, name, network, group, &[])
+    }
+
+    /// [`Cluster::conflist`] whose pods also carry these labels (e.g. `app=web`, which service
+    /// selectors match).
+    pub fn conflist_with_labels(
+        &self,
+        name: &str,
+        network: &str,
+        group: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<PathBuf> {
+        write_conflist(
+            self.dir.path(),
+            &self.cni_socket,
+            name,
+            network,
+            group,
+            labels,
+        )
     }
 
     /// Run `cnirun <command> conflist container netns` as a runtime would.
