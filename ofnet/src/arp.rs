@@ -7,6 +7,7 @@
 //!   `<ip>:<vrf>`;
 //! - neither known: ignored;
 //! - from a VTEP or uplink, and the target is not local here: ignored (its own host answers);
+//! - from a local endpoint, for the VIP of an active service: answered with `02:02:<vip>`;
 //! - target known, and sender known or target local: answered with the target's MAC, out the
 //!   ingress port (same VLAN tag; same VNI for a VTEP);
 //! - sender known, target unknown (a router or VM no agent knows): re-injected by the
@@ -99,13 +100,24 @@ pub fn handle_request(
     let Some(network) = network else {
         return (Vec::new(), Outcome::UnknownNetwork);
     };
+    let from_local = matches!(ingress, Ingress::Endpoint(_));
+    if from_local && topo.settings.services.is_vip(arp.target_protocol_addr) {
+        let mac = crate::service::vip_mac(arp.target_protocol_addr);
+        let reply = frame::arp_reply(&arp, EthernetAddress(mac), eth.vlan);
+        return (
+            vec![PacketOut {
+                actions: vec![Action::output(in_port)],
+                data: reply,
+            }],
+            Outcome::Replied,
+        );
+    }
     let src = topo
         .endpoints
         .find(arp.source_protocol_addr.into(), &network.vrf);
     let dst = topo
         .endpoints
         .find(arp.target_protocol_addr.into(), &network.vrf);
-    let from_local = matches!(ingress, Ingress::Endpoint(_));
     if src.is_none() && dst.is_none() {
         return (Vec::new(), Outcome::UnknownSrcDst);
     }
@@ -237,6 +249,57 @@ mod tests {
         assert_eq!(reply.target_protocol_addr, A);
         // A remote target is answered from here too.
         assert_eq!(run(3, None, &request(A, REMOTE)).1, Outcome::Replied);
+    }
+
+    #[test]
+    fn an_active_service_vip_is_answered_with_its_proxy_mac_from_local_ports_only() {
+        use crate::service::{ServicePort, ServiceProtocol, ServiceSpec};
+        let vip = Ipv4Addr::new(10, 254, 0, 10);
+        let (t, mut s) = fixture();
+        let topo = |s: &Settings| {
+            handle_request(
+                &VxlanBridge,
+                &Topology {
+                    endpoints: &t,
+                    settings: s,
+                },
+                3,
+                None,
+                &request(A, vip),
+            )
+        };
+        let spec = ServiceSpec {
+            vip,
+            ports: vec![ServicePort {
+                protocol: ServiceProtocol::Tcp,
+                svc_port: 80,
+                prov_port: 8080,
+            }],
+        };
+        s.services.set_spec("web", spec).unwrap();
+        assert_eq!(
+            topo(&s).1,
+            Outcome::Reinjected,
+            "no providers: not answered, treated as any unknown target"
+        );
+        s.services.set_providers("web", [B]);
+        let (outs, o) = topo(&s);
+        assert_eq!(o, Outcome::Replied);
+        let (_, reply) = frame::parse_arp(&outs[0].data).unwrap();
+        assert_eq!(reply.source_hardware_addr.0, [2, 2, 10, 254, 0, 10]);
+        assert_eq!(reply.source_protocol_addr, vip);
+        assert_eq!(outs[0].actions, vec![Action::output(3u32)]);
+        let from_vtep = handle_request(
+            &VxlanBridge,
+            &Topology {
+                endpoints: &t,
+                settings: &s,
+            },
+            9,
+            Some(5000),
+            &request(REMOTE, vip),
+        );
+        assert_eq!(from_vtep.1, Outcome::NotLocalTarget);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! - [`agent`]: the actor per bridge and [`AgentHandle`], the API the host daemon calls.
 //! - [`arp`]: the ARP proxy decision table and gratuitous ARPs.
 //! - [`master`]: the master actor (agent registry, endpoint relay, rule fan-out).
+//! - [`service`]: service load balancing (VIPs, providers, per-client DNAT/SNAT, stats).
 //! - [`rpc`]: the master↔agent RPC (length-delimited JSON over TCP): peers and servers.
 //! - [`inspect`]: the agent state in the reference's inspect JSON shape.
 //! - [`timestamp`]: RFC 3339 instants (which endpoint announcement is newer).
@@ -28,6 +29,7 @@ pub mod model;
 pub mod pipeline;
 pub mod priority;
 pub mod rpc;
+pub mod service;
 pub mod text;
 pub mod timestamp;
 
@@ -38,3 +40,5 @@ pub use master::MasterHandle;
 pub use model::{
     ArpMode, BridgeKind, Endpoint, LocalEndpoint, MacAddr, Network, Node, PolicyRule, RuleAction,
 };
+pub use service::stats::ServiceStats;
+pub use service::{ServicePort, ServiceProtocol, ServiceSpec};

@@ -4,6 +4,8 @@
 
 /// Port-to-VLAN classification of a local endpoint (table 1).
 pub const PORT_VLAN: u16 = 10;
+/// Service watch flows (table 3): below the per-client DNAT flows (`MATCH`).
+pub const SERVICE_WATCH: u16 = 10;
 /// Per-VLAN flood flows (table 9, VXLAN bridge).
 pub const FLOOD: u16 = 10;
 /// Exact matches: known destinations, VTEP and uplink ingress, DSCP marking, ARP punting.

@@ -329,10 +329,21 @@ pub fn actions(acts: &[Action]) -> String {
                 let _ = write!(s, "group:{g}");
             }
             Action::SetField(o) => {
-                let name = o.field.info().map_or("?", |i| i.name);
+                // OVS names set-field targets by their OXM names (`ip_dst`, `eth_dst`), not
+                // the match names (`nw_dst`, `dl_dst`).
+                let name = match o.field {
+                    FieldId::IPV4_SRC => "ip_src",
+                    FieldId::IPV4_DST => "ip_dst",
+                    FieldId::ETH_SRC => "eth_src",
+                    FieldId::ETH_DST => "eth_dst",
+                    f => f.info().map_or("?", |i| i.name),
+                };
                 let value = match o.field {
                     FieldId::TUNNEL_ID => c_hex(u(o)),
                     FieldId::ETH_SRC | FieldId::ETH_DST => mac(o.value().as_slice()),
+                    FieldId::IPV4_SRC | FieldId::IPV4_DST => {
+                        o.ipv4().map_or_else(|| u(o).to_string(), |a| a.to_string())
+                    }
                     _ => u(o).to_string(),
                 };
                 let _ = write!(s, "set_field:{value}->{name}");

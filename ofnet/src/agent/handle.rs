@@ -1,5 +1,6 @@
 //! [`AgentHandle`]: the API other crates call, one async method per agent operation.
 
+use super::balance::GetServiceStats;
 use super::service::AgentService;
 use super::*;
 use crate::rpc;
@@ -152,6 +153,50 @@ impl AgentHandle {
 
     pub async fn remove_rule(&self, id: impl Into<String>) -> Result<(), AgentError> {
         self.update(AgentOp::RemoveRule(id.into())).await
+    }
+
+    /// Add or replace a load-balanced service. Clients keep their providers; their flows
+    /// follow the new ports. Refused ([`AgentError::Service`]): a VIP another service has, a
+    /// port listed twice, port 0.
+    pub async fn add_service(
+        &self,
+        name: impl Into<String>,
+        spec: ServiceSpec,
+    ) -> Result<(), AgentError> {
+        self.update(AgentOp::AddService {
+            name: name.into(),
+            spec,
+        })
+        .await
+    }
+
+    /// Remove a service: its spec, providers, watch flows and every client's flows. An
+    /// unknown name is `Ok` (idempotent).
+    pub async fn remove_service(&self, name: &str) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveService(name.to_string())).await
+    }
+
+    /// Set a service's providers (before or after its spec; an empty list leaves the service
+    /// inactive). Clients of a provider that left are balanced again on their next packet.
+    pub async fn set_service_providers(
+        &self,
+        name: impl Into<String>,
+        providers: Vec<Ipv4Addr>,
+    ) -> Result<(), AgentError> {
+        self.update(AgentOp::SetServiceProviders {
+            name: name.into(),
+            providers,
+        })
+        .await
+    }
+
+    /// Service statistics in netplugin's `/svcstats` shape, from the flow statistics of tables
+    /// 3 and 6 polled now (zero counters while no switch is connected).
+    pub async fn service_stats(&self) -> Result<ServiceStats, AgentError> {
+        self.addr
+            .send(GetServiceStats)
+            .await
+            .map_err(|_| AgentError::Stopped)?
     }
 
     /// Send gratuitous ARPs for the local endpoints of `epg`; returns how many were sent.

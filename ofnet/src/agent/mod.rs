@@ -16,14 +16,16 @@
 //!
 //! Other crates use [`AgentHandle`] (`handle.rs`). `ops.rs` holds the operations and how each
 //! splits into an endpoint-DB change, a settings change and the owners it touches;
-//! `service.rs` serves the agent's RPC methods.
+//! `service.rs` serves the agent's RPC methods; `balance.rs` handles service first packets and
+//! statistics.
 
+mod balance;
 mod handle;
 mod ops;
 mod service;
 
 pub use handle::AgentHandle;
-pub use ops::AgentOp;
+pub use ops::{AgentOp, ServicePacket};
 use ops::{apply_settings, endpoint_op, touched};
 
 use crate::arp;
@@ -36,6 +38,9 @@ use crate::inspect::{self, AgentExport};
 use crate::model::{ArpMode, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule};
 use crate::pipeline::id;
 use crate::rpc::{self, Peer, RpcServer};
+use crate::service::packet::FirstPacket;
+use crate::service::stats::ServiceStats;
+use crate::service::{ServiceError, ServiceSpec, Services};
 use crate::{VlanBridge, VxlanBridge};
 use actix::prelude::*;
 use bytes::Bytes;
@@ -104,6 +109,10 @@ pub enum AgentError {
         what: &'static str,
         kind: &'static str,
     },
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    #[error("service statistics: {0}")]
+    Stats(String),
     #[error("master address {0} is not ip:port")]
     BadMaster(String),
     #[error(transparent)]
@@ -213,6 +222,10 @@ impl Agent {
     /// switch to flood mode, announce every endpoint (the physical network must learn them).
     fn after(&mut self, op: &AgentOp, removed: Option<Endpoint>, ctx: &mut Context<Self>) {
         self.announce(op, removed);
+        if let AgentOp::ServiceFirstPacket(p) = op {
+            self.reinject(p);
+            return;
+        }
         if self.config.kind != BridgeKind::Vlan {
             return;
         }
@@ -305,11 +318,15 @@ impl Agent {
         });
     }
 
-    fn on_packet_in(&mut self, packet_in: &ofproto::packet_in::PacketIn) {
+    fn on_packet_in(&mut self, packet_in: &ofproto::packet_in::PacketIn, ctx: &mut Context<Self>) {
         self.count("PktRcvd");
         let Some(in_port) = packet_in.in_port() else {
             return;
         };
+        if packet_in.table_id == id::SERVICE_DNAT {
+            self.on_service_packet(in_port, &packet_in.data, ctx);
+            return;
+        }
         let tun_id = packet_in
             .matching
             .get(FieldId::TUNNEL_ID)
@@ -369,12 +386,21 @@ impl Handler<Update> for Agent {
                 AgentOp::RemoveLocalEndpoint(p) => before.local(*p).cloned(),
                 _ => None,
             };
+            let settings_before = act.settings.clone();
             let next = snapshot.and_then(|snap| {
                 if let Some(s) = snap {
                     act.endpoints = s;
                 }
                 apply_settings(act.datapath.as_ref(), &mut act.settings, &op)?;
-                act.recompute(touched(&op, &before, &act.endpoints))
+                // A client endpoint that went away takes its service flows with it.
+                act.settings.services.prune(&act.endpoints);
+                act.recompute(touched(
+                    &op,
+                    &before,
+                    &act.endpoints,
+                    &settings_before,
+                    &act.settings,
+                ))
             });
             let (updates, changes) = match next {
                 Ok(n) => n,
@@ -410,7 +436,7 @@ impl Handler<Update> for Agent {
 impl Handler<SwitchEvent> for Agent {
     type Result = ();
 
-    fn handle(&mut self, event: SwitchEvent, _: &mut Context<Self>) {
+    fn handle(&mut self, event: SwitchEvent, ctx: &mut Context<Self>) {
         match event {
             SwitchEvent::Connected(handle) => {
                 self.count("SwitchConnected");
@@ -421,7 +447,7 @@ impl Handler<SwitchEvent> for Agent {
                     self.switch = None;
                 }
             }
-            SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in),
+            SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in, ctx),
             SwitchEvent::PortStatus { .. } | SwitchEvent::FlowRemoved { .. } => {}
         }
     }

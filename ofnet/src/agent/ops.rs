@@ -29,6 +29,31 @@ pub enum AgentOp {
     SetArpMode(ArpMode),
     AddRule(PolicyRule),
     RemoveRule(String),
+    /// Add or replace a load-balanced service.
+    AddService {
+        name: String,
+        spec: ServiceSpec,
+    },
+    /// Forget a service (unknown names are fine).
+    RemoveService(String),
+    /// A service's providers (the spec may come before or after).
+    SetServiceProviders {
+        name: String,
+        providers: Vec<Ipv4Addr>,
+    },
+    /// A client's first packet to a service VIP, punted by a watch flow: assign a provider
+    /// (if the client has none yet), install its flows, re-inject the packet. Only the agent
+    /// makes these (the fields are private).
+    ServiceFirstPacket(ServicePacket),
+}
+
+/// A first packet to balance: the service, the client endpoint and the packet.
+#[derive(Debug, Clone)]
+pub struct ServicePacket {
+    pub(super) service: String,
+    pub(super) vrf: String,
+    pub(super) in_port: u32,
+    pub(super) packet: FirstPacket,
 }
 
 /// How an op splits into an endpoint-DB change and a settings change.
@@ -53,7 +78,32 @@ pub(super) fn endpoint_op(op: &AgentOp, local_ip: Option<Ipv4Addr>) -> Option<En
 
 /// The owners whose flows an op can change; `None` when it can change any (networks change
 /// VRFs, VTEPs change every network and remote endpoint: rare, so recompute everything).
+/// Service owners come from the difference between the settings before and after, plus the
+/// clients whose provider is an endpoint the op adds or removes (its MAC is in their flows).
 pub(super) fn touched(
+    op: &AgentOp,
+    before: &EndpointTable,
+    after: &EndpointTable,
+    settings_before: &Settings,
+    settings_after: &Settings,
+) -> Option<Vec<Owner>> {
+    let mut owners = endpoint_owners(op, before, after)?;
+    let (b, a) = (&settings_before.services, &settings_after.services);
+    owners.extend(service_changes(b, a));
+    let endpoint_ip = match op {
+        AgentOp::AddLocalEndpoint(l) => l.ipv4,
+        AgentOp::RemoveLocalEndpoint(p) => before.local(*p).and_then(|e| e.ip_addr),
+        AgentOp::AddRemoteEndpoint(e) => e.ip_addr,
+        AgentOp::RemoveRemoteEndpoint(id) => before.endpoint(id).and_then(|e| e.ip_addr),
+        _ => None,
+    };
+    if let Some(ip) = endpoint_ip {
+        owners.extend(clients_of_provider(a, ip));
+    }
+    Some(owners)
+}
+
+fn endpoint_owners(
     op: &AgentOp,
     before: &EndpointTable,
     after: &EndpointTable,
@@ -85,7 +135,58 @@ pub(super) fn touched(
         AgentOp::SetArpMode(_) => vec![Owner::Input],
         AgentOp::AddRule(r) => vec![Owner::Rule(r.rule_id.clone())],
         AgentOp::RemoveRule(id) => vec![Owner::Rule(id.clone())],
+        AgentOp::AddService { .. }
+        | AgentOp::RemoveService(_)
+        | AgentOp::SetServiceProviders { .. }
+        | AgentOp::ServiceFirstPacket(_) => Vec::new(),
     })
+}
+
+/// The service owners whose flows differ between `before` and `after`: a service whose spec
+/// or providers changed (its watch flows and every client), and clients whose assignment
+/// changed.
+fn service_changes(before: &Services, after: &Services) -> Vec<Owner> {
+    let names: BTreeSet<&String> = before.iter().chain(after.iter()).map(|(n, _)| n).collect();
+    let mut out = Vec::new();
+    for name in names {
+        let (b, a) = (before.get(name), after.get(name));
+        let clients: BTreeSet<Ipv4Addr> = b
+            .into_iter()
+            .chain(a)
+            .flat_map(|s| s.clients.keys().copied())
+            .collect();
+        let all = b.map(|s| (&s.spec, &s.providers)) != a.map(|s| (&s.spec, &s.providers));
+        if all {
+            out.push(Owner::Service(name.clone()));
+        }
+        for client in clients {
+            if all
+                || b.and_then(|s| s.clients.get(&client)) != a.and_then(|s| s.clients.get(&client))
+            {
+                out.push(Owner::ServiceClient {
+                    service: name.clone(),
+                    client,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The clients served by `provider`, in any service.
+fn clients_of_provider(services: &Services, provider: Ipv4Addr) -> Vec<Owner> {
+    services
+        .iter()
+        .flat_map(|(name, s)| {
+            s.clients
+                .iter()
+                .filter(move |(_, a)| a.provider == provider)
+                .map(move |(c, _)| Owner::ServiceClient {
+                    service: name.clone(),
+                    client: *c,
+                })
+        })
+        .collect()
 }
 
 /// Apply the settings part of an op to `s`, checked; on error `s` is unchanged.
@@ -149,6 +250,16 @@ pub(super) fn apply_settings(
             s.rules
                 .remove(rid)
                 .ok_or_else(|| AgentError::NoRule(rid.clone()))?;
+        }
+        AgentOp::AddService { name, spec } => s.services.set_spec(name, spec.clone())?,
+        AgentOp::RemoveService(name) => {
+            s.services.remove(name);
+        }
+        AgentOp::SetServiceProviders { name, providers } => {
+            s.services.set_providers(name, providers.iter().copied());
+        }
+        AgentOp::ServiceFirstPacket(p) => {
+            s.services.assign(&p.service, p.packet.client, &p.vrf);
         }
         _ => {}
     }
@@ -282,7 +393,7 @@ mod tests {
                     endpoints: &table,
                     settings: &s,
                 };
-                let owners: BTreeSet<Owner> = match touched(&op, &before, &table) {
+                let owners: BTreeSet<Owner> = match touched(&op, &before, &table, &settings, &s) {
                     Some(o) => o.into_iter().collect(),
                     None => installed
                         .owners()

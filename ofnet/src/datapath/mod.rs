@@ -23,6 +23,7 @@ use crate::epdb::EndpointTable;
 use crate::flows::{self, policy::RuleError};
 use crate::model::{ArpMode, BridgeKind, Endpoint, PolicyRule};
 use crate::pipeline::{Pipeline, PipelineError, id};
+use crate::service::{self, Services};
 use crate::text;
 use ofctrl::{Change, Flow, FlowKey, Group};
 use ofproto::action::Action;
@@ -39,6 +40,8 @@ pub struct Settings {
     pub vteps: BTreeMap<Ipv4Addr, u32>,
     /// Policy rules by id.
     pub rules: BTreeMap<String, PolicyRule>,
+    /// Load-balanced services and their client assignments.
+    pub services: Services,
 }
 
 /// Everything a datapath computes flows from.
@@ -88,6 +91,13 @@ pub enum Owner {
     Network(u16),
     /// A policy rule, by id.
     Rule(String),
+    /// A service's watch flows, by name.
+    Service(String),
+    /// The DNAT and SNAT flows of one client of a service.
+    ServiceClient {
+        service: String,
+        client: Ipv4Addr,
+    },
 }
 
 impl std::fmt::Display for Owner {
@@ -99,6 +109,10 @@ impl std::fmt::Display for Owner {
             Owner::Uplink(p) => write!(f, "uplink {p}"),
             Owner::Network(v) => write!(f, "network on VLAN {v}"),
             Owner::Rule(id) => write!(f, "rule {id}"),
+            Owner::Service(name) => write!(f, "service {name}"),
+            Owner::ServiceClient { service, client } => {
+                write!(f, "client {client} of service {service}")
+            }
         }
     }
 }
@@ -322,6 +336,70 @@ fn rule_part(p: &'static Pipeline, topo: &Topology<'_>, id: &str) -> Result<Part
     })
 }
 
+/// The parts every bridge datapath computes the same way: services (watch flows, and the
+/// DNAT/SNAT flows of each client). The provider's MAC comes from the endpoint DB when it knows
+/// the provider in the client's VRF.
+fn service_part(
+    p: &'static Pipeline,
+    topo: &Topology<'_>,
+    owner: &Owner,
+) -> Result<Part, DatapathError> {
+    let flows = match owner {
+        Owner::Service(name) => match topo.settings.services.get(name) {
+            Some(svc) => match svc.active_spec() {
+                Some(spec) => service::flows::watch(p.table(id::SERVICE_DNAT)?, name, spec)?,
+                None => Vec::new(),
+            },
+            None => Vec::new(),
+        },
+        Owner::ServiceClient {
+            service: name,
+            client,
+        } => {
+            let Some(svc) = topo.settings.services.get(name) else {
+                return Ok(Part::default());
+            };
+            let (Some(spec), Some(a)) = (svc.active_spec(), svc.clients.get(client)) else {
+                return Ok(Part::default());
+            };
+            let provider_mac = topo
+                .endpoints
+                .find(a.provider.into(), &a.vrf)
+                .map(|e| e.mac.octets());
+            service::flows::ClientFlows {
+                name,
+                spec,
+                client: *client,
+                assignment: a,
+                provider_mac,
+            }
+            .build(
+                p.table(id::SERVICE_DNAT)?,
+                id::DST_GROUP,
+                p.table(id::SERVICE_SNAT)?,
+                id::MAC_DEST,
+            )?
+        }
+        _ => Vec::new(),
+    };
+    Ok(Part {
+        flows,
+        groups: Vec::new(),
+    })
+}
+
+/// Every service owner of `services`: each service, each client.
+pub fn service_owners(services: &Services) -> impl Iterator<Item = Owner> + '_ {
+    services.iter().flat_map(|(name, svc)| {
+        std::iter::once(Owner::Service(name.clone())).chain(svc.clients.keys().map(|c| {
+            Owner::ServiceClient {
+                service: name.clone(),
+                client: *c,
+            }
+        }))
+    })
+}
+
 /// The destination-group flows of an endpoint whose VRF exists on this bridge.
 fn dst_group_flows(
     p: &'static Pipeline,
@@ -353,6 +431,7 @@ fn common_owners(topo: &Topology<'_>) -> Vec<Owner> {
             .map(|e| Owner::RemoteEndpoint(e.endpoint_id.clone())),
     );
     out.extend(topo.settings.rules.keys().map(|id| Owner::Rule(id.clone())));
+    out.extend(service_owners(&topo.settings.services));
     out
 }
 

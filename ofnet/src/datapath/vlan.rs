@@ -8,7 +8,7 @@
 
 use super::{
     Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    pick_by_mac, rule_part,
+    pick_by_mac, rule_part, service_part,
 };
 use crate::flows::{self, PortClass, category, push_vlan};
 use crate::model::{ArpMode, BridgeKind, Endpoint};
@@ -96,6 +96,9 @@ impl Datapath for VlanBridge {
                 .owned_by(category::UPLINK, u64::from(*port)),
             ],
             Owner::Rule(rid) => return rule_part(p, topo, rid),
+            Owner::Service(_) | Owner::ServiceClient { .. } => {
+                return service_part(p, topo, owner);
+            }
             Owner::Uplink(_) | Owner::Network(_) => Vec::new(),
         };
         Ok(Part {

@@ -28,6 +28,8 @@ pub mod category {
     pub const VTEP: u8 = 5;
     pub const NETWORK: u8 = 6;
     pub const POLICY: u8 = 7;
+    /// Service load balancing (object = hash of the service name).
+    pub const SERVICE: u8 = 8;
 }
 
 /// A stable 40-bit cookie object for a string id (FNV-1a).
