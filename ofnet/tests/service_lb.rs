@@ -1,0 +1,329 @@
+//! Service load balancing on a real Open vSwitch (userspace datapath), VLAN and VXLAN bridges:
+//! two clients and two providers as local endpoints; providers answer TCP and UDP with their
+//! own name (a small python3 server in their namespace), clients reach the service on its VIP.
+//!
+//! What is checked: the VIP answers ARP with `02:02:<vip>`; a client reaches VIP:80/tcp and
+//! VIP:53/udp and gets a provider's answer (the first packet is not lost: one attempt, no
+//! retries beyond TCP's own); the second client gets the other provider (fewest clients); both
+//! ports of a client go to the same provider (affinity per client); the watch flows and the
+//! DNAT/SNAT flows are on the bridge exactly as the agent computed them; statistics count the
+//! traffic; removing a provider moves its client to the other one; a client endpoint going
+//! away takes its flows; removing the service leaves no service flow and the VIP unreachable.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{blocking, dumped_flows, init_tracing, ofport, settle};
+use ofnet::{
+    AgentConfig, AgentHandle, BridgeKind, LocalEndpoint, MacAddr, Network, ServicePort,
+    ServiceProtocol, ServiceSpec,
+};
+use std::net::Ipv4Addr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use testbed::{Ovs, Pod, PodOptions};
+
+const VIP: &str = "10.254.0.10";
+const VLAN: u16 = 10;
+
+/// Answers every TCP connection on `tcp` and every UDP datagram on `udp` with `name`.
+const SERVER: &str = r#"
+import socket, sys, threading
+name, tcp, udp = sys.argv[1].encode(), int(sys.argv[2]), int(sys.argv[3])
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("0.0.0.0", udp))
+def answer_udp():
+    while True:
+        _, peer = u.recvfrom(2048)
+        u.sendto(name, peer)
+threading.Thread(target=answer_udp, daemon=True).start()
+t = socket.socket()
+t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+t.bind(("0.0.0.0", tcp))
+t.listen(16)
+while True:
+    c, _ = t.accept()
+    c.sendall(name)
+    c.close()
+"#;
+
+/// One request to `VIP:port` over `proto`; prints the answer (empty on timeout or refusal).
+const CLIENT: &str = r#"
+import socket, sys
+proto, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+try:
+    if proto == "tcp":
+        s = socket.create_connection((host, port), timeout=3)
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.settimeout(3)
+        s.connect((host, port))
+        s.send(b"hello")
+    print(s.recv(100).decode(), end="")
+except OSError:
+    pass
+"#;
+
+struct Server(Child);
+
+impl Server {
+    fn start(ns: &str, name: &str) -> Server {
+        let child = Command::new("ip")
+            .args([
+                "netns", "exec", ns, "python3", "-c", SERVER, name, "8080", "5353",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        Server(child)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What a request from namespace `ns` to the VIP gets back ("" for nothing).
+async fn ask(ns: &str, proto: &str, port: u16) -> String {
+    let (ns, proto) = (ns.to_string(), proto.to_string());
+    blocking(move || {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns, "python3", "-c", CLIENT, &proto, VIP])
+            .arg(port.to_string())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    })
+    .await
+}
+
+fn ip(last: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 1, 1, last)
+}
+
+async fn attach(ovs: &Ovs, agent: &AgentHandle, kind: BridgeKind, last: u8) -> (Pod, u32) {
+    let mac = MacAddr([2, 2, 10, 1, 1, last]);
+    let pod = Pod::attach(
+        ovs,
+        "br0",
+        &PodOptions {
+            ip: format!("{}/24", ip(last)),
+            mac: Some(mac.to_string()),
+            gateway: None,
+            vlan: (kind == BridgeKind::Vlan).then_some(VLAN),
+        },
+    )
+    .unwrap();
+    common::disable_tx_offload(&pod);
+    // The VIP is off the pods' subnet: reach it on-link, so the client ARPs for it.
+    pod.exec(&["ip", "route", "add", "10.254.0.0/16", "dev", "eth0"])
+        .unwrap();
+    let port_no = ofport(ovs, pod.port_name()).await;
+    agent
+        .add_local_endpoint(LocalEndpoint {
+            port_no,
+            mac,
+            vlan: VLAN,
+            ipv4: Some(ip(last)),
+            ipv6: None,
+            epg: 0,
+            epg_vlan: 0,
+            dscp: 0,
+        })
+        .await
+        .unwrap();
+    (pod, port_no)
+}
+
+/// The service flows (tables 3 and 6 without their misses) on the bridge.
+async fn service_flows_on_bridge(ovs: &Ovs) -> Vec<String> {
+    dumped_flows(ovs, "br0")
+        .await
+        .into_iter()
+        .filter(|l| {
+            (l.starts_with("table=3,") || l.starts_with("table=6,")) && !l.contains("priority=0 ")
+        })
+        .collect()
+}
+
+async fn service_flows_of_agent(agent: &AgentHandle) -> Vec<String> {
+    let (flows, _) = agent.installed_flows().await.unwrap();
+    flows
+        .into_iter()
+        .filter(|l| l.starts_with("table=3,") || l.starts_with("table=6,"))
+        .collect()
+}
+
+fn spec() -> ServiceSpec {
+    ServiceSpec {
+        vip: VIP.parse().unwrap(),
+        ports: vec![
+            ServicePort {
+                protocol: ServiceProtocol::Tcp,
+                svc_port: 80,
+                prov_port: 8080,
+            },
+            ServicePort {
+                protocol: ServiceProtocol::Udp,
+                svc_port: 53,
+                prov_port: 5353,
+            },
+        ],
+    }
+}
+
+async fn scenario(kind: BridgeKind) {
+    init_tracing();
+    let h = common::Host::start(AgentConfig::new(kind, "br0")).await;
+    let (ovs, agent) = (&h.ovs, &h.agent);
+    agent
+        .add_network(Network {
+            vlan: VLAN,
+            vni: if kind == BridgeKind::Vxlan { 5000 } else { 0 },
+            gateway: None,
+            vrf: "t1".into(),
+        })
+        .await
+        .unwrap();
+    let (c1, _) = attach(ovs, agent, kind, 2).await;
+    let (c2, c2_port) = attach(ovs, agent, kind, 3).await;
+    let (p1, _) = attach(ovs, agent, kind, 11).await;
+    let (p2, _) = attach(ovs, agent, kind, 12).await;
+    let _s1 = Server::start(p1.netns().name(), "p1");
+    let _s2 = Server::start(p2.netns().name(), "p2");
+    let (c1, c2) = (c1.netns().name(), c2.netns().name());
+
+    // Providers first, spec later: both are remembered; only then is the VIP watched.
+    agent
+        .set_service_providers("web", vec![ip(11), ip(12)])
+        .await
+        .unwrap();
+    assert!(service_flows_on_bridge(ovs).await.is_empty());
+    agent.add_service("web", spec()).await.unwrap();
+    settle(ovs);
+    assert_eq!(
+        service_flows_on_bridge(ovs).await,
+        vec![
+            "table=3, priority=10,tcp,nw_dst=10.254.0.10 actions=CONTROLLER:65535",
+            "table=3, priority=10,udp,nw_dst=10.254.0.10 actions=CONTROLLER:65535",
+        ],
+        "watch flows"
+    );
+
+    // First client: TCP and UDP reach the same provider; first packets are not lost.
+    let first = ask(c1, "tcp", 80).await;
+    assert!(first == "p1" || first == "p2", "c1 tcp got {first:?}");
+    assert_eq!(ask(c1, "udp", 53).await, first, "affinity per client");
+    // Second client: the other provider.
+    let second = ask(c2, "udp", 53).await;
+    let other = if first == "p1" { "p2" } else { "p1" };
+    assert_eq!(second, other, "fewest clients");
+    assert_eq!(ask(c2, "tcp", 80).await, other);
+
+    // The VIP was answered by the ARP proxy.
+    let neigh = c1_neigh(c1).await;
+    assert!(
+        neigh.contains("02:02:0a:fe:00:0a"),
+        "neighbour entry: {neigh}"
+    );
+
+    // The bridge holds exactly what the agent computed: 2 watch + 2 clients × 2 ports × 2.
+    let on_bridge = service_flows_on_bridge(ovs).await;
+    assert_eq!(on_bridge, service_flows_of_agent(agent).await);
+    assert_eq!(on_bridge.len(), 10, "{on_bridge:#?}");
+    let first_ip = if first == "p1" { ip(11) } else { ip(12) };
+    assert!(
+        on_bridge.iter().any(|l| l.contains(&format!(
+            "table=3, priority=100,tcp,nw_src=10.1.1.2,nw_dst=10.254.0.10,tp_dst=80 actions=set_field:{first_ip}->ip_dst,set_field:8080->tcp_dst,set_field:02:02:0a:01:01:{:02x}->eth_dst,goto_table:4",
+            first_ip.octets()[3]
+        ))),
+        "{on_bridge:#?}"
+    );
+
+    // Statistics: both clients, the TCP port of c1 counted both ways on its provider.
+    let stats = agent.service_stats().await.unwrap();
+    let s1 = &stats.0["10.1.1.2"];
+    assert_eq!(s1.vrf_name, "t1");
+    let tcp = &s1.svc_stats["10.254.0.10:80/TCP"];
+    assert_eq!(
+        (tcp.svc_port.as_str(), tcp.prov_port.as_str()),
+        ("80", "8080")
+    );
+    let prov = &tcp.prov_stats[&first_ip.to_string()];
+    assert!(
+        prov.stats.packets_out >= 2 && prov.stats.packets_in >= 2,
+        "{prov:?}"
+    );
+    assert!(stats.0.contains_key("10.1.1.3"));
+    let json = serde_json::to_value(&stats).unwrap();
+    assert!(json["10.1.1.2"]["SvcStats"]["10.254.0.10:53/UDP"]["ProvStats"]
+        [first_ip.to_string()]["PacketsIn"]
+        .as_u64()
+        .is_some_and(|n| n >= 1));
+
+    // The first client's provider leaves: it moves to the remaining one.
+    agent
+        .set_service_providers("web", vec![if first == "p1" { ip(12) } else { ip(11) }])
+        .await
+        .unwrap();
+    settle(ovs);
+    assert_eq!(ask(c1, "tcp", 80).await, other, "rebalanced");
+    assert_eq!(service_flows_on_bridge(ovs).await.len(), 10);
+
+    // A client endpoint going away takes its flows.
+    agent.remove_local_endpoint(c2_port).await.unwrap();
+    let left = service_flows_on_bridge(ovs).await;
+    assert!(
+        !left.iter().any(|l| l.contains("10.1.1.3")),
+        "c2's flows stay: {left:#?}"
+    );
+    assert_eq!(left.len(), 6);
+
+    // Removing the service removes everything; the VIP is unreachable; again is fine.
+    agent.remove_service("web").await.unwrap();
+    settle(ovs);
+    assert!(service_flows_on_bridge(ovs).await.is_empty());
+    assert_eq!(ask(c1, "tcp", 80).await, "", "VIP unreachable");
+    agent.remove_service("web").await.unwrap();
+    assert!(agent.service_stats().await.unwrap().0.is_empty());
+}
+
+async fn c1_neigh(ns: &str) -> String {
+    let ns = ns.to_string();
+    blocking(move || {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns, "ip", "neigh", "show", VIP])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    })
+    .await
+}
+
+fn tools_missing(test: &str) -> bool {
+    common::missing_tool(test, "ethtool", "ethtool")
+        || common::missing_tool(test, "python3", "python3")
+}
+
+#[actix_rt::test]
+async fn vlan_bridge_balances_tcp_and_udp_clients_over_providers() {
+    testbed::require!(Root, Ovs);
+    if tools_missing(module_path!()) {
+        return;
+    }
+    scenario(BridgeKind::Vlan).await;
+}
+
+#[actix_rt::test]
+async fn vxlan_bridge_balances_tcp_and_udp_clients_over_providers() {
+    testbed::require!(Root, Ovs);
+    if tools_missing(module_path!()) {
+        return;
+    }
+    scenario(BridgeKind::Vxlan).await;
+}
