@@ -1,13 +1,14 @@
 //! The agent's state as JSON, in the shape of the reference's agent export (what netplugin's
 //! `/inspect/driver` shows under `"vlan"` and `"vxlan"`).
 //!
-//! Fields the reference has but this agent does not serve yet (the master RPC address, the
-//! service proxy) are present with empty values so consumers find the keys they expect.
+//! Fields the reference has but this agent does not serve (`Protopath`: no routing datapaths)
+//! are present with empty values so consumers find the keys they expect.
 
 use crate::agent::AgentConfig;
 use crate::datapath::Settings;
 use crate::epdb::{EndpointTable, Vrf};
 use crate::model::{ArpMode, Endpoint, Node, PolicyRule};
+use crate::service::inspect::SvcProxyExport;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -28,8 +29,7 @@ pub struct PolicyAgentExport {
 #[serde(rename_all = "PascalCase")]
 pub struct DatapathExport {
     pub policy_agent: PolicyAgentExport,
-    /// Service load balancing is not implemented yet.
-    pub svc_proxy: Option<()>,
+    pub svc_proxy: SvcProxyExport,
 }
 
 /// The agent export (reference §5.11).
@@ -121,7 +121,7 @@ pub fn export(
                     .map(|(id, r)| (id.clone(), InstalledRule { rule: r.clone() }))
                     .collect(),
             },
-            svc_proxy: None,
+            svc_proxy: crate::service::inspect::export(&settings.services),
         },
     }
 }

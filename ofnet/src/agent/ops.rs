@@ -290,7 +290,38 @@ mod tests {
             Ipv4Addr::new(192, 168, 77, 3),
         ];
         let vlan = 2 + r.next(3) as u16;
-        match r.next(12) {
+        let service = format!("svc{}", r.next(2));
+        match r.next(20) {
+            12 | 13 => AgentOp::AddService {
+                name: service,
+                spec: ServiceSpec {
+                    vip: Ipv4Addr::new(10, 254, 0, r.next(3) as u8),
+                    ports: vec![crate::service::ServicePort {
+                        protocol: crate::service::ServiceProtocol::Tcp,
+                        svc_port: 80,
+                        prov_port: 8000 + r.next(2) as u16,
+                    }],
+                },
+            },
+            14 | 15 => AgentOp::SetServiceProviders {
+                name: service,
+                providers: (0..1 + r.next(2))
+                    .map(|_| Ipv4Addr::new(10, 1, 1, r.next(8) as u8))
+                    .collect(),
+            },
+            16 if r.next(4) == 0 => AgentOp::RemoveService(service),
+            16..=19 => AgentOp::ServiceFirstPacket(ServicePacket {
+                service,
+                vrf: "t1".into(),
+                in_port: 0,
+                packet: FirstPacket {
+                    client: Ipv4Addr::new(10, 1, 1, r.next(8) as u8),
+                    vip: Ipv4Addr::new(10, 254, 0, 0),
+                    protocol: crate::service::ServiceProtocol::Tcp,
+                    svc_port: 80,
+                    frame: Vec::new(),
+                },
+            }),
             0 => AgentOp::AddNetwork(Network {
                 vlan,
                 vni: 5000 + u32::from(vlan),
@@ -376,6 +407,7 @@ mod tests {
                 })
                 .unwrap();
             let mut applied = 0;
+            let mut clients = 0;
             for step in 0..600 {
                 let op = random_op(&mut r);
                 let before = table.clone();
@@ -389,6 +421,8 @@ mod tests {
                     table = before;
                     continue;
                 }
+                // As the agent does after every op.
+                s.services.prune(&table);
                 let topo = Topology {
                     endpoints: &table,
                     settings: &s,
@@ -416,6 +450,11 @@ mod tests {
                 installed.commit(updates);
                 settings = s;
                 applied += 1;
+                clients += settings
+                    .services
+                    .iter()
+                    .map(|(_, x)| x.clients.len())
+                    .sum::<usize>();
                 let topo = Topology {
                     endpoints: &table,
                     settings: &settings,
@@ -435,6 +474,7 @@ mod tests {
                 );
             }
             assert!(applied > 200, "only {applied} ops applied");
+            assert!(clients > 10, "only {clients} service clients seen");
         }
     }
 }

@@ -17,9 +17,11 @@
 //! - [`flows`]: watch, DNAT and SNAT flows, and the re-injection of a first packet.
 //! - [`packet`]: what the agent reads from a punted packet.
 //! - [`stats`]: the `/svcstats` shape, filled from flow statistics.
+//! - [`inspect`]: the `SvcProxy` part of the agent export.
 
 pub mod balancer;
 pub mod flows;
+pub mod inspect;
 pub mod packet;
 pub mod stats;
 
