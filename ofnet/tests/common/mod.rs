@@ -3,6 +3,8 @@
 //! so the controller keeps answering ARP meanwhile.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod vxlan_hosts;
+
 use ofctrl::Listener;
 use ofnet::{AgentConfig, AgentHandle, BridgeKind};
 use std::path::PathBuf;
