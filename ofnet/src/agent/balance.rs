@@ -59,9 +59,16 @@ impl Agent {
         };
         if svc.clients.contains_key(&p.packet.client) {
             self.reinject(&p);
-        } else {
-            ctx.notify(Update(AgentOp::ServiceFirstPacket(p)));
+            return;
         }
+        // Through the mailbox like any update; nobody waits for it, so a failure is logged.
+        let (me, bridge) = (ctx.address(), self.config.bridge.clone());
+        actix::spawn(async move {
+            let client = p.packet.client;
+            if let Ok(Err(e)) = me.send(Update(AgentOp::ServiceFirstPacket(p))).await {
+                tracing::warn!(%bridge, %client, error = %e, "service client not balanced");
+            }
+        });
     }
 
     /// Send a first packet on to its client's provider, from its original port, with the DNAT
@@ -115,7 +122,7 @@ impl Handler<GetServiceStats> for Agent {
             Ok::<_, ofctrl::SwitchError>((dnat, snat, ports))
         };
         Box::pin(query.into_actor(self).map(|answer, act, _| {
-            let (dnat, snat, ports) = answer.map_err(|e| AgentError::Stats(e.to_string()))?;
+            let (dnat, snat, ports) = answer.map_err(AgentError::Stats)?;
             Ok(stats::collect(
                 &act.settings.services,
                 &act.endpoints,

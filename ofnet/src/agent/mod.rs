@@ -112,7 +112,7 @@ pub enum AgentError {
     #[error(transparent)]
     Service(#[from] ServiceError),
     #[error("service statistics: {0}")]
-    Stats(String),
+    Stats(ofctrl::SwitchError),
     #[error("master address {0} is not ip:port")]
     BadMaster(String),
     #[error(transparent)]

@@ -220,3 +220,145 @@ pub fn collect(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::epdb::EndpointOp;
+    use crate::model::{LocalEndpoint, MacAddr, Network};
+    use crate::service::{ServicePort, ServiceSpec};
+
+    const VIP: Ipv4Addr = Ipv4Addr::new(10, 254, 0, 10);
+    const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 2);
+    const PROVIDER: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 11);
+
+    fn flow(table_id: u8, m: Match, packets: u64) -> FlowStats {
+        FlowStats {
+            table_id,
+            duration_sec: 0,
+            duration_nsec: 0,
+            priority: 100,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            flags: 0,
+            cookie: 0,
+            packet_count: packets,
+            byte_count: packets * 100,
+            matching: m,
+            instructions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn dnat_counts_are_the_clients_out_snat_counts_its_in_per_port() {
+        let mut t = EndpointTable::new();
+        t.apply(EndpointOp::AddNetwork(Network {
+            vlan: 2,
+            vni: 0,
+            gateway: None,
+            vrf: "t1".into(),
+        }))
+        .unwrap();
+        t.apply(EndpointOp::AddLocal {
+            endpoint: LocalEndpoint {
+                port_no: 3,
+                mac: MacAddr([2, 2, 10, 1, 1, 2]),
+                vlan: 2,
+                ipv4: Some(CLIENT),
+                ipv6: None,
+                epg: 0,
+                epg_vlan: 0,
+                dscp: 0,
+            },
+            originator: None,
+        })
+        .unwrap();
+        let mut s = Services::default();
+        let port = |protocol, svc_port, prov_port| ServicePort {
+            protocol,
+            svc_port,
+            prov_port,
+        };
+        s.set_spec(
+            "web",
+            ServiceSpec {
+                vip: VIP,
+                ports: vec![
+                    port(ServiceProtocol::Tcp, 80, 8080),
+                    port(ServiceProtocol::Udp, 53, 5353),
+                ],
+            },
+        )
+        .unwrap();
+        s.set_providers("web", [PROVIDER]);
+        s.assign("web", CLIENT, "t1");
+        let dnat = vec![flow(
+            3,
+            Match::new()
+                .eth_type(0x0800)
+                .ipv4_src(CLIENT, None)
+                .ipv4_dst(VIP, None)
+                .ip_proto(6)
+                .tcp_dst(80),
+            5,
+        )];
+        let snat = vec![flow(
+            6,
+            Match::new()
+                .eth_type(0x0800)
+                .ipv4_src(PROVIDER, None)
+                .ipv4_dst(CLIENT, None)
+                .ip_proto(6)
+                .tcp_src(8080),
+            4,
+        )];
+        let ports = vec![PortStats {
+            port_no: 3,
+            counters: [7, 6, 700, 600, 0, 0, 0, 0, 0, 0, 0, 0],
+            duration_sec: 0,
+            duration_nsec: 0,
+        }];
+        let stats = collect(&s, &t, &dnat, &snat, &ports);
+        let ep = &stats.0["10.1.1.2"];
+        assert_eq!(
+            ep.port_stats,
+            DatapathStats {
+                packets_in: 6,
+                bytes_in: 600,
+                packets_out: 7,
+                bytes_out: 700
+            }
+        );
+        let tcp = &ep.svc_stats["10.254.0.10:80/TCP"];
+        let want = DatapathStats {
+            packets_in: 4,
+            bytes_in: 400,
+            packets_out: 5,
+            bytes_out: 500,
+        };
+        assert_eq!(tcp.svc_stats, want);
+        assert_eq!(tcp.prov_stats["10.1.1.11"].stats, want);
+        assert_eq!(
+            ep.svc_stats["10.254.0.10:53/UDP"].svc_stats,
+            DatapathStats::default(),
+            "a port without traffic has zero counters"
+        );
+        let json = serde_json::to_value(&stats).unwrap();
+        let prov = &json["10.1.1.2"]["SvcStats"]["10.254.0.10:80/TCP"]["ProvStats"]["10.1.1.11"];
+        assert_eq!(
+            prov,
+            &serde_json::json!({"ProviderIP": "10.1.1.11", "ServiceIP": "10.254.0.10",
+                "ServiceVrf": "t1", "PacketsIn": 4, "BytesIn": 400, "PacketsOut": 5,
+                "BytesOut": 500})
+        );
+        assert_eq!(
+            json["10.1.1.2"]["SvcStats"]["10.254.0.10:80/TCP"]["SvcPort"],
+            "80"
+        );
+
+        let mut merged = ServiceStats::default();
+        merged.merge(stats.clone());
+        merged.merge(ServiceStats::default());
+        assert_eq!(merged, stats);
+    }
+}
