@@ -2,7 +2,7 @@
 //! writer of its flows.
 //!
 //! An [`Agent`] holds the datapath ([`VlanBridge`] or [`VxlanBridge`]), the latest endpoint-DB
-//! snapshot, its own settings (uplinks, VTEPs, policy rules, ARP mode), the `ofctrl` bridge and
+//! snapshot, its own settings (uplinks, VTEPs, policy rules, ARP mode, services), the `ofctrl` bridge and
 //! the flows that bridge holds, by owner. Every API call is one [`Update`]: the endpoint DB
 //! applies its part, the datapath recomputes the parts of the owners the change touches (all of
 //! them for networks and VTEPs), and only the difference goes to `ofctrl` as one transaction.
