@@ -2,8 +2,8 @@
 //! writer of its flows.
 //!
 //! An [`Agent`] holds the datapath ([`VlanBridge`] or [`VxlanBridge`]), the latest endpoint-DB
-//! snapshot, its own settings (uplinks, VTEPs, policy rules, ARP mode, services), the `ofctrl` bridge and
-//! the flows that bridge holds, by owner. Every API call is one [`Update`]: the endpoint DB
+//! snapshot, its own settings (uplinks, VTEPs, policy rules, ARP mode, services), the `ofctrl`
+//! bridge and the flows that bridge holds, by owner. Every API call is one [`Update`]: the endpoint DB
 //! applies its part, the datapath recomputes the parts of the owners the change touches (all of
 //! them for networks and VTEPs), and only the difference goes to `ofctrl` as one transaction.
 //! The call returns once the switch confirmed it (or once it was recorded, if no switch is connected: it goes out on connect). If the switch refuses, the
