@@ -79,8 +79,8 @@ pub struct PodRequest {
         skip_serializing_if = "String::is_empty"
     )]
     pub container_id: String,
-    /// Addition: labels given in the network config (`args.cni.labels`) or `CNI_ARGS`; only
-    /// the keys present there (netplugin applies Kubernetes labels and defaults).
+    /// Addition: the labels of the network config (`args.cni.labels`, all of them) and the
+    /// Contiv keys of `CNI_ARGS`; netplugin applies Kubernetes labels and defaults.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// Addition: the network config's `cniVersion`.

@@ -1,6 +1,6 @@
 //! The debug REST of reference §4.3 (default `:9090`): `GET /inspect/driver` (both agents'
 //! state), `GET /inspect/endpoints` (this host's endpoints with their OVS ports), `GET
-//! /svcstats` (an empty map: service load balancing is not part of this version) and
+//! /svcstats` (service load-balancer counters by client, both bridges merged) and
 //! `DELETE /debug/reclaimEndpoint/{id}`.
 
 use std::collections::BTreeMap;
@@ -41,7 +41,10 @@ async fn handle(driver: &Driver, req: Request) -> Response {
                 .collect();
             Response::json(200, &eps)
         }
-        ("GET", "/svcstats") => Response::json(200, &json!({})),
+        ("GET", "/svcstats") => match driver.service_stats().await {
+            Ok(stats) => Response::json(200, &stats),
+            Err(e) => Response::json(500, &json!({ "error": e.to_string() })),
+        },
         ("DELETE", p) if p.starts_with(RECLAIM_PREFIX) => {
             let id = &p[RECLAIM_PREFIX.len()..];
             if id.is_empty() {

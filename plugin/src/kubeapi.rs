@@ -358,18 +358,22 @@ impl KubeClient {
     }
 }
 
-/// The labels a pod's network is chosen by: the CNI request's, with the Contiv keys the pod
-/// sets in Kubernetes overriding them. Other Kubernetes labels are not taken.
+/// A pod's labels: the CNI request's, overridden by the pod's Kubernetes labels key by key (an
+/// empty Contiv key in Kubernetes is ignored). The Contiv keys choose the network; the others
+/// are what service selectors match.
 pub fn resolve_labels(
     cni: &BTreeMap<String, String>,
     kube: Option<&BTreeMap<String, String>>,
 ) -> BTreeMap<String, String> {
     let mut labels = cni.clone();
     if let Some(kube) = kube {
-        for key in CONTIV_KEYS {
-            if let Some(v) = kube.get(key).filter(|v| !v.is_empty()) {
-                labels.insert(key.to_string(), v.clone());
+        for (key, value) in kube {
+            // An empty contiv key in Kubernetes does not erase the request's choice; any other
+            // label (what service selectors match) is the pod's.
+            if value.is_empty() && CONTIV_KEYS.contains(&key.as_str()) {
+                continue;
             }
+            labels.insert(key.clone(), value.clone());
         }
     }
     labels
@@ -403,6 +407,7 @@ mod tests {
                 (LABEL_TENANT, "t-cni"),
                 (LABEL_NETWORK, "net-k8s"),
                 (LABEL_GROUP, "web"),
+                ("app", "nginx"),
             ])
         );
         let net = PodNetwork::from_labels(&resolve_labels(&BTreeMap::new(), Some(&kube)));

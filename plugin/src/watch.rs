@@ -1,7 +1,7 @@
 //! Replay and watch of the cluster state netplugin follows (reference §4.1 steps 4 and 6):
 //! networks (`state/nets`), endpoint groups (`state/endpointGroups`), the global config
-//! (`master/config`), endpoints' oper state (`oper/eps`, for other hosts' endpoints) and
-//! compiled policy rules (`state/policyRule`).
+//! (`master/config`), endpoints' oper state (`oper/eps`, for other hosts' endpoints),
+//! compiled policy rules (`state/policyRule`) and service load balancers (`state/serviceLB`).
 //!
 //! Contract: [`replay`] applies the current content of each prefix and returns the revision
 //! it read at; [`follow`] then watches from the next revision, so no change is missed. A
@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use master::state::{CfgNetworkState, CfgPolicyRule, EndpointGroupState, GlobConfig};
+use master::state::{
+    CfgNetworkState, CfgPolicyRule, CfgServiceLbState, EndpointGroupState, GlobConfig,
+};
 use master::store::{WatchEvent, keys};
 
 use crate::driver::Driver;
@@ -30,16 +32,19 @@ pub enum Topic {
     Endpoints,
     /// Compiled policy rules.
     PolicyRules,
+    /// Service load balancers: VIP, ports and providers.
+    Services,
 }
 
 impl Topic {
-    /// In replay order: endpoints need their networks.
-    pub const ALL: [Topic; 5] = [
+    /// In replay order: endpoints need their networks, services their providers' endpoints.
+    pub const ALL: [Topic; 6] = [
         Topic::Networks,
         Topic::Groups,
         Topic::Global,
         Topic::Endpoints,
         Topic::PolicyRules,
+        Topic::Services,
     ];
 
     pub fn prefix(self) -> String {
@@ -49,6 +54,7 @@ impl Topic {
             Topic::Global => GlobConfig::key(),
             Topic::Endpoints => OperEndpointState::prefix(),
             Topic::PolicyRules => keys::state_prefix(keys::category::POLICY_RULE),
+            Topic::Services => keys::state_prefix(keys::category::SERVICE_LB),
         }
     }
 }
@@ -93,6 +99,15 @@ async fn apply_put(driver: &Driver, topic: Topic, key: &str, value: &[u8]) {
                 Ok(())
             }
         },
+        // netmaster writes a service before it has a VIP only transiently; a record that is
+        // not (yet) a service is reported and skipped, the next write brings it in.
+        Topic::Services => match serde_json::from_slice::<CfgServiceLbState>(value) {
+            Ok(service) => driver.apply_service(&service).await,
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "service state does not parse");
+                Ok(())
+            }
+        },
     };
     if let Err(e) = outcome {
         tracing::warn!(%key, error = %e, "applying a state change failed");
@@ -117,6 +132,11 @@ async fn apply_delete(driver: &Driver, topic: Topic, key: &str) {
         Topic::Endpoints => {
             if let Err(e) = driver.remove_remote(id).await {
                 tracing::warn!(endpoint = %id, error = %e, "removing a remote endpoint");
+            }
+        }
+        Topic::Services => {
+            if let Err(e) = driver.remove_service(id).await {
+                tracing::warn!(service = %id, error = %e, "removing a service");
             }
         }
     }

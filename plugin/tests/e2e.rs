@@ -475,3 +475,85 @@ fn group_policy_rules_are_enforced() {
         );
     }
 }
+
+/// A service load balancer made with netctl: its selector makes the labelled pods its
+/// providers (netmaster), netplugin hands VIP, ports and providers to the datapath, and a client
+/// pod reaches VIP:80 on a provider's port 8080 (the handshake only completes if the reply comes
+/// back from the VIP). netplugin's `/svcstats` then counts the client's traffic. With its only
+/// provider gone the VIP is closed, and deleting the service leaves no flow for the VIP.
+#[test]
+fn service_vip_reaches_labelled_providers() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Netcat);
+    let c = cluster();
+    create_network(&c, "svcapp", "vxlan", "10.53.0.0/24", "10.53.0.1");
+    // In bridge mode nothing routes between subnets, so the VIP is an address of the clients'
+    // network (reserved there by netmaster); clients find it by ARP, which the agent answers.
+    let vip = "10.53.0.200";
+    c.netctl(&[
+        "service",
+        "create",
+        "web",
+        "-s",
+        "svcapp",
+        "-l",
+        "app=web",
+        "-p",
+        "80:8080:TCP",
+        "--ip",
+        vip,
+    ])
+    .unwrap();
+    let provider_conf = c
+        .conflist_with_labels("web", "svcapp", "", &[("app", "web")])
+        .unwrap();
+    let client_conf = c.conflist("client", "svcapp", "").unwrap();
+    let provider = c.add_pod(&provider_conf).unwrap();
+    let _listener = Listener::start(&provider, 8080);
+    let client = c.add_pod(&client_conf).unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !tcp_connects(&client, vip, 80) {
+        assert!(
+            Instant::now() < deadline,
+            "{vip}:80 never reached the provider {}:8080\n{}\nservice: {:?}\nnetplugin: {}",
+            provider.ip,
+            flows(&c, VXLAN_BRIDGE),
+            c.netctl(&["service", "inspect", "web"]),
+            c.netplugin_log()
+        );
+    }
+    let dump = flows(&c, VXLAN_BRIDGE);
+    assert!(
+        dump.lines().any(|l| l.contains("table=3")
+            && l.contains(&format!("nw_src={}", client.ip))
+            && l.contains(&format!("nw_dst={vip}"))),
+        "no DNAT flow for the client:\n{dump}"
+    );
+    let (status, body) = http("GET", &c.debug_addr, "/svcstats").unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(vip) && body.contains(&client.ip),
+        "/svcstats does not show the client's service traffic: {body}"
+    );
+
+    c.del_pod(&provider).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tcp_connects(&client, vip, 80) {
+        assert!(
+            Instant::now() < deadline,
+            "{vip}:80 still open after its only provider left"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    c.netctl(&["service", "rm", "web"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while flows(&c, VXLAN_BRIDGE).contains(vip) {
+        assert!(
+            Instant::now() < deadline,
+            "flows for {vip} outlived the service:\n{}",
+            flows(&c, VXLAN_BRIDGE)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

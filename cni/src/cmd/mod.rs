@@ -77,12 +77,9 @@ fn pod_request(
         ifname: ifname.to_owned(),
         netns: env.netns.clone().unwrap_or_default(),
         cni_version: config.cni_version.clone(),
-        labels: config
-            .labels
-            .iter()
-            .filter(|(k, _)| is_contiv_label(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
+        // Every `args.cni.labels` entry is a label (service selectors match any of them);
+        // from CNI_ARGS, which also carries runtime keys, only contiv's.
+        labels: config.labels.clone(),
         ..PodRequest::default()
     };
     for (key, value) in env.arg_pairs()? {
@@ -264,7 +261,11 @@ mod tests {
         assert_eq!(req.infra_container_id, "cid", "defaults to CNI_CONTAINERID");
         assert_eq!(req.labels["io.contiv.tenant"], "t1");
         assert_eq!(req.labels["io.contiv.network"], "blue");
-        assert!(!req.labels.contains_key("other"));
+        // Config labels are all forwarded (service selectors match them); CNI_ARGS' runtime
+        // keys are not labels.
+        assert_eq!(req.labels["other"], "x");
+        assert!(!req.labels.contains_key("IgnoreUnknown"));
+        assert!(!req.labels.contains_key("K8S_POD_NAME"));
     }
 
     #[test]

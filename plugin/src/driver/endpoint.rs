@@ -16,7 +16,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use ipnet::IpNet;
-use master::endpoint::{ConfigEp, CreateEndpointRequest, DeleteEndpointRequest};
+use master::endpoint::{
+    ConfigEp, CreateEndpointRequest, DeleteEndpointRequest, UpdateEndpointRequest,
+};
 use master::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
 use ofnet::{BridgeKind, LocalEndpoint};
 
@@ -459,11 +461,28 @@ impl Driver {
                 ..ConfigEp::default()
             },
         };
-        Ok(client.create_endpoint(&request).await.inspect_err(|e| {
+        let forget = |e: &master::client::ClientError| {
             if e.status().is_none() {
                 self.forget_netmaster();
             }
-        })?)
+        };
+        let ep = client.create_endpoint(&request).await.inspect_err(forget)?;
+        // The pod's labels make it a provider of the services whose selectors they match
+        // (netmaster's "start" event); deleting the endpoint withdraws it again.
+        if !pod.labels.is_empty() {
+            let update = UpdateEndpointRequest {
+                IPAddress: ep.ip_address.clone(),
+                ContainerID: pod.container_id.clone(),
+                Labels: pod.labels.clone(),
+                Tenant: pod.tenant.clone(),
+                Network: pod.network.clone(),
+                Event: "start".into(),
+                EndpointID: pod.container_id.clone(),
+                EPCommonName: pod.pod_name.clone(),
+            };
+            client.update_endpoint(&update).await.inspect_err(forget)?;
+        }
+        Ok(ep)
     }
 
     /// The veth pair (pod end born in the pod namespace under `CNI_IFNAME`, down), the host

@@ -16,6 +16,7 @@ pub mod generation;
 pub mod infra;
 pub mod policy;
 pub mod remote;
+pub mod service;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
