@@ -1,5 +1,5 @@
-//! `Message::decode`, `encode` and the ovs-ofctl text rendering on arbitrary bytes must never
-//! panic. Unlike `decode`, this target does not check round trips, so known round-trip findings
+//! `Message::decode`, `encode`, the ovs-ofctl text of flows and groups (`Display`) and the
+//! whole-message `ofp-print` text (`ofproto::print`) on arbitrary bytes must never panic. Unlike `decode`, this target does not check round trips, so known round-trip findings
 //! do not stop it from exploring further.
 #![no_main]
 
@@ -25,4 +25,6 @@ fuzz_target!(|data: &[u8]| {
         _ => String::new(),
     };
     std::hint::black_box(text);
+    std::hint::black_box(ofproto::print::render(xid, &message));
+    std::hint::black_box(ofproto::print::render_bytes(data).ok());
 });
