@@ -117,6 +117,18 @@ pub enum Message {
     TlvTableRequest,
     /// NXT_TLV_TABLE_REPLY.
     TlvTableReply(TlvTableReply),
+    /// NXT_ROLE_REQUEST: the Nicira role request (`nicira_msg::NX_ROLE_*`).
+    NxRoleRequest(u32),
+    /// NXT_ROLE_REPLY.
+    NxRoleReply(u32),
+    /// NXT_FLOW_MOD_TABLE_ID: nonzero lets OpenFlow 1.0 flow mods carry a table id.
+    FlowModTableId(u8),
+    /// NXT_SET_PACKET_IN_FORMAT (`nicira_msg::NXPIF_*`).
+    SetPacketInFormat(u32),
+    /// NXT_FLOW_AGE.
+    FlowAge,
+    /// NXT_CT_FLUSH_ZONE: flush the connection tracker's entries of this zone.
+    CtFlushZone(u16),
     /// A message type this crate does not know.
     Unknown {
         /// Header type.
@@ -143,7 +155,13 @@ impl Message {
             | M::SetControllerId(_)
             | M::TlvTableMod(_)
             | M::TlvTableRequest
-            | M::TlvTableReply(_) => MsgType::Experimenter,
+            | M::TlvTableReply(_)
+            | M::NxRoleRequest(_)
+            | M::NxRoleReply(_)
+            | M::FlowModTableId(_)
+            | M::SetPacketInFormat(_)
+            | M::FlowAge
+            | M::CtFlushZone(_) => MsgType::Experimenter,
             M::FeaturesRequest => MsgType::FeaturesRequest,
             M::FeaturesReply(_) => MsgType::FeaturesReply,
             M::GetConfigRequest => MsgType::GetConfigRequest,
@@ -265,6 +283,30 @@ impl Message {
             (nx::NX_VENDOR_ID, nx::NXT_TLV_TABLE_REPLY) => {
                 M::TlvTableReply(TlvTableReply::parse(data)?)
             }
+            (nx::NX_VENDOR_ID, t @ (nx::NXT_ROLE_REQUEST | nx::NXT_ROLE_REPLY))
+                if data.len() == 4 =>
+            {
+                let role = nx::parse_word(data).unwrap_or_default();
+                if t == nx::NXT_ROLE_REQUEST {
+                    M::NxRoleRequest(role)
+                } else {
+                    M::NxRoleReply(role)
+                }
+            }
+            (nx::NX_VENDOR_ID, nx::NXT_SET_PACKET_IN_FORMAT) if data.len() == 4 => {
+                M::SetPacketInFormat(nx::parse_word(data).unwrap_or_default())
+            }
+            (nx::NX_VENDOR_ID, nx::NXT_FLOW_AGE) if data.is_empty() => M::FlowAge,
+            (nx::NX_VENDOR_ID, nx::NXT_FLOW_MOD_TABLE_ID)
+                if nx::parse_flow_mod_table_id(data).is_some() =>
+            {
+                M::FlowModTableId(nx::parse_flow_mod_table_id(data).unwrap_or_default())
+            }
+            (nx::NX_VENDOR_ID, nx::NXT_CT_FLUSH_ZONE)
+                if nx::parse_ct_flush_zone(data).is_some() =>
+            {
+                M::CtFlushZone(nx::parse_ct_flush_zone(data).unwrap_or_default())
+            }
             _ => M::Experimenter {
                 experimenter,
                 exp_type,
@@ -351,6 +393,28 @@ impl Message {
             M::TlvTableReply(t) => {
                 exp(out, nx::NX_VENDOR_ID, nx::NXT_TLV_TABLE_REPLY);
                 t.emit(out);
+            }
+            M::NxRoleRequest(role) | M::NxRoleReply(role) => {
+                let t = if matches!(self, M::NxRoleRequest(_)) {
+                    nx::NXT_ROLE_REQUEST
+                } else {
+                    nx::NXT_ROLE_REPLY
+                };
+                exp(out, nx::NX_VENDOR_ID, t);
+                out.extend_from_slice(&role.to_be_bytes());
+            }
+            M::SetPacketInFormat(format) => {
+                exp(out, nx::NX_VENDOR_ID, nx::NXT_SET_PACKET_IN_FORMAT);
+                out.extend_from_slice(&format.to_be_bytes());
+            }
+            M::FlowAge => exp(out, nx::NX_VENDOR_ID, nx::NXT_FLOW_AGE),
+            M::FlowModTableId(set) => {
+                exp(out, nx::NX_VENDOR_ID, nx::NXT_FLOW_MOD_TABLE_ID);
+                nx::emit_flow_mod_table_id(*set, out);
+            }
+            M::CtFlushZone(zone) => {
+                exp(out, nx::NX_VENDOR_ID, nx::NXT_CT_FLUSH_ZONE);
+                nx::emit_ct_flush_zone(*zone, out);
             }
             M::Unknown { body, .. } => out.extend_from_slice(body),
         }

@@ -1,6 +1,8 @@
-//! Nicira extension messages (experimenter 0x00002320) used with OpenFlow 1.3:
-//! NXT_PACKET_IN2, NXT_SET_ASYNC_CONFIG, NXT_SET_CONTROLLER_ID and the TLV table messages
-//! (Geneve option mappings). Other Nicira messages stay [`crate::Message::Experimenter`].
+//! Nicira extension messages (experimenter 0x00002320) Open vSwitch accepts with OpenFlow 1.3:
+//! NXT_PACKET_IN2, NXT_SET_ASYNC_CONFIG, NXT_SET_CONTROLLER_ID, the TLV table messages (Geneve
+//! option mappings), NXT_ROLE_REQUEST/REPLY, NXT_FLOW_MOD_TABLE_ID, NXT_SET_PACKET_IN_FORMAT,
+//! NXT_FLOW_AGE and NXT_CT_FLUSH_ZONE. Other Nicira messages (and these with a body of another
+//! size) stay [`crate::Message::Experimenter`], kept whole.
 
 use bytes::{Bytes, BytesMut};
 
@@ -10,6 +12,16 @@ use crate::wire::{DecodeError, fixed, pad8, put_zeros, take_tlv, u8p, u16p, u32p
 
 /// The Nicira experimenter id.
 pub const NX_VENDOR_ID: u32 = 0x0000_2320;
+/// `NXT_ROLE_REQUEST`.
+pub const NXT_ROLE_REQUEST: u32 = 10;
+/// `NXT_ROLE_REPLY`.
+pub const NXT_ROLE_REPLY: u32 = 11;
+/// `NXT_FLOW_MOD_TABLE_ID`.
+pub const NXT_FLOW_MOD_TABLE_ID: u32 = 15;
+/// `NXT_SET_PACKET_IN_FORMAT`.
+pub const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
+/// `NXT_FLOW_AGE`.
+pub const NXT_FLOW_AGE: u32 = 18;
 /// `NXT_SET_ASYNC_CONFIG`.
 pub const NXT_SET_ASYNC_CONFIG: u32 = 19;
 /// `NXT_SET_CONTROLLER_ID`.
@@ -20,8 +32,24 @@ pub const NXT_TLV_TABLE_MOD: u32 = 24;
 pub const NXT_TLV_TABLE_REQUEST: u32 = 25;
 /// `NXT_TLV_TABLE_REPLY`.
 pub const NXT_TLV_TABLE_REPLY: u32 = 26;
+/// `NXT_CT_FLUSH_ZONE`.
+pub const NXT_CT_FLUSH_ZONE: u32 = 29;
 /// `NXT_PACKET_IN2`.
 pub const NXT_PACKET_IN2: u32 = 30;
+
+/// `NX_ROLE_OTHER`: the role NXT_ROLE_REQUEST/REPLY calls "equal".
+pub const NX_ROLE_OTHER: u32 = 0;
+/// `NX_ROLE_MASTER`: the primary controller.
+pub const NX_ROLE_PRIMARY: u32 = 1;
+/// `NX_ROLE_SLAVE`: a secondary controller.
+pub const NX_ROLE_SECONDARY: u32 = 2;
+
+/// NXT_SET_PACKET_IN_FORMAT: OFPT_PACKET_IN as the OpenFlow version defines it.
+pub const NXPIF_STANDARD: u32 = 0;
+/// NXT_SET_PACKET_IN_FORMAT: the OpenFlow 1.0 NXT_PACKET_IN.
+pub const NXPIF_NXT_PACKET_IN: u32 = 1;
+/// NXT_SET_PACKET_IN_FORMAT: NXT_PACKET_IN2 (property based, with userdata and continuations).
+pub const NXPIF_NXT_PACKET_IN2: u32 = 2;
 
 /// `NXPINT_PACKET`.
 pub const NXPINT_PACKET: u16 = 0;
@@ -241,6 +269,40 @@ pub fn emit_controller_id(id: u16, out: &mut BytesMut) {
     out.extend_from_slice(&u16::to_be_bytes(id));
 }
 
+/// The zone of an NXT_CT_FLUSH_ZONE body (6 zero bytes, then the zone); `None` when the
+/// padding is not zero (the message then stays opaque, so it re-encodes as received).
+pub fn parse_ct_flush_zone(i: &[u8]) -> Option<u16> {
+    match i {
+        [0, 0, 0, 0, 0, 0, hi, lo] => Some(u16::from_be_bytes([*hi, *lo])),
+        _ => None,
+    }
+}
+
+/// Append an NXT_CT_FLUSH_ZONE body.
+pub fn emit_ct_flush_zone(zone: u16, out: &mut BytesMut) {
+    put_zeros(out, 6);
+    out.extend_from_slice(&u16::to_be_bytes(zone));
+}
+
+/// The `set` byte of an NXT_FLOW_MOD_TABLE_ID body (then 7 zero bytes); `None` when the
+/// padding is not zero.
+pub fn parse_flow_mod_table_id(i: &[u8]) -> Option<u8> {
+    match i {
+        [set, 0, 0, 0, 0, 0, 0, 0] => Some(*set),
+        _ => None,
+    }
+}
+
+/// Append an NXT_FLOW_MOD_TABLE_ID body.
+pub fn emit_flow_mod_table_id(set: u8, out: &mut BytesMut) {
+    out.extend_from_slice(&[set, 0, 0, 0, 0, 0, 0, 0]);
+}
+
+/// A 4-byte body holding one big-endian word (NXT_ROLE_*, NXT_SET_PACKET_IN_FORMAT).
+pub fn parse_word(i: &[u8]) -> Option<u32> {
+    <[u8; 4]>::try_from(i).ok().map(u32::from_be_bytes)
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -266,6 +328,56 @@ mod test {
         assert_eq!(back.table_id(), Some(7));
         assert_eq!(&back.userdata().unwrap()[..], b"hello");
         assert_eq!(back.metadata().unwrap(), Match::new().in_port(9));
+    }
+
+    /// The small NXT messages decode by exact size and zero padding; anything else stays an
+    /// opaque experimenter message that re-encodes byte for byte.
+    #[test]
+    fn small_nxt_messages_decode_exactly_or_stay_opaque() {
+        use crate::Message;
+        let nxt = |subtype: u8, body: &[u8]| {
+            let mut m = vec![4, 4, 0, 16 + body.len() as u8, 0, 0, 0, 7];
+            m.extend_from_slice(&[0, 0, 0x23, 0x20, 0, 0, 0, subtype]);
+            m.extend_from_slice(body);
+            m
+        };
+        for (bytes, expect) in [
+            (
+                nxt(10, &[0, 0, 0, 1]),
+                Message::NxRoleRequest(NX_ROLE_PRIMARY),
+            ),
+            (
+                nxt(11, &[0, 0, 0, 2]),
+                Message::NxRoleReply(NX_ROLE_SECONDARY),
+            ),
+            (
+                nxt(15, &[1, 0, 0, 0, 0, 0, 0, 0]),
+                Message::FlowModTableId(1),
+            ),
+            (
+                nxt(16, &[0, 0, 0, 2]),
+                Message::SetPacketInFormat(NXPIF_NXT_PACKET_IN2),
+            ),
+            (nxt(18, &[]), Message::FlowAge),
+            (
+                nxt(29, &[0, 0, 0, 0, 0, 0, 1, 2]),
+                Message::CtFlushZone(0x102),
+            ),
+        ] {
+            let (xid, m) = Message::decode(&bytes).unwrap();
+            assert_eq!((xid, &m), (7, &expect));
+            assert_eq!(m.encode_to_vec(7), bytes);
+        }
+        for bytes in [
+            nxt(29, &[0, 0, 0, 0, 0, 9, 1, 2]), // padding not zero
+            nxt(15, &[1, 0, 0, 0, 0, 0, 0, 5]),
+            nxt(10, &[0, 0, 0, 1, 0, 0, 0, 0]), // longer than a role
+            nxt(18, &[0, 0, 0, 0, 0, 0, 0, 0]),
+        ] {
+            let (_, m) = Message::decode(&bytes).unwrap();
+            assert!(matches!(m, Message::Experimenter { .. }), "{m:?}");
+            assert_eq!(m.encode_to_vec(7), bytes);
+        }
     }
 
     #[test]

@@ -1026,6 +1026,12 @@ fn message() -> impl Strategy<Value = Message> {
             Message::TlvTableMod(TlvTableMod { command, mappings })
         }),
         Just(Message::TlvTableRequest),
+        any::<u32>().prop_map(Message::NxRoleRequest),
+        any::<u32>().prop_map(Message::NxRoleReply),
+        any::<u8>().prop_map(Message::FlowModTableId),
+        any::<u32>().prop_map(Message::SetPacketInFormat),
+        Just(Message::FlowAge),
+        any::<u16>().prop_map(Message::CtFlushZone),
         (any::<u32>(), any::<u16>(), vec(tlv_map, 0..3)).prop_map(
             |(max_option_space, max_fields, mappings)| Message::TlvTableReply(TlvTableReply {
                 max_option_space,

@@ -162,6 +162,12 @@ pub fn message_name(message: &Message) -> String {
         Message::TlvTableMod(_) => "NXT_TLV_TABLE_MOD".into(),
         Message::TlvTableRequest => "NXT_TLV_TABLE_REQUEST".into(),
         Message::TlvTableReply(_) => "NXT_TLV_TABLE_REPLY".into(),
+        Message::NxRoleRequest(_) => "NXT_ROLE_REQUEST".into(),
+        Message::NxRoleReply(_) => "NXT_ROLE_REPLY".into(),
+        Message::FlowModTableId(_) => "NXT_FLOW_MOD_TABLE_ID".into(),
+        Message::SetPacketInFormat(_) => "NXT_SET_PACKET_IN_FORMAT".into(),
+        Message::FlowAge => "NXT_FLOW_AGE".into(),
+        Message::CtFlushZone(_) => "NXT_CT_FLUSH_ZONE".into(),
         other => match other.msg_type().name() {
             Some(name) => name.to_string(),
             None => format!("OFPT_UNKNOWN_{}", other.msg_type().code()),
@@ -215,7 +221,8 @@ fn render_body(
         | Message::BarrierRequest
         | Message::BarrierReply
         | Message::GetAsyncRequest
-        | Message::TlvTableRequest => {}
+        | Message::TlvTableRequest
+        | Message::FlowAge => {}
         Message::GetConfigReply(config) => session::switch_config(out, config),
         Message::SetConfig(config) => {
             // OVS checks the flags of the request only.
@@ -282,6 +289,14 @@ fn render_body(
             let _ = write!(out, " id={id}");
         }
         Message::TlvTableMod(table_mod) => nicira::tlv_table_mod(out, table_mod)?,
+        Message::NxRoleRequest(role) | Message::NxRoleReply(role) => nicira::role(out, *role)?,
+        Message::FlowModTableId(set) => {
+            out.push_str(if *set != 0 { " enable" } else { " disable" });
+        }
+        Message::SetPacketInFormat(format) => nicira::packet_in_format(out, *format)?,
+        Message::CtFlushZone(zone) => {
+            let _ = write!(out, " zone_id={zone}");
+        }
         Message::TlvTableReply(reply) => nicira::tlv_table_reply(out, reply)?,
         // Printed by `render_into` as decode errors.
         Message::Experimenter { .. } | Message::Unknown { .. } => {}

@@ -20,6 +20,33 @@ fn be32(value: &[u8]) -> Option<u32> {
 
 /// ` table_id=3 cookie=0x1234 total_len=100 in_port=5 (via action) data_len=42 buffer=...`,
 /// the userdata, then the packet's flow. OVS refuses a packet-in2 without a packet.
+/// NXT_ROLE_REQUEST/REPLY: ` role=equal|primary|secondary`; OVS refuses other roles.
+pub(super) fn role(out: &mut String, role: u32) -> Result<(), &'static str> {
+    use crate::nicira_msg::{NX_ROLE_OTHER, NX_ROLE_PRIMARY, NX_ROLE_SECONDARY};
+    let name = match role {
+        NX_ROLE_OTHER => "equal",
+        NX_ROLE_PRIMARY => "primary",
+        NX_ROLE_SECONDARY => "secondary",
+        _ => return Err("OFPRRFC_BAD_ROLE"),
+    };
+    let _ = write!(out, " role={name}");
+    Ok(())
+}
+
+/// NXT_SET_PACKET_IN_FORMAT: ` format=standard|nxt_packet_in|nxt_packet_in2`; OVS refuses
+/// other formats.
+pub(super) fn packet_in_format(out: &mut String, format: u32) -> Result<(), &'static str> {
+    use crate::nicira_msg::{NXPIF_NXT_PACKET_IN, NXPIF_NXT_PACKET_IN2, NXPIF_STANDARD};
+    let name = match format {
+        NXPIF_STANDARD => "standard",
+        NXPIF_NXT_PACKET_IN => "nxt_packet_in",
+        NXPIF_NXT_PACKET_IN2 => "nxt_packet_in2",
+        _ => return Err("OFPBRC_EPERM"),
+    };
+    let _ = write!(out, " format={name}");
+    Ok(())
+}
+
 pub(super) fn packet_in2(out: &mut String, packet_in: &PacketIn2) -> Result<(), &'static str> {
     let prop = |kind: u16| {
         packet_in

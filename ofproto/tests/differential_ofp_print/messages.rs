@@ -690,6 +690,51 @@ pub const MESSAGES: &[(&str, &str)] = &[
          0020 0000 fffffff0 ffffffff 00000000 00000010 00000001 0000 000000000000",
     ),
     (
+        "nx role request: primary",
+        "04040014 00000007 00002320 0000000a 00000001",
+    ),
+    (
+        "nx role request: equal",
+        "04040014 00000007 00002320 0000000a 00000000",
+    ),
+    (
+        "nx role reply: secondary",
+        "04040014 00000007 00002320 0000000b 00000002",
+    ),
+    (
+        "nx role request: unknown role (OVS refuses)",
+        "04040014 00000007 00002320 0000000a 00000009",
+    ),
+    (
+        "nx flow mod table id: enable",
+        "04040018 00000007 00002320 0000000f 0100000000000000",
+    ),
+    (
+        "nx flow mod table id: disable",
+        "04040018 00000007 00002320 0000000f 0000000000000000",
+    ),
+    (
+        "nx set packet-in format: standard",
+        "04040014 00000007 00002320 00000010 00000000",
+    ),
+    (
+        "nx set packet-in format: nxt_packet_in2",
+        "04040014 00000007 00002320 00000010 00000002",
+    ),
+    (
+        "nx set packet-in format: unknown (OVS refuses)",
+        "04040014 00000007 00002320 00000010 00000007",
+    ),
+    ("nx flow age", "04040010 00000007 00002320 00000012"),
+    (
+        "nx ct flush zone",
+        "04040018 00000007 00002320 0000001d 000000000000000a",
+    ),
+    (
+        "nx ct flush zone 65535",
+        "04040018 00000007 00002320 0000001d 000000000000ffff",
+    ),
+    (
         "group mod: ff bucket without watch",
         "040f002000000000000003000000000100100000ffffffffffffffff00000000",
     ),
