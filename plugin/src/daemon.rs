@@ -10,7 +10,8 @@
 //!    flow set, so a restart replaces flows in place (ofctrl generations) and pods keep
 //!    their traffic. With `fail_mode=secure` OVS keeps its flows while we are away.
 //! 5. The CNI socket, the debug REST, the service registrations (`netplugin`,
-//!    `netplugin.vtep`) and the etcd watches.
+//!    `netplugin.vtep`), the etcd watches, and in kubernetes mode with an API server the
+//!    Kubernetes Service/Endpoints watch ([`crate::kubesvc`]).
 //!
 //! [`run`] returns when `shutdown` resolves; ports, veths and flows stay (a restart adopts
 //! them).
@@ -29,10 +30,10 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, OfListen};
 use crate::driver::Driver;
 use crate::error::{PluginError, Result};
-use crate::kubeapi::{KubeClient, KubeConfig};
+use crate::kubeapi::{self, KubeClient, KubeConfig};
 use crate::ovsdb::OvsdbClient;
 use crate::watch::{self, Topic};
-use crate::{cniserver, debug, http};
+use crate::{cniserver, debug, http, kubesvc};
 
 /// How often to look for the global config while netmaster has not written it.
 const GLOBAL_POLL: Duration = Duration::from_millis(500);
@@ -105,6 +106,8 @@ fn kube_client(cfg: &Config) -> Result<Option<Arc<KubeClient>>> {
     if cfg.mode != "kubernetes" {
         return Ok(None);
     }
+    let subnet = kubeapi::service_subnet(&cfg.kube_config)?;
+    tracing::info!(%subnet, "pods get an on-link route to the service subnet");
     match KubeConfig::load(&cfg.kube_config)? {
         Some(kc) => {
             let client = KubeClient::new(&kc)?;
@@ -145,6 +148,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         field: "cni-socket",
         problem: format!("{}: {e}", cfg.cni_socket.display()),
     })?;
+    let kube_services = kube.as_ref().map(|client| {
+        actix_rt::spawn(kubesvc::run(
+            KubeClient::clone(client),
+            driver.clone(),
+            kubesvc::WatchOptions::default(),
+        ))
+    });
     let cni_task = actix_rt::spawn(http::serve_unix(
         cni,
         cniserver::handler(driver.clone(), kube),
@@ -177,6 +187,9 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     debug_task.abort();
     for w in watches {
         w.abort();
+    }
+    if let Some(task) = kube_services {
+        task.abort();
     }
     let _ = std::fs::remove_file(&cfg.cni_socket);
     Ok(())

@@ -13,7 +13,12 @@
 //! - [`resolve_labels`] merges: a Kubernetes label overrides the CNI label of the same key,
 //!   for the three Contiv keys only; §7.3's defaults apply afterwards ([`cni::api::PodNetwork`]).
 //!
-//! A small reqwest client rather than the `kube` crate: one GET of one object needs no
+//! - [`KubeClient::get`] and [`KubeClient::stream`] serve the Service/Endpoints watcher
+//!   ([`crate::kubesvc`]): a list (status and body), and a watch (status and the body as it
+//!   arrives, never under the request timeout).
+//! - [`service_subnet`]: `SVC_SUBNET` of the config file, `10.254.0.0/16` when it names none.
+//!
+//! A small hyper client rather than the `kube` crate: one GET of one object needs no
 //! watcher, discovery or kubeconfig machinery, and it keeps the CNI path's dependencies and
 //! build small. TLS is rustls with the ring provider (no aws-lc C build).
 
@@ -27,6 +32,8 @@ use serde::Deserialize;
 
 /// Where §7.4's config file lives by default.
 pub const DEFAULT_CONFIG_PATH: &str = "/var/contiv/config/contiv.json";
+/// The service CIDR when the config file names none (§7.4).
+pub const DEFAULT_SVC_SUBNET: &str = "10.254.0.0/16";
 /// The token a pod's service account gets, used when the config names no credentials.
 pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 /// How long one API request may take before the pod's ADD fails with "try again later".
@@ -88,6 +95,12 @@ pub enum KubeError {
         namespace: String,
         pod: String,
         status: u16,
+        problem: String,
+    },
+    #[error("Kubernetes API server {server} unreachable for {path}: {problem}")]
+    Request {
+        server: String,
+        path: String,
         problem: String,
     },
     #[error("Kubernetes API server {server} sent pod {namespace}/{pod} without {problem}")]
@@ -161,6 +174,32 @@ impl KubeConfig {
         }
         Ok(None)
     }
+}
+
+/// `SVC_SUBNET` of the config file at `path` ([`DEFAULT_SVC_SUBNET`] when the file does not
+/// exist or names none); an unreadable file or a value that is not an IPv4 CIDR is an error.
+pub fn service_subnet(path: &Path) -> Result<ipnet::Ipv4Net, KubeError> {
+    let named = match std::fs::read_to_string(path) {
+        Ok(text) => {
+            serde_json::from_str::<KubeConfig>(&text)
+                .map_err(|e| config_error(path, e))?
+                .svc_subnet
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(config_error(path, e)),
+    };
+    let text = match named.trim() {
+        "" => DEFAULT_SVC_SUBNET,
+        t => t,
+    };
+    text.parse::<ipnet::Ipv4Net>()
+        .map(|n| n.trunc())
+        .map_err(|e| {
+            config_error(
+                path,
+                format!("SVC_SUBNET {text:?} is not an IPv4 CIDR: {e}"),
+            )
+        })
 }
 
 type HttpsClient = hyper_util::client::legacy::Client<
@@ -268,6 +307,8 @@ impl KubeClient {
         let mut tcp = hyper_util::client::legacy::connect::HttpConnector::new();
         tcp.enforce_http(false);
         tcp.set_connect_timeout(Some(REQUEST_TIMEOUT));
+        // A watch stays open for minutes with nothing to say: keepalive finds a dead peer.
+        tcp.set_keepalive(Some(Duration::from_secs(30)));
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -286,6 +327,64 @@ impl KubeClient {
     /// The API server URL, as errors name it.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// Send a GET of `path_and_query`; the response head within [`REQUEST_TIMEOUT`].
+    async fn send(
+        &self,
+        path_and_query: &str,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, KubeError> {
+        let url = format!("{}{path_and_query}", self.server);
+        let failed = |problem: String| KubeError::Request {
+            server: self.server.clone(),
+            path: path_and_query.to_string(),
+            problem,
+        };
+        let mut req = hyper::Request::get(&url).header(hyper::header::ACCEPT, "application/json");
+        if let Some(token) = &self.token {
+            req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let req = req
+            .body(http_body_util::Empty::new())
+            .map_err(|e| failed(format!("bad request URL {url}: {e}")))?;
+        tokio::time::timeout(REQUEST_TIMEOUT, self.http.request(req))
+            .await
+            .map_err(|_| failed(format!("no answer within {REQUEST_TIMEOUT:?}")))?
+            .map_err(|e| failed(error_chain(&e)))
+    }
+
+    /// GET `path_and_query` (e.g. a list): the status and the whole body.
+    pub async fn get(&self, path_and_query: &str) -> Result<(u16, hyper::body::Bytes), KubeError> {
+        let exchange = async {
+            let resp = self.send(path_and_query).await?;
+            let status = resp.status().as_u16();
+            let body = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .map_err(|e| KubeError::Request {
+                    server: self.server.clone(),
+                    path: path_and_query.to_string(),
+                    problem: error_chain(&e),
+                })?
+                .to_bytes();
+            Ok((status, body))
+        };
+        tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+            .await
+            .map_err(|_| KubeError::Request {
+                server: self.server.clone(),
+                path: path_and_query.to_string(),
+                problem: format!("no complete answer within {REQUEST_TIMEOUT:?}"),
+            })?
+    }
+
+    /// GET `path_and_query` (a watch): the status and the body, read as it arrives for as
+    /// long as the server keeps the response open.
+    pub async fn stream(
+        &self,
+        path_and_query: &str,
+    ) -> Result<(u16, hyper::body::Incoming), KubeError> {
+        let resp = self.send(path_and_query).await?;
+        Ok((resp.status().as_u16(), resp.into_body()))
     }
 
     /// The labels of pod `namespace/name`.
@@ -309,16 +408,11 @@ impl KubeClient {
             .body(http_body_util::Empty::new())
             .map_err(|e| unreachable(format!("bad request URL {url}: {e}")))?;
         let exchange = async {
-            let resp = self.http.request(req).await.map_err(|e| {
-                // The chain says why (refused, TLS, DNS); the top level only "client error".
-                let mut problem = e.to_string();
-                let mut cause = std::error::Error::source(&e);
-                while let Some(c) = cause {
-                    problem = format!("{problem}: {c}");
-                    cause = c.source();
-                }
-                unreachable(problem)
-            })?;
+            let resp = self
+                .http
+                .request(req)
+                .await
+                .map_err(|e| unreachable(error_chain(&e)))?;
             let status = resp.status().as_u16();
             let body = http_body_util::BodyExt::collect(resp.into_body())
                 .await
@@ -356,6 +450,18 @@ impl KubeClient {
         let meta = pod.metadata.ok_or_else(|| bad("metadata".into()))?;
         Ok(meta.labels)
     }
+}
+
+/// An error with its causes: the chain says why (refused, TLS, DNS); the top level of a
+/// hyper error only says "client error".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut problem = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        problem = format!("{problem}: {c}");
+        cause = c.source();
+    }
+    problem
 }
 
 /// A pod's labels: the CNI request's, overridden by the pod's Kubernetes labels key by key (an
@@ -471,6 +577,23 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("http:// or https://"), "{err}");
+    }
+
+    #[test]
+    fn service_subnet_defaults_and_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("contiv.json");
+        assert_eq!(service_subnet(&path).unwrap().to_string(), "10.254.0.0/16");
+        std::fs::write(&path, r#"{"K8S_API_SERVER":"http://x:1"}"#).unwrap();
+        assert_eq!(service_subnet(&path).unwrap().to_string(), "10.254.0.0/16");
+        std::fs::write(&path, r#"{"SVC_SUBNET":"10.96.3.4/12"}"#).unwrap();
+        assert_eq!(service_subnet(&path).unwrap().to_string(), "10.96.0.0/12");
+        std::fs::write(&path, r#"{"SVC_SUBNET":"10.96.0.0"}"#).unwrap();
+        let err = service_subnet(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("SVC_SUBNET") && err.contains("contiv.json"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! - [`watch`]: replay and etcd watches of networks, groups and the global config.
 //! - [`cniserver`]: AddPod/DelPod/CheckPod/Status on the unix socket (§7).
 //! - [`kubeapi`]: pod labels from the Kubernetes API (§7.3, §7.4).
+//! - [`kubesvc`]: Kubernetes Services and Endpoints onto the agents, the pods' service route (§7.5).
 //! - [`debug`]: the debug REST (§4.3).
 //! - [`http`]: the small HTTP/1.1 server both APIs use.
 //! - [`oper`]: the endpoint oper state kept in etcd.
@@ -26,6 +27,7 @@ pub mod error;
 pub mod hostnet;
 pub mod http;
 pub mod kubeapi;
+pub mod kubesvc;
 pub mod netlink;
 pub mod oper;
 pub mod ovsdb;

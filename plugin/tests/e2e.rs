@@ -4,12 +4,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod fake_kube;
 
 use common::*;
 use serde_json::json;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use testbed::demo::{CniPod, http};
+use testbed::demo::{Cluster, ClusterOptions, CniPod, http};
 
 /// VLAN and VXLAN networks, two pods each: addresses from netmaster, reachability within a
 /// network, isolation across; netctl shows the endpoints. Then DEL: everything of the pod
@@ -552,6 +553,101 @@ fn service_vip_reaches_labelled_providers() {
         assert!(
             Instant::now() < deadline,
             "flows for {vip} outlived the service:\n{}",
+            flows(&c, VXLAN_BRIDGE)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Kubernetes mode against a handcrafted API server (a real one cannot run here): netplugin
+/// reads the pods from it, lists and watches its Services and Endpoints, and gives pods an
+/// on-link route to the service subnet. A client pod completes a TCP handshake with a
+/// Service's cluster IP on port 80, answered by the provider pod (the Endpoints' address)
+/// listening on 8080; after the Service's DELETED event the cluster IP is closed and its flows
+/// are gone.
+#[test]
+fn kubernetes_cluster_ip_reaches_the_endpoints() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Netcat);
+    let api = fake_kube::FakeKube::start();
+    api.set_pod_labels(&[("app", "web")]);
+    let dir = tempfile::tempdir().unwrap();
+    let kube_config = dir.path().join("contiv.json");
+    std::fs::write(
+        &kube_config,
+        json!({"K8S_API_SERVER": api.url, "K8S_TOKEN": fake_kube::TOKEN}).to_string(),
+    )
+    .unwrap();
+    let c = Cluster::start_with(
+        binaries(),
+        ClusterOptions {
+            netplugin_mode: Some("kubernetes".into()),
+            kube_config: Some(kube_config),
+        },
+    )
+    .unwrap();
+    api.wait_watching("services", Duration::from_secs(10));
+    create_network(&c, "k8snet", "vxlan", "10.55.0.0/24", "10.55.0.1");
+    let conf = c.conflist("k8s", "k8snet", "").unwrap();
+    let provider = c.add_pod(&conf).unwrap();
+    let client = c.add_pod(&conf).unwrap();
+    let pod_get = format!("/api/v1/namespaces/default/pods/{}", client.container_id);
+    assert!(
+        api.requests().contains(&pod_get),
+        "netplugin did not read the pod from the API: {:?}",
+        api.requests()
+    );
+    // SVC_SUBNET is not in the file: the default, on-link on the pod's interface.
+    let routes = client.netns.exec(&["ip", "-4", "route", "show"]).unwrap();
+    assert!(
+        routes
+            .lines()
+            .any(|l| l.starts_with("10.254.0.0/16 dev eth0") && l.contains("scope link")),
+        "no service subnet route in the pod:\n{routes}"
+    );
+
+    let _listener = Listener::start(&provider, 8080);
+    let vip = "10.254.0.10";
+    api.put(
+        "services",
+        fake_kube::service(
+            "default",
+            "web",
+            vip,
+            json!([{"name": "http", "protocol": "TCP", "port": 80, "targetPort": 8080}]),
+        ),
+    );
+    api.put(
+        "endpoints",
+        fake_kube::endpoints(
+            "default",
+            "web",
+            &[&provider.ip],
+            json!([{"name": "http", "port": 8080, "protocol": "TCP"}]),
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !tcp_connects(&client, vip, 80) {
+        assert!(
+            Instant::now() < deadline,
+            "{vip}:80 never reached the provider {}:8080\n{}\nnetplugin: {}",
+            provider.ip,
+            flows(&c, VXLAN_BRIDGE),
+            c.netplugin_log()
+        );
+    }
+    let (status, body) = http("GET", &c.debug_addr, "/svcstats").unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(vip) && body.contains(&client.ip),
+        "/svcstats does not show the client's traffic to the cluster IP: {body}"
+    );
+
+    api.delete("services", "default", "web");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tcp_connects(&client, vip, 80) || flows(&c, VXLAN_BRIDGE).contains(vip) {
+        assert!(
+            Instant::now() < deadline,
+            "{vip} still served after the Service was deleted:\n{}",
             flows(&c, VXLAN_BRIDGE)
         );
         std::thread::sleep(Duration::from_millis(200));

@@ -139,6 +139,15 @@ fn add_uplink(host: &Netns) -> Result<String> {
     Ok(uplink)
 }
 
+/// How a [`Cluster`]'s netplugins run (the default: `--mode test`, no Kubernetes API).
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// `--mode`; `None` is `test`.
+    pub netplugin_mode: Option<String>,
+    /// `--kube-config`: the §7.4 config file (Kubernetes API server, `SVC_SUBNET`).
+    pub kube_config: Option<PathBuf>,
+}
+
 /// What one host's netplugin is started with.
 struct HostParts<'a> {
     ovs: &'a Ovs,
@@ -156,10 +165,11 @@ struct HostParts<'a> {
 fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
     // ovs-vswitchd only connects to unix controllers inside its run directory.
     let d = h.ovs.run_dir();
-    let argv: Vec<String> = [
+    let mode = c.options.netplugin_mode.as_deref().unwrap_or("test");
+    let mut argv: Vec<String> = [
         c.bins.netplugin.to_string_lossy().as_ref(),
         "--mode",
-        "test",
+        mode,
         "--netmode",
         "vlan",
         "--fwdmode",
@@ -192,6 +202,10 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if let Some(path) = &c.options.kube_config {
+        argv.push("--kube-config".into());
+        argv.push(path.to_string_lossy().into_owned());
+    }
     let mut daemon = Daemon::spawn("netplugin", &argv, &[], &h.log)?;
     let debug = h.debug_addr.to_string();
     let socket = h.cni_socket.to_path_buf();
@@ -298,6 +312,7 @@ impl CniPod {
 /// See the module documentation.
 pub struct Cluster {
     pub bins: Binaries,
+    pub options: ClusterOptions,
     netplugin: Option<Daemon>,
     netmaster: Daemon,
     pub netmaster_url: String,
@@ -318,6 +333,12 @@ pub struct Cluster {
 impl Cluster {
     /// Start etcd, netmaster, the host (OVS + uplink) and netplugin.
     pub fn start(bins: Binaries) -> Result<Cluster> {
+        Cluster::start_with(bins, ClusterOptions::default())
+    }
+
+    /// [`Cluster::start`] with netplugin started as `options` say (e.g. in kubernetes mode
+    /// against an API server).
+    pub fn start_with(bins: Binaries, options: ClusterOptions) -> Result<Cluster> {
         let dir = temp_dir("cl")?;
         let etcd = Etcd::start()?;
         let host = Netns::new("hst")?;
@@ -373,6 +394,7 @@ impl Cluster {
             uplink,
             vtep_ip: "127.0.0.1".into(),
             bins,
+            options,
             ovs,
             host,
             etcd,

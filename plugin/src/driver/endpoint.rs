@@ -5,6 +5,8 @@
 //! Contract:
 //! - [`Driver::attach`] either completes every step or leaves nothing (no port, veth, address
 //!   or state); attaching the same pod again returns the same endpoint.
+//! - In `--mode kubernetes` the pod also gets an on-link route for the service subnet
+//!   ([`crate::kubesvc::route`]).
 //! - [`Driver::detach`] removes whatever exists and succeeds when nothing is left, so a
 //!   second DEL (or a DEL after a half-done ADD) succeeds.
 //! - [`Driver::reconcile`] (start-up) keeps every endpoint whose config still exists and
@@ -404,6 +406,8 @@ impl Driver {
         let spec = interface_spec(&oper, net, self.pod_mtu(kind))?;
         let pod_netns = spec.netns.clone();
         let tx_offload_off = self.cfg.ovs_datapath == "netdev";
+        // Kubernetes mode: cluster IPs on-link, so the pod ARPs for them (crate::kubesvc).
+        let service_route = crate::kubesvc::route::pod_service_route(&self.cfg);
         let pod_side = in_netns(&pod_netns, move |nl| async move {
             if let Some(mac) = spec.mac {
                 nl.set_mac(&spec.ifname, mac).await?;
@@ -414,6 +418,9 @@ impl Driver {
             nl.set_up(&spec.ifname).await?;
             for gateway in &spec.gateways {
                 nl.add_default_route(&spec.ifname, *gateway).await?;
+            }
+            if let Some(subnet) = service_route {
+                nl.add_onlink_route(&spec.ifname, subnet).await?;
             }
             // This thread is inside the pod's namespace, so the child is too.
             Ok(tx_offload_off

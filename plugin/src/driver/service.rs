@@ -3,6 +3,10 @@
 //! the provider endpoints its selectors match; netplugin hands each to both agents (clients and
 //! providers may sit on either bridge), which balance new clients over the providers.
 //!
+//! Kubernetes services ([`crate::kubesvc`]) arrive already mapped, through
+//! [`Driver::apply_kube_service`], under names (`k8s:<namespace>/<name>`) that never collide
+//! with netctl's ids (`<service>:<tenant>`).
+//!
 //! Contract: applying a service is idempotent (spec and providers are replaced as a whole);
 //! removing an unknown service succeeds; a state record that cannot be a service (no VIP yet, a
 //! malformed port or address) is refused with an error naming the field and the service, and
@@ -66,17 +70,37 @@ fn service_port(text: &str) -> Option<ServicePort> {
 }
 
 impl Driver {
-    /// Install (or replace) a service and its providers on both bridges.
+    /// Install (or replace) a netctl service and its providers on both bridges.
     pub async fn apply_service(&self, state: &CfgServiceLbState) -> Result<()> {
         let (spec, providers) = agent_service(state)?;
+        self.install_service(&state.id, &spec, &providers).await
+    }
+
+    /// Install (or replace) a Kubernetes service (`k8s:<namespace>/<name>`, see
+    /// [`crate::kubesvc`]) and its providers on both bridges.
+    pub async fn apply_kube_service(
+        &self,
+        name: &str,
+        spec: &ServiceSpec,
+        providers: &[Ipv4Addr],
+    ) -> Result<()> {
+        self.install_service(name, spec, providers).await
+    }
+
+    async fn install_service(
+        &self,
+        name: &str,
+        spec: &ServiceSpec,
+        providers: &[Ipv4Addr],
+    ) -> Result<()> {
         for kind in [BridgeKind::Vxlan, BridgeKind::Vlan] {
             let agent = self.agent(kind);
             agent
-                .add_service(state.id.clone(), spec.clone())
+                .add_service(name.to_string(), spec.clone())
                 .await
                 .map_err(|e| PluginError::agent(kind, e))?;
             agent
-                .set_service_providers(state.id.clone(), providers.clone())
+                .set_service_providers(name.to_string(), providers.to_vec())
                 .await
                 .map_err(|e| PluginError::agent(kind, e))?;
         }

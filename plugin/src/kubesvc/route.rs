@@ -1,0 +1,58 @@
+//! The route that makes cluster IPs reachable from a pod: `SVC_SUBNET` on-link on the pod's
+//! interface. The pod then ARPs for a cluster IP itself, the agents' ARP proxy answers for
+//! an active service's VIP, and the service flows DNAT to a provider. (Through the default
+//! gateway it would not work in bridge mode: nothing routes there.)
+//!
+//! Contract: adding a route that is already there succeeds (a pod with a second interface,
+//! a retried ADD).
+
+use ipnet::Ipv4Net;
+use rtnetlink::RouteMessageBuilder;
+
+use crate::config::Config;
+use crate::kubeapi;
+use crate::netlink::{Netlink, NetlinkError};
+
+/// The service subnet a pod gets an on-link route for: in `--mode kubernetes` only, the
+/// config file's `SVC_SUBNET` (default `10.254.0.0/16`). The daemon checked the file at
+/// start; one broken since is logged and the pod gets the default.
+pub fn pod_service_route(cfg: &Config) -> Option<Ipv4Net> {
+    if cfg.mode != "kubernetes" {
+        return None;
+    }
+    match kubeapi::service_subnet(&cfg.kube_config) {
+        Ok(subnet) => Some(subnet),
+        Err(e) => {
+            tracing::warn!(error = %e, default = kubeapi::DEFAULT_SVC_SUBNET, "service subnet");
+            kubeapi::DEFAULT_SVC_SUBNET.parse().ok()
+        }
+    }
+}
+
+/// `EEXIST`: the kernel's answer for a route that is already there.
+const EEXIST: i32 = 17;
+
+impl Netlink {
+    /// Add `subnet` as an on-link (scope link) route out of link `name`.
+    pub async fn add_onlink_route(&self, name: &str, subnet: Ipv4Net) -> Result<(), NetlinkError> {
+        let link = self.require_link(name).await?;
+        let message = RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+            .destination_prefix(subnet.network(), subnet.prefix_len())
+            .output_interface(link.index)
+            .scope(netlink_packet_route::route::RouteScope::Link)
+            .build();
+        match self
+            .handle
+            .route()
+            .add(message)
+            .execute()
+            .await
+            .map_err(NetlinkError::request(format!(
+                "add route {subnet} dev {name} in {}",
+                self.label()
+            ))) {
+            Err(e) if e.errno() == Some(EEXIST) => Ok(()),
+            other => other,
+        }
+    }
+}

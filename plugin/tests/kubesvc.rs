@@ -1,0 +1,336 @@
+//! The Kubernetes Service/Endpoints watcher against a handcrafted API server on 127.0.0.1
+//! (real HTTP, lists and chunked watch streams whose events the test sends over time), with a
+//! recording sink in place of the driver: what the agents would be told, in order.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod fake_kube;
+
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fake_kube::{FakeKube, TOKEN, endpoints, service};
+use ofnet::{ServicePort, ServiceProtocol, ServiceSpec};
+use plugin::kubeapi::{KubeClient, KubeConfig};
+use plugin::kubesvc::{self, ServiceSink, WatchOptions};
+use serde_json::json;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Call {
+    Apply(String, ServiceSpec, Vec<Ipv4Addr>),
+    Remove(String),
+}
+
+#[derive(Default)]
+struct Recorder {
+    calls: Mutex<Vec<Call>>,
+}
+
+impl ServiceSink for Recorder {
+    async fn apply(
+        &self,
+        name: &str,
+        spec: &ServiceSpec,
+        providers: &[Ipv4Addr],
+    ) -> plugin::error::Result<()> {
+        self.calls.lock().unwrap().push(Call::Apply(
+            name.to_string(),
+            spec.clone(),
+            providers.to_vec(),
+        ));
+        Ok(())
+    }
+
+    async fn remove(&self, name: &str) -> plugin::error::Result<()> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(Call::Remove(name.to_string()));
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// Wait (yielding to the watcher) until `count` calls were made; returns them.
+    async fn wait_calls(&self, count: usize, what: &str) -> Vec<Call> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let calls = self.calls();
+            if calls.len() >= count {
+                return calls;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {} calls, wanted {count}: {calls:#?}",
+                calls.len()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+fn spec(vip: [u8; 4], ports: &[(ServiceProtocol, u16, u16)]) -> ServiceSpec {
+    ServiceSpec {
+        vip: Ipv4Addr::from(vip),
+        ports: ports
+            .iter()
+            .map(|&(protocol, svc_port, prov_port)| ServicePort {
+                protocol,
+                svc_port,
+                prov_port,
+            })
+            .collect(),
+    }
+}
+
+fn ips(list: &[[u8; 4]]) -> Vec<Ipv4Addr> {
+    list.iter().map(|a| Ipv4Addr::from(*a)).collect()
+}
+
+const TCP: ServiceProtocol = ServiceProtocol::Tcp;
+const UDP: ServiceProtocol = ServiceProtocol::Udp;
+
+/// Wait for a watch on the server without blocking the watcher's runtime.
+async fn watching(api: &FakeKube, resource: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while api.open_watches(resource) == 0 {
+        assert!(Instant::now() < deadline, "nobody watches {resource}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// List, then ADDED/MODIFIED/DELETED applied in order; a closed stream and a 410 ERROR each
+/// lead to a re-list that catches changes no event announced (an add and a delete).
+#[tokio::test(flavor = "current_thread")]
+async fn watcher_follows_lists_events_and_relists() {
+    let api = FakeKube::start();
+    // Before netplugin starts: one balanced service, one headless, one malformed.
+    api.put(
+        "services",
+        service(
+            "shop",
+            "web",
+            "10.254.0.10",
+            json!([{"name": "http", "port": 80, "targetPort": 8080}]),
+        ),
+    );
+    api.put(
+        "services",
+        service("shop", "db", "None", json!([{"port": 5432}])),
+    );
+    api.put(
+        "services",
+        json!({"metadata": {"name": "broken", "namespace": "shop"},
+               "spec": {"clusterIP": "10.254.0.66", "ports": [{"port": "eighty"}]}}),
+    );
+    api.put(
+        "endpoints",
+        endpoints(
+            "shop",
+            "web",
+            &["10.1.0.2"],
+            json!([{"name": "http", "port": 8080}]),
+        ),
+    );
+    let client = KubeClient::new(&KubeConfig {
+        api_server: api.url.clone(),
+        token: TOKEN.into(),
+        ..KubeConfig::default()
+    })
+    .unwrap();
+    let sink = Arc::new(Recorder::default());
+    let opts = WatchOptions {
+        min_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(200),
+    };
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let watcher = tokio::task::spawn_local(kubesvc::run(client, sink.clone(), opts));
+            let web = "k8s:shop/web".to_string();
+            let web_spec = spec([10, 254, 0, 10], &[(TCP, 80, 8080)]);
+
+            // The lists: the service appears with its provider once both lists are in (an
+            // apply before the endpoints list arrives has no providers yet).
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while sink.calls().last()
+                != Some(&Call::Apply(web.clone(), web_spec.clone(), ips(&[[10, 1, 0, 2]])))
+            {
+                assert!(Instant::now() < deadline, "{:#?}", sink.calls());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(
+                sink.calls().iter().all(|c| match c {
+                    Call::Apply(n, ..) => n == &web,
+                    Call::Remove(_) => false,
+                }),
+                "headless or malformed services were applied: {:#?}",
+                sink.calls()
+            );
+            watching(&api, "services").await;
+            watching(&api, "endpoints").await;
+            // Watches start at the list's version.
+            let requests = api.requests();
+            assert!(
+                requests
+                    .iter()
+                    .any(|r| r.starts_with("/api/v1/services?watch=1&resourceVersion=")
+                        && !r.ends_with('=')),
+                "{requests:?}"
+            );
+            assert!(
+                api.auth_headers()
+                    .iter()
+                    .all(|a| a.as_deref() == Some(format!("Bearer {TOKEN}").as_str())),
+                "a request without the token"
+            );
+
+            // Events, in order (each waits for the previous: the two resources are two
+            // streams, and nothing orders one against the other).
+            let base = sink.calls().len();
+            let both = ips(&[[10, 1, 0, 2], [10, 1, 0, 3]]);
+            api.put(
+                "endpoints",
+                endpoints(
+                    "shop",
+                    "web",
+                    &["10.1.0.3", "10.1.0.2"],
+                    json!([{"name": "http", "port": 8080}]),
+                ),
+            );
+            let calls = sink.wait_calls(base + 1, "endpoints MODIFIED").await;
+            assert_eq!(
+                calls[base],
+                Call::Apply(web.clone(), web_spec.clone(), both.clone())
+            );
+            api.send_line("endpoints", "this is not JSON");
+            // The named targetPort resolves through the Endpoints' ports.
+            api.put(
+                "services",
+                service(
+                    "shop",
+                    "web",
+                    "10.254.0.10",
+                    json!([{"name": "http", "port": 80, "targetPort": "http"},
+                           {"name": "dns", "protocol": "UDP", "port": 53}]),
+                ),
+            );
+            let calls = sink.wait_calls(base + 2, "service MODIFIED").await;
+            assert_eq!(
+                calls[base + 1],
+                Call::Apply(
+                    web.clone(),
+                    spec([10, 254, 0, 10], &[(TCP, 80, 8080), (UDP, 53, 53)]),
+                    both.clone()
+                )
+            );
+            // After the garbage line, the endpoints stream still works.
+            api.put(
+                "endpoints",
+                endpoints(
+                    "shop",
+                    "web",
+                    &["10.1.0.3", "10.1.0.2"],
+                    json!([{"name": "http", "port": 9090},
+                           {"name": "dns", "port": 53, "protocol": "UDP"}]),
+                ),
+            );
+            let calls = sink.wait_calls(base + 3, "endpoints MODIFIED again").await;
+            assert_eq!(
+                calls[base + 2],
+                Call::Apply(
+                    web.clone(),
+                    spec([10, 254, 0, 10], &[(TCP, 80, 9090), (UDP, 53, 53)]),
+                    both.clone()
+                )
+            );
+            api.delete("services", "shop", "web");
+            let calls = sink.wait_calls(base + 4, "service DELETED").await;
+            assert_eq!(calls[base + 3], Call::Remove(web.clone()));
+            // Its Endpoints going later changes nothing.
+            api.delete("endpoints", "shop", "web");
+
+            // A closed stream: the re-list finds a service no event announced.
+            let lists = api.lists("services");
+            api.put_silently(
+                "services",
+                service("shop", "api", "10.254.0.20", json!([{"port": 443}])),
+            );
+            api.close_watches("services");
+            let calls = sink.wait_calls(base + 5, "re-list after close").await;
+            assert_eq!(
+                calls[base + 4],
+                Call::Apply(
+                    "k8s:shop/api".into(),
+                    spec([10, 254, 0, 20], &[(TCP, 443, 443)]),
+                    vec![]
+                )
+            );
+            assert!(api.lists("services") > lists);
+            watching(&api, "services").await;
+
+            // 410 Gone: the re-list notices a delete no event announced.
+            api.delete_silently("services", "shop", "api");
+            api.send_line(
+                "services",
+                r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (50)","reason":"Expired","code":410}}"#,
+            );
+            let calls = sink.wait_calls(base + 6, "re-list after 410").await;
+            assert_eq!(calls[base + 5], Call::Remove("k8s:shop/api".into()));
+
+            // Nothing else happened: no spurious re-applies of unchanged services.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(sink.calls().len(), base + 6, "{:#?}", sink.calls());
+            watcher.abort();
+        })
+        .await;
+}
+
+/// An API server that refuses us (401) at first: the watcher backs off (no busy loop), and
+/// once the server accepts the token it lists and applies, without a restart.
+#[tokio::test(flavor = "current_thread")]
+async fn watcher_backs_off_and_recovers_when_the_api_server_refuses() {
+    let api = FakeKube::start();
+    api.set_token("another-token");
+    api.put(
+        "services",
+        service("shop", "web", "10.254.0.10", json!([{"port": 80}])),
+    );
+    let client = KubeClient::new(&KubeConfig {
+        api_server: api.url.clone(),
+        token: TOKEN.into(),
+        ..KubeConfig::default()
+    })
+    .unwrap();
+    let sink = Arc::new(Recorder::default());
+    let opts = WatchOptions {
+        min_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(80),
+    };
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let watcher = tokio::task::spawn_local(kubesvc::run(client, sink.clone(), opts));
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            assert!(sink.calls().is_empty(), "{:#?}", sink.calls());
+            let lists = api.lists("services");
+            // 10 ms doubling to 80 ms: about 10 attempts in 600 ms, not 60.
+            assert!((3..=15).contains(&lists), "{lists} lists in 600 ms");
+            api.set_token(TOKEN);
+            let calls = sink.wait_calls(1, "after the token was accepted").await;
+            assert_eq!(
+                calls[0],
+                Call::Apply(
+                    "k8s:shop/web".into(),
+                    spec([10, 254, 0, 10], &[(TCP, 80, 80)]),
+                    vec![]
+                )
+            );
+            watcher.abort();
+        })
+        .await;
+}
