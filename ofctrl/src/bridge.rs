@@ -16,8 +16,19 @@
 //!
 //! Afterwards only the current generation is on the switch, and the new generation is handed
 //! to the [`GenerationStore`] (netplugin keeps it in the bridge's OVSDB `external_ids`).
-//! Applies that arrive during a reconcile wait for it (the mailbox is paused), so every change
-//! is computed against the state the switch really has.
+//!
+//! **Adoption.** Some flows encode state only the switch remembers across a restart of this
+//! process (ofnet: which provider serves a load-balanced client). An owner that registers a
+//! [`FlowAdopter`] is handed, between steps 1 and 2, the switch's flows of the cookie
+//! categories it names (any generation); it may record what they encode and apply the flows it
+//! still wants. Those applies are recorded (the bridge is not in sync yet) and so belong to the
+//! desired state the reconcile installs: a kept flow is replaced in place like every other,
+//! the rest of its old generation is deleted in step 4 as usual.
+//!
+//! While the switch is read and the adopter works, the mailbox stays open and applies are
+//! recorded, not sent (the adopter's own included: waiting for them would deadlock); from step
+//! 2 on, applies wait for the reconcile (the mailbox is paused), so every change is computed
+//! against the state the switch really has.
 
 use crate::cookie::{Cookie, next_generation};
 use crate::desired::{Change, DesiredState, Flow, Group, Plan};
@@ -30,13 +41,19 @@ use ofproto::flow_mod::FlowMod;
 use ofproto::group::{GroupMod, GroupModCommand, OFPG_ALL};
 use ofproto::instruction::Instruction;
 use ofproto::matches::Match;
+use ofproto::multipart::{FlowStats, GroupDesc};
 use ofproto::port::{OFPP_CONTROLLER, OFPP_NORMAL};
 use ofproto::{Action, Message};
 use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// `OFPTT_ALL`: every table (for deletes).
 const ALL_TABLES: u8 = 0xff;
+
+/// How long a reconcile waits for the [`FlowAdopter`]; after that it goes on without it (the
+/// flows it did not adopt in time are deleted like any stale flow).
+const ADOPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the caller keeps the bridge's flow generation across restarts of this process.
 pub trait GenerationStore: 'static {
@@ -44,6 +61,18 @@ pub trait GenerationStore: 'static {
     fn load(&self) -> LocalBoxFuture<'static, Option<u16>>;
     /// Remember a generation (called after each successful reconcile).
     fn store(&self, generation: u16) -> LocalBoxFuture<'static, ()>;
+}
+
+/// The owner's say over flows a previous controller left on the switch (see "Adoption" in
+/// the module documentation).
+pub trait FlowAdopter: 'static {
+    /// The cookie categories whose flows the owner wants to see.
+    fn categories(&self) -> BTreeSet<u8>;
+    /// The switch's flows of those categories, found on connect before the reconcile. The
+    /// owner records what it keeps and applies the flows it still wants through the
+    /// [`BridgeHandle`] (recorded, not sent); the reconcile waits for the returned future
+    /// (at most ten seconds).
+    fn adopt(&self, flows: Vec<FlowStats>) -> LocalBoxFuture<'static, ()>;
 }
 
 /// How to run a bridge.
@@ -57,6 +86,8 @@ pub struct BridgeConfig {
     /// Only this datapath may drive the bridge; `None` takes the first switch that connects.
     pub dpid: Option<u64>,
     pub generations: Option<Box<dyn GenerationStore>>,
+    /// Who is shown the flows of its categories on connect, before the reconcile.
+    pub adopter: Option<Box<dyn FlowAdopter>>,
 }
 
 impl BridgeConfig {
@@ -67,6 +98,7 @@ impl BridgeConfig {
             mode: TxMode::Bundle,
             dpid: None,
             generations: None,
+            adopter: None,
         }
     }
 }
@@ -148,6 +180,8 @@ pub struct Bridge {
     generation: u16,
     synced: bool,
     reconciles: u64,
+    /// Counts connects: a reconcile whose connect was overtaken by a newer one stops.
+    epoch: u64,
     /// Group ids handed out by [`BridgeHandle::allocate_group_id`] and not yet removed, so two
     /// allocations before the groups are applied never get the same id.
     allocated_groups: HashSet<u32>,
@@ -170,6 +204,7 @@ impl Bridge {
             generation: 0,
             synced: false,
             reconciles: 0,
+            epoch: 0,
             allocated_groups: HashSet::new(),
         }
     }
@@ -182,39 +217,114 @@ impl Bridge {
         }
     }
 
+    /// Step 1 (read the switch) and the adoption run with the mailbox open; steps 2-4 run with
+    /// it paused (see the module documentation).
     fn reconcile(&mut self, switch: SwitchHandle, ctx: &mut Context<Self>) {
-        let desired = self.desired.clone();
-        let mode = self.config.mode;
+        self.epoch += 1;
+        let epoch = self.epoch;
         let stored = self.config.generations.as_ref().map(|g| g.load());
-        let name = self.config.name.clone();
-        let fut = async move {
-            let stored = match stored {
-                Some(f) => f.await,
-                None => None,
-            };
-            reconcile(&switch, &desired, stored, mode).await
-        };
-        // Pause the mailbox: applies must see the state the switch really has.
-        ctx.wait(fut.into_actor(self).map(move |result, this, _| match result {
-            Ok(generation) => {
-                this.generation = generation;
-                this.synced = true;
-                this.reconciles += 1;
-                tracing::info!(bridge = %name, generation, flows = this.desired.flow_count(), "switch reconciled");
-                if let Some(store) = &this.config.generations {
-                    actix::spawn(store.store(generation));
-                }
+        let read = {
+            let switch = switch.clone();
+            async move {
+                let stored = match stored {
+                    Some(f) => f.await,
+                    None => None,
+                };
+                let flows = switch.all_flows().await?;
+                let groups = switch.group_desc().await?;
+                Ok::<_, TxError>(SwitchContents {
+                    flows,
+                    groups,
+                    stored,
+                })
             }
-            Err(e) => {
-                this.synced = false;
-                tracing::warn!(bridge = %name, error = %e, "reconcile failed; retrying on the next connect");
-                if let Some(s) = &this.switch {
-                    // A fresh connection gets a fresh chance.
-                    s.close();
+        };
+        let work = read
+            .into_actor(self)
+            .then(move |read, this, _| {
+                let adopting = match (&read, &this.config.adopter) {
+                    (Ok(contents), Some(adopter)) if this.epoch == epoch => {
+                        let categories = adopter.categories();
+                        let found: Vec<FlowStats> = contents
+                            .flows
+                            .iter()
+                            .filter(|f| categories.contains(&Cookie(f.cookie).category()))
+                            .cloned()
+                            .collect();
+                        (!found.is_empty()).then(|| adopter.adopt(found))
+                    }
+                    _ => None,
+                };
+                let name = this.config.name.clone();
+                async move {
+                    if let Some(adopting) = adopting
+                        && tokio::time::timeout(ADOPT_TIMEOUT, adopting).await.is_err()
+                    {
+                        tracing::warn!(bridge = %name, "the flow adopter did not answer; reconciling without it");
+                    }
+                    read
                 }
+                .into_actor(this)
+            })
+            .map(move |read, this, ctx| {
+                if this.epoch != epoch {
+                    // A newer connect runs its own reconcile.
+                    return;
+                }
+                match read {
+                    Ok(contents) => this.install(switch, contents, epoch, ctx),
+                    Err(e) => this.reconcile_failed(&e),
+                }
+            });
+        ctx.spawn(work);
+    }
+
+    /// Steps 2-4, with the mailbox paused: applies must see the state the switch really has.
+    fn install(
+        &mut self,
+        switch: SwitchHandle,
+        contents: SwitchContents,
+        epoch: u64,
+        ctx: &mut Context<Self>,
+    ) {
+        let (generation, messages) = reconcile_messages(&self.desired, &contents);
+        let mode = self.config.mode;
+        let fut = async move { switch.transact(messages, mode).await };
+        ctx.wait(fut.into_actor(self).map(move |result, this, _| {
+            if this.epoch != epoch {
+                return;
+            }
+            match result {
+                Ok(()) => {
+                    this.generation = generation;
+                    this.synced = true;
+                    this.reconciles += 1;
+                    tracing::info!(bridge = %this.config.name, generation, flows = this.desired.flow_count(), "switch reconciled");
+                    if let Some(store) = &this.config.generations {
+                        actix::spawn(store.store(generation));
+                    }
+                }
+                Err(e) => this.reconcile_failed(&e),
             }
         }));
     }
+
+    fn reconcile_failed(&mut self, e: &TxError) {
+        self.synced = false;
+        tracing::warn!(bridge = %self.config.name, error = %e, "reconcile failed; retrying on the next connect");
+        if let Some(s) = &self.switch {
+            // A fresh connection gets a fresh chance.
+            s.close();
+        }
+    }
+}
+
+/// What step 1 read.
+struct SwitchContents {
+    flows: Vec<FlowStats>,
+    groups: Vec<GroupDesc>,
+    /// The generation the caller's store remembers.
+    stored: Option<u16>,
 }
 
 impl Actor for Bridge {
@@ -358,23 +468,18 @@ impl Handler<CurrentSwitch> for Bridge {
     }
 }
 
-/// Steps 1–4 of the module documentation; returns the new generation.
-async fn reconcile(
-    switch: &SwitchHandle,
-    desired: &DesiredState,
-    stored: Option<u16>,
-    mode: TxMode,
-) -> Result<u16, TxError> {
-    let present = switch.all_flows().await?;
-    let present_groups = switch.group_desc().await?;
+/// Steps 2-4 of the module documentation: the new generation and the one bundle that makes
+/// the switch (holding `contents`) equal to `desired`.
+fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16, Vec<Message>) {
+    let present = &contents.flows;
     let seen = present
         .iter()
         .map(|f| Cookie(f.cookie).generation())
         .max()
         .unwrap_or(0);
-    let generation = next_generation(stored.unwrap_or(0).max(seen));
+    let generation = next_generation(contents.stored.unwrap_or(0).max(seen));
 
-    let have_groups: HashSet<u32> = present_groups.iter().map(|g| g.group_id).collect();
+    let have_groups: HashSet<u32> = contents.groups.iter().map(|g| g.group_id).collect();
     let want_groups: HashSet<u32> = desired.groups().map(|g| g.id).collect();
     let mut messages = Vec::new();
     for g in desired.groups() {
@@ -402,8 +507,7 @@ async fn reconcile(
     for id in have_groups.difference(&want_groups) {
         messages.push(group_delete(*id));
     }
-    switch.transact(messages, mode).await?;
-    Ok(generation)
+    (generation, messages)
 }
 
 /// The messages for a plan, groups before the flows that use them and after the flows that

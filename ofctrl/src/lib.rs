@@ -22,7 +22,7 @@ pub mod switch;
 pub mod table;
 mod wire;
 
-pub use bridge::{Applied, BridgeConfig, BridgeHandle, BridgeStatus, GenerationStore};
+pub use bridge::{Applied, BridgeConfig, BridgeHandle, BridgeStatus, FlowAdopter, GenerationStore};
 pub use cookie::Cookie;
 pub use desired::{Change, Flow, FlowKey, Group};
 pub use error::{RequestFailure, SwitchError, TxError, describe};

@@ -1,5 +1,6 @@
 //! ofctrl against a real Open vSwitch: handshake, reconcile after an OVS restart, hitless
-//! controller restart, atomic bundles with named errors, and a packet-in/packet-out round trip.
+//! controller restart, flows adopted by their owner across a restart, atomic bundles with named
+//! errors, and a packet-in/packet-out round trip.
 #![allow(clippy::unwrap_used)]
 
 use actix::prelude::*;
@@ -488,4 +489,146 @@ async fn arp_request_reaches_the_controller_and_a_packet_out_answers_it() {
         neigh.contains("lladdr 02:00:00:00:00:99"),
         "pod's ARP table: {neigh:?}"
     );
+}
+
+/// Hands the flows of category 5 it is shown to the test, and keeps (applies again) those
+/// forwarding to 198.51.100.1.
+struct Keeper {
+    bridge: std::rc::Rc<std::cell::RefCell<Option<BridgeHandle>>>,
+    seen: mpsc::UnboundedSender<(Vec<ofproto::multipart::FlowStats>, Option<Applied>)>,
+}
+
+const KEPT: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
+
+impl ofctrl::FlowAdopter for Keeper {
+    fn categories(&self) -> BTreeSet<u8> {
+        BTreeSet::from([5])
+    }
+
+    fn adopt(
+        &self,
+        flows: Vec<ofproto::multipart::FlowStats>,
+    ) -> futures::future::LocalBoxFuture<'static, ()> {
+        let bridge = self.bridge.borrow().clone();
+        let seen = self.seen.clone();
+        Box::pin(async move {
+            let keep: Vec<Change> = flows
+                .iter()
+                .filter(|f| {
+                    f.matching
+                        .get(ofproto::oxm::FieldId::IPV4_DST)
+                        .and_then(|o| o.ipv4())
+                        == Some(KEPT)
+                })
+                .map(|f| {
+                    let c = ofctrl::Cookie(f.cookie);
+                    Change::AddFlow(
+                        Flow::new(
+                            f.table_id,
+                            f.priority,
+                            f.matching.clone(),
+                            f.instructions.clone(),
+                        )
+                        .owned_by(c.category(), c.object()),
+                    )
+                })
+                .collect();
+            let applied = match bridge {
+                Some(b) => Some(b.apply(keep).await.unwrap()),
+                None => None,
+            };
+            let _ = seen.send((flows, applied));
+        })
+    }
+}
+
+/// A flow of category 5 in table 1 sending `dst` out `port`.
+fn adoptable(dst: Ipv4Addr, port: u32, object: u64) -> Change {
+    Change::AddFlow(
+        Flow::new(
+            1,
+            50,
+            Match::new().eth_type(0x0800).ipv4_dst(dst, None),
+            vec![Instruction::ApplyActions(vec![Action::output(port)])],
+        )
+        .owned_by(5, object),
+    )
+}
+
+#[actix_rt::test]
+async fn an_adopter_sees_its_flows_before_the_reconcile_and_what_it_applies_stays() {
+    testbed::require!(Ovs);
+    let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
+    let port = testbed::free_port().unwrap();
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+
+    let first = BridgeHandle::start(BridgeConfig::new("br0", tables()));
+    let listener = Listener::tcp(addr, SwitchOptions::default(), vec![first.events()])
+        .await
+        .unwrap();
+    controlled_bridge(&ovs, "br0", &format!("tcp:127.0.0.1:{port}"));
+    wait_synced(&first, 1).await;
+    let mut changes = flows(4);
+    changes.push(adoptable(KEPT, 2, 1));
+    changes.push(adoptable(Ipv4Addr::new(198, 51, 100, 2), 3, 2));
+    first.apply(changes).await.unwrap();
+    let first_gen = first.status().await.unwrap().generation;
+    let kept_line = flow_set(&ovs, "br0")
+        .into_iter()
+        .find(|l| l.contains("198.51.100.1"))
+        .unwrap();
+
+    // A new controller that wants only the category-1 flows, and adopts.
+    let old_switch = first.switch().await.unwrap();
+    drop(listener);
+    old_switch.close();
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let slot = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel();
+    let mut config = BridgeConfig::new("br0", tables());
+    config.adopter = Some(Box::new(Keeper {
+        bridge: slot.clone(),
+        seen: seen_tx,
+    }));
+    let second = BridgeHandle::start(config);
+    *slot.borrow_mut() = Some(second.clone());
+    second.apply(flows(4)).await.unwrap();
+    let _listener = loop {
+        match Listener::tcp(addr, SwitchOptions::default(), vec![second.events()]).await {
+            Ok(l) => break l,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    wait_synced(&second, 1).await;
+
+    let (shown, applied) = seen_rx.try_recv().unwrap();
+    assert_eq!(shown.len(), 2, "only category 5 is shown: {shown:?}");
+    assert!(
+        shown
+            .iter()
+            .all(|f| ofctrl::Cookie(f.cookie).generation() == first_gen)
+    );
+    assert_eq!(
+        applied,
+        Some(Applied::Deferred),
+        "the adopter's apply is recorded, not sent"
+    );
+    let after = ovs.dump_flows("br0").unwrap();
+    let second_gen = second.status().await.unwrap().generation;
+    assert!(second_gen > first_gen);
+    assert!(
+        after
+            .iter()
+            .all(|f| ofctrl::Cookie(f.cookie).generation() == second_gen),
+        "{after:?}"
+    );
+    let now = flow_set(&ovs, "br0");
+    assert!(now.contains(&kept_line), "adopted flow kept: {now:?}");
+    assert!(
+        !now.iter().any(|l| l.contains("198.51.100.2")),
+        "the flow nobody adopted is deleted: {now:?}"
+    );
+    assert_eq!(now.len(), 2 + 4 + 1, "{now:?}");
+    assert_eq!(second.status().await.unwrap().flows, 2 + 4 + 1);
 }

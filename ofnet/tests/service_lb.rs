@@ -13,184 +13,13 @@
 
 mod common;
 
-use common::{blocking, dumped_flows, init_tracing, ofport, settle};
-use ofnet::{
-    AgentConfig, AgentHandle, BridgeKind, LocalEndpoint, MacAddr, Network, ServicePort,
-    ServiceProtocol, ServiceSpec,
+use common::services::{
+    Server, VIP, VLAN, ask, ask_timed, attach, ip, service_flows_of_agent, service_flows_on_bridge,
+    spec, tools_missing,
 };
-use std::net::Ipv4Addr;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-use testbed::{Ovs, Pod, PodOptions};
-
-const VIP: &str = "10.254.0.10";
-const VLAN: u16 = 10;
-
-/// Answers every TCP connection on `tcp` and every UDP datagram on `udp` with `name`.
-const SERVER: &str = r#"
-import socket, sys, threading
-name, tcp, udp = sys.argv[1].encode(), int(sys.argv[2]), int(sys.argv[3])
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.bind(("0.0.0.0", udp))
-def answer_udp():
-    while True:
-        _, peer = u.recvfrom(2048)
-        u.sendto(name, peer)
-threading.Thread(target=answer_udp, daemon=True).start()
-t = socket.socket()
-t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-t.bind(("0.0.0.0", tcp))
-t.listen(16)
-while True:
-    c, _ = t.accept()
-    c.sendall(name)
-    c.close()
-"#;
-
-/// One request to `VIP:port` over `proto`; prints the answer (empty on timeout or refusal),
-/// then on a second line the milliseconds from the first packet sent to the answer.
-const CLIENT: &str = r#"
-import socket, sys, time
-proto, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-start = time.perf_counter()
-try:
-    if proto == "tcp":
-        s = socket.create_connection((host, port), timeout=3)
-    else:
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.settimeout(3)
-        s.connect((host, port))
-        s.send(b"hello")
-    print(s.recv(100).decode())
-except OSError:
-    print()
-print("%.2f" % ((time.perf_counter() - start) * 1000))
-"#;
-
-struct Server(Child);
-
-impl Server {
-    fn start(ns: &str, name: &str) -> Server {
-        let child = Command::new("ip")
-            .args([
-                "netns", "exec", ns, "python3", "-c", SERVER, name, "8080", "5353",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(400));
-        Server(child)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// What a request from namespace `ns` to the VIP gets back ("" for nothing).
-async fn ask(ns: &str, proto: &str, port: u16) -> String {
-    ask_timed(ns, proto, port).await.0
-}
-
-/// [`ask`], and how long the request took in milliseconds.
-async fn ask_timed(ns: &str, proto: &str, port: u16) -> (String, f64) {
-    let (ns, proto) = (ns.to_string(), proto.to_string());
-    blocking(move || {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &ns, "python3", "-c", CLIENT, &proto, VIP])
-            .arg(port.to_string())
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut lines = text.lines();
-        let answer = lines.next().unwrap_or_default().to_string();
-        let ms = lines
-            .next()
-            .and_then(|l| l.parse().ok())
-            .unwrap_or(f64::NAN);
-        (answer, ms)
-    })
-    .await
-}
-
-fn ip(last: u8) -> Ipv4Addr {
-    Ipv4Addr::new(10, 1, 1, last)
-}
-
-async fn attach(ovs: &Ovs, agent: &AgentHandle, kind: BridgeKind, last: u8) -> (Pod, u32) {
-    let mac = MacAddr([2, 2, 10, 1, 1, last]);
-    let pod = Pod::attach(
-        ovs,
-        "br0",
-        &PodOptions {
-            ip: format!("{}/24", ip(last)),
-            mac: Some(mac.to_string()),
-            gateway: None,
-            vlan: (kind == BridgeKind::Vlan).then_some(VLAN),
-        },
-    )
-    .unwrap();
-    common::disable_tx_offload(&pod);
-    // The VIP is off the pods' subnet: reach it on-link, so the client ARPs for it.
-    pod.exec(&["ip", "route", "add", "10.254.0.0/16", "dev", "eth0"])
-        .unwrap();
-    let port_no = ofport(ovs, pod.port_name()).await;
-    agent
-        .add_local_endpoint(LocalEndpoint {
-            port_no,
-            mac,
-            vlan: VLAN,
-            ipv4: Some(ip(last)),
-            ipv6: None,
-            epg: 0,
-            epg_vlan: 0,
-            dscp: 0,
-        })
-        .await
-        .unwrap();
-    (pod, port_no)
-}
-
-/// The service flows (tables 3 and 6 without their misses) on the bridge.
-async fn service_flows_on_bridge(ovs: &Ovs) -> Vec<String> {
-    dumped_flows(ovs, "br0")
-        .await
-        .into_iter()
-        .filter(|l| {
-            (l.starts_with("table=3,") || l.starts_with("table=6,")) && !l.contains("priority=0 ")
-        })
-        .collect()
-}
-
-async fn service_flows_of_agent(agent: &AgentHandle) -> Vec<String> {
-    let (flows, _) = agent.installed_flows().await.unwrap();
-    flows
-        .into_iter()
-        .filter(|l| l.starts_with("table=3,") || l.starts_with("table=6,"))
-        .collect()
-}
-
-fn spec() -> ServiceSpec {
-    ServiceSpec {
-        vip: VIP.parse().unwrap(),
-        ports: vec![
-            ServicePort {
-                protocol: ServiceProtocol::Tcp,
-                svc_port: 80,
-                prov_port: 8080,
-            },
-            ServicePort {
-                protocol: ServiceProtocol::Udp,
-                svc_port: 53,
-                prov_port: 5353,
-            },
-        ],
-    }
-}
+use common::{blocking, init_tracing, settle};
+use ofnet::{AgentConfig, BridgeKind, Network};
+use std::process::Command;
 
 async fn scenario(kind: BridgeKind) {
     init_tracing();
@@ -206,7 +35,7 @@ async fn scenario(kind: BridgeKind) {
         .await
         .unwrap();
     let (c1, _) = attach(ovs, agent, kind, 2).await;
-    let (c2, c2_port) = attach(ovs, agent, kind, 3).await;
+    let (c2, c2_ep) = attach(ovs, agent, kind, 3).await;
     let (p1, _) = attach(ovs, agent, kind, 11).await;
     let (p2, _) = attach(ovs, agent, kind, 12).await;
     let _s1 = Server::start(p1.netns().name(), "p1");
@@ -297,7 +126,7 @@ async fn scenario(kind: BridgeKind) {
     assert_eq!(service_flows_on_bridge(ovs).await.len(), 10);
 
     // A client endpoint going away takes its flows.
-    agent.remove_local_endpoint(c2_port).await.unwrap();
+    agent.remove_local_endpoint(c2_ep.port_no).await.unwrap();
     let left = service_flows_on_bridge(ovs).await;
     assert!(
         !left.iter().any(|l| l.contains("10.1.1.3")),
@@ -324,11 +153,6 @@ async fn c1_neigh(ns: &str) -> String {
         String::from_utf8_lossy(&out.stdout).into_owned()
     })
     .await
-}
-
-fn tools_missing(test: &str) -> bool {
-    common::missing_tool(test, "ethtool", "ethtool")
-        || common::missing_tool(test, "python3", "python3")
 }
 
 #[actix_rt::test]

@@ -1,5 +1,6 @@
 //! [`AgentHandle`]: the API other crates call, one async method per agent operation.
 
+use super::adopt::ServiceAdopter;
 use super::balance::GetServiceStats;
 use super::service::AgentService;
 use super::*;
@@ -23,7 +24,8 @@ impl AgentHandle {
 
     /// [`AgentHandle::start`], with a say in how `ofctrl` runs the bridge: where it keeps
     /// its flow generation across restarts (netplugin: the bridge's OVSDB `external_ids`),
-    /// which datapath id may drive it, bundles or barriers. The tables are the pipeline's.
+    /// which datapath id may drive it, bundles or barriers. The tables are the pipeline's and
+    /// the flow adopter is the agent's (service client assignments survive a restart).
     pub fn start_with(
         config: AgentConfig,
         customize: impl FnOnce(&mut BridgeConfig),
@@ -36,6 +38,12 @@ impl AgentHandle {
             BridgeConfig::new(config.bridge.clone(), datapath.pipeline().table_specs());
         customize(&mut bridge_config);
         bridge_config.tables = datapath.pipeline().table_specs();
+        // The bridge shows the agent the service flows it finds on connect (client
+        // assignments of a previous agent), so it needs the agent's address first.
+        let mut ctx = Context::new();
+        bridge_config.adopter = Some(Box::new(ServiceAdopter {
+            agent: ctx.address(),
+        }));
         let bridge = BridgeHandle::start(bridge_config);
         let epdb = EndpointDb::default().start();
         let settings = Settings {
@@ -59,10 +67,8 @@ impl AgentHandle {
         };
         // The input table's ARP punt depends on the ARP mode alone: compute the empty state's
         // flows once so they are installed from the first connect.
-        let addr = Agent::create(|ctx| {
-            ctx.notify(Update(AgentOp::SetArpMode(agent.settings.arp_mode)));
-            agent
-        });
+        ctx.notify(Update(AgentOp::SetArpMode(agent.settings.arp_mode)));
+        let addr = ctx.run(agent);
         AgentHandle { addr, bridge, kind }
     }
 

@@ -17,15 +17,16 @@
 //! Other crates use [`AgentHandle`] (`handle.rs`). `ops.rs` holds the operations and how each
 //! splits into an endpoint-DB change, a settings change and the owners it touches;
 //! `service.rs` serves the agent's RPC methods; `balance.rs` handles service first packets and
-//! statistics.
+//! statistics; `adopt.rs` keeps service client assignments across an agent restart.
 
+mod adopt;
 mod balance;
 mod handle;
 mod ops;
 mod service;
 
 pub use handle::AgentHandle;
-pub use ops::{AgentOp, ServicePacket};
+pub use ops::{AdoptedClients, AgentOp, ServicePacket};
 use ops::{apply_settings, endpoint_op, touched};
 
 use crate::arp;
@@ -224,6 +225,10 @@ impl Agent {
         self.announce(op, removed);
         if let AgentOp::ServiceFirstPacket(p) = op {
             self.reinject(p);
+            return;
+        }
+        if let AgentOp::AdoptServiceClients(AdoptedClients(found)) = op {
+            self.count_adopted(found);
             return;
         }
         if self.config.kind != BridgeKind::Vlan {

@@ -2,6 +2,7 @@
 //! and the owners whose flows it can change.
 
 use super::*;
+use crate::service::adopt::Adopted;
 
 /// One change through the agent API.
 #[derive(Debug, Clone)]
@@ -45,7 +46,15 @@ pub enum AgentOp {
     /// (if the client has none yet), install its flows, re-inject the packet. Only the agent
     /// makes these (the fields are private).
     ServiceFirstPacket(ServicePacket),
+    /// Client assignments a previous agent left on the switch, found on connect: record the
+    /// ones the state still allows (checked again here) so their flows are kept. Only the
+    /// agent makes these (see [`crate::service::adopt`]).
+    AdoptServiceClients(AdoptedClients),
 }
+
+/// Assignments read back from the switch's DNAT flows.
+#[derive(Debug, Clone)]
+pub struct AdoptedClients(pub(super) Vec<Adopted>);
 
 /// A first packet to balance: the service, the client endpoint and the packet.
 #[derive(Debug, Clone)]
@@ -138,7 +147,8 @@ fn endpoint_owners(
         AgentOp::AddService { .. }
         | AgentOp::RemoveService(_)
         | AgentOp::SetServiceProviders { .. }
-        | AgentOp::ServiceFirstPacket(_) => Vec::new(),
+        | AgentOp::ServiceFirstPacket(_)
+        | AgentOp::AdoptServiceClients(_) => Vec::new(),
     })
 }
 
@@ -260,6 +270,11 @@ pub(super) fn apply_settings(
         }
         AgentOp::ServiceFirstPacket(p) => {
             s.services.assign(&p.service, p.packet.client, &p.vrf);
+        }
+        AgentOp::AdoptServiceClients(AdoptedClients(found)) => {
+            for a in found {
+                s.services.adopt(&a.service, a.client, a.assignment.clone());
+            }
         }
         _ => {}
     }

@@ -8,17 +8,20 @@
 //! provider; the assignment's DNAT and SNAT flows ([`flows`]) are a function of it, so they
 //! follow the same owner/desired-state path as every other ofnet flow. Affinity is per client
 //! address: an assignment lasts until its provider leaves the list, the service goes, or the
-//! client endpoint goes ([`Services::prune`]).
+//! client endpoint goes ([`Services::prune`]), and survives an agent restart ([`adopt`]).
 //!
 //! Contract: this module holds plain values; it never talks to a switch. [`Services`] lives in
 //! the agent's settings, so a refused update rolls it back with the rest.
 //!
 //! - [`balancer`]: the provider choice.
+//! - [`adopt`]: assignments read back from the switch's DNAT flows when a restarted agent
+//!   connects, so clients keep their providers across an agent restart.
 //! - [`flows`]: watch, DNAT and SNAT flows, and the re-injection of a first packet.
 //! - [`packet`]: what the agent reads from a punted packet.
 //! - [`stats`]: the `/svcstats` shape, filled from flow statistics.
 //! - [`inspect`]: the `SvcProxy` part of the agent export.
 
+pub mod adopt;
 pub mod balancer;
 pub mod flows;
 pub mod inspect;
@@ -281,6 +284,23 @@ impl Services {
             },
         );
         Some(provider)
+    }
+
+    /// Record an assignment found on the switch ([`adopt::adoptable`]) unless the service is
+    /// not active, the provider is not one of its providers, or the client has one already;
+    /// returns whether it was recorded. It then counts for the balancer like any other.
+    pub fn adopt(&mut self, name: &str, client: Ipv4Addr, assignment: Assignment) -> bool {
+        let Some(s) = self.by_name.get_mut(name) else {
+            return false;
+        };
+        if s.active_spec().is_none()
+            || !s.providers.contains(&assignment.provider)
+            || s.clients.contains_key(&client)
+        {
+            return false;
+        }
+        s.clients.insert(client, assignment);
+        true
     }
 
     /// Drop the assignments of clients that are no longer local endpoints here.
