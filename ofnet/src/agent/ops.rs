@@ -325,6 +325,15 @@ mod tests {
                     .collect(),
             },
             16 if r.next(4) == 0 => AgentOp::RemoveService(service),
+            // As a restarted agent finds them on the switch (the agent checks them again).
+            17 => AgentOp::AdoptServiceClients(AdoptedClients(vec![Adopted {
+                service,
+                client: Ipv4Addr::new(10, 1, 1, r.next(8) as u8),
+                assignment: crate::service::Assignment {
+                    provider: Ipv4Addr::new(10, 1, 1, r.next(8) as u8),
+                    vrf: "t1".into(),
+                },
+            }])),
             16..=19 => AgentOp::ServiceFirstPacket(ServicePacket {
                 service,
                 vrf: "t1".into(),
@@ -403,9 +412,10 @@ mod tests {
     }
 
     /// Updating only the owners an op touches gives exactly the table built from scratch,
-    /// after every op of a long random sequence.
+    /// after every op of a long random sequence (adopted assignments included).
     #[test]
     fn incremental_updates_equal_the_table_built_from_scratch() {
+        let mut adoptions = 0;
         for (datapath, seed) in [
             (Box::new(VxlanBridge) as Box<dyn Datapath>, 1u64),
             (Box::new(VxlanBridge), 2),
@@ -463,6 +473,17 @@ mod tests {
                     continue;
                 }
                 installed.commit(updates);
+                if let AgentOp::AdoptServiceClients(AdoptedClients(found)) = &op {
+                    adoptions += found
+                        .iter()
+                        .filter(|a| {
+                            s.services
+                                .get(&a.service)
+                                .and_then(|x| x.clients.get(&a.client))
+                                == Some(&a.assignment)
+                        })
+                        .count();
+                }
                 settings = s;
                 applied += 1;
                 clients += settings
@@ -491,5 +512,6 @@ mod tests {
             assert!(applied > 200, "only {applied} ops applied");
             assert!(clients > 10, "only {clients} service clients seen");
         }
+        assert!(adoptions > 0, "no assignment was ever adopted");
     }
 }
