@@ -5,13 +5,14 @@
 //! 2. OVSDB; both bridges (`fail_mode=secure`, controller target = our listener), both
 //!    agents (not yet reachable by their switches), VLAN uplinks.
 //! 3. Replay: networks, endpoint groups, global config, then this host's endpoints from
-//!    their oper state (re-adopted, not re-created).
+//!    their oper state (re-adopted, not re-created); in kubernetes mode with an API server,
+//!    the first lists of Services and Endpoints (at most 3 s).
 //! 4. Only now the OpenFlow listeners: the switch's first reconcile then sees the complete
 //!    flow set, so a restart replaces flows in place (ofctrl generations) and pods keep
 //!    their traffic. With `fail_mode=secure` OVS keeps its flows while we are away.
 //! 5. The CNI socket, the debug REST, the service registrations (`netplugin`,
 //!    `netplugin.vtep`), the etcd watches, and in kubernetes mode with an API server the
-//!    Kubernetes Service/Endpoints watch ([`crate::kubesvc`]).
+//!    Kubernetes Service/Endpoints watches ([`crate::kubesvc`]).
 //!
 //! [`run`] returns when `shutdown` resolves; ports, veths and flows stay (a restart adopts
 //! them).
@@ -73,6 +74,9 @@ async fn listen(driver: &Driver, kind: BridgeKind, at: &OfListen) -> Result<List
         problem: format!("{at:?}: {e}"),
     })
 }
+
+/// How long start-up waits for the first Kubernetes lists before going on without them.
+const KUBE_PRIME_LIMIT: Duration = Duration::from_secs(3);
 
 /// The ofnet agent RPC port of the reference (the VXLAN bridge's agent), registered as this
 /// netplugin's service port.
@@ -140,6 +144,19 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     }
     let (kept, removed) = driver.reconcile().await?;
     tracing::info!(kept, removed, "local endpoints re-adopted");
+    // Kubernetes services too, before the switches connect (their flows survive a restart).
+    let kube_watcher = match &kube {
+        Some(client) => {
+            let mut watcher = kubesvc::Watcher::new(
+                KubeClient::clone(client),
+                driver.clone(),
+                kubesvc::WatchOptions::default(),
+            );
+            watcher.prime(KUBE_PRIME_LIMIT).await;
+            Some(watcher)
+        }
+        None => None,
+    };
 
     let _vxlan = listen(&driver, BridgeKind::Vxlan, &cfg.vxlan_of_listen).await?;
     let _vlan = listen(&driver, BridgeKind::Vlan, &cfg.vlan_of_listen).await?;
@@ -148,13 +165,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         field: "cni-socket",
         problem: format!("{}: {e}", cfg.cni_socket.display()),
     })?;
-    let kube_services = kube.as_ref().map(|client| {
-        actix_rt::spawn(kubesvc::run(
-            KubeClient::clone(client),
-            driver.clone(),
-            kubesvc::WatchOptions::default(),
-        ))
-    });
+    let kube_services = kube_watcher.map(|w| actix_rt::spawn(w.run()));
     let cni_task = actix_rt::spawn(http::serve_unix(
         cni,
         cniserver::handler(driver.clone(), kube),

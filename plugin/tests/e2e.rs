@@ -563,8 +563,8 @@ fn service_vip_reaches_labelled_providers() {
 /// reads the pods from it, lists and watches its Services and Endpoints, and gives pods an
 /// on-link route to the service subnet. A client pod completes a TCP handshake with a
 /// Service's cluster IP on port 80, answered by the provider pod (the Endpoints' address)
-/// listening on 8080; after the Service's DELETED event the cluster IP is closed and its flows
-/// are gone.
+/// listening on 8080, also after a netplugin restart. After the Service's DELETED event the
+/// cluster IP is closed and its flows are gone.
 #[test]
 fn kubernetes_cluster_ip_reaches_the_endpoints() {
     testbed::require!(Root, Ovs, Etcd, Ip, Netcat);
@@ -577,7 +577,7 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
         json!({"K8S_API_SERVER": api.url, "K8S_TOKEN": fake_kube::TOKEN}).to_string(),
     )
     .unwrap();
-    let c = Cluster::start_with(
+    let mut c = Cluster::start_with(
         binaries(),
         ClusterOptions {
             netplugin_mode: Some("kubernetes".into()),
@@ -641,6 +641,26 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
         body.contains(vip) && body.contains(&client.ip),
         "/svcstats does not show the client's traffic to the cluster IP: {body}"
     );
+
+    // After a restart (the agents start empty) the service comes back from the API server's
+    // lists. (netplugin applies them before the switches reconnect; this test does not tell
+    // that from applying them just after: `kubesvc.rs` tests the priming itself.)
+    c.kill_netplugin();
+    c.start_netplugin().unwrap();
+    let (status, body) = http("GET", &c.debug_addr, "/inspect/driver").unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("k8s:default/web"),
+        "the service is not back in the agents after the restart: {body}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !tcp_connects(&client, vip, 80) {
+        assert!(
+            Instant::now() < deadline,
+            "{vip}:80 closed after the restart\n{}",
+            c.netplugin_log()
+        );
+    }
 
     api.delete("services", "default", "web");
     let deadline = Instant::now() + Duration::from_secs(10);

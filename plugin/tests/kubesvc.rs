@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use fake_kube::{FakeKube, TOKEN, endpoints, service};
 use ofnet::{ServicePort, ServiceProtocol, ServiceSpec};
 use plugin::kubeapi::{KubeClient, KubeConfig};
-use plugin::kubesvc::{self, ServiceSink, WatchOptions};
+use plugin::kubesvc::{self, ServiceSink, WatchOptions, Watcher};
 use serde_json::json;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -333,4 +333,81 @@ async fn watcher_backs_off_and_recovers_when_the_api_server_refuses() {
             watcher.abort();
         })
         .await;
+}
+
+/// Priming (what the daemon does before the switches connect) applies both lists, each
+/// service once with its providers; `run` then watches from the lists' version without
+/// listing again. An unreachable API server makes `prime` give up within its limit.
+#[tokio::test(flavor = "current_thread")]
+async fn prime_applies_the_lists_then_run_watches_from_them() {
+    let api = FakeKube::start();
+    api.put(
+        "services",
+        service(
+            "shop",
+            "web",
+            "10.254.0.10",
+            json!([{"port": 80, "targetPort": 8080}]),
+        ),
+    );
+    api.put(
+        "endpoints",
+        endpoints("shop", "web", &["10.1.0.2"], json!([{"port": 8080}])),
+    );
+    let client = KubeClient::new(&KubeConfig {
+        api_server: api.url.clone(),
+        token: TOKEN.into(),
+        ..KubeConfig::default()
+    })
+    .unwrap();
+    let sink = Arc::new(Recorder::default());
+    let opts = WatchOptions {
+        min_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(200),
+    };
+    let mut watcher = Watcher::new(client, sink.clone(), opts);
+    assert_eq!(watcher.prime(Duration::from_secs(5)).await, 2);
+    let web = "k8s:shop/web".to_string();
+    let web_spec = spec([10, 254, 0, 10], &[(TCP, 80, 8080)]);
+    assert_eq!(
+        sink.calls(),
+        [Call::Apply(
+            web.clone(),
+            web_spec.clone(),
+            ips(&[[10, 1, 0, 2]])
+        )]
+    );
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let task = tokio::task::spawn_local(watcher.run());
+            watching(&api, "services").await;
+            watching(&api, "endpoints").await;
+            assert_eq!((api.lists("services"), api.lists("endpoints")), (1, 1));
+            api.put(
+                "endpoints",
+                endpoints("shop", "web", &["10.1.0.4"], json!([{"port": 8080}])),
+            );
+            let calls = sink.wait_calls(2, "endpoints MODIFIED after priming").await;
+            assert_eq!(
+                calls[1],
+                Call::Apply(web.clone(), web_spec.clone(), ips(&[[10, 1, 0, 4]]))
+            );
+            task.abort();
+        })
+        .await;
+
+    // Nobody listens on port 1: refused at once, nothing applied.
+    let down = KubeClient::new(&KubeConfig {
+        api_server: "http://127.0.0.1:1".into(),
+        token: TOKEN.into(),
+        ..KubeConfig::default()
+    })
+    .unwrap();
+    let sink = Arc::new(Recorder::default());
+    let started = Instant::now();
+    let mut watcher = Watcher::new(down, sink.clone(), opts);
+    assert_eq!(watcher.prime(Duration::from_secs(2)).await, 0);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(sink.calls().is_empty());
 }

@@ -17,4 +17,4 @@ pub mod route;
 pub mod watcher;
 
 pub use objects::{AgentService, ObjectKey};
-pub use watcher::{Resource, ServiceSink, WatchOptions, run};
+pub use watcher::{Resource, ServiceSink, WatchOptions, Watcher, run};

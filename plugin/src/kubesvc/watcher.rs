@@ -12,7 +12,10 @@
 //! - One reconciler owns the cache of both resources; after each change it computes the
 //!   service's [`AgentService`] ([`objects::desired`]) and calls the sink only when that
 //!   differs from what the sink last accepted: `apply` (spec and providers as a whole) or
-//!   `remove`. A refused `apply` is logged and retried at the next change of the service.
+//!   `remove`. A refused `apply` is logged and retried at the next change of the service or
+//!   the next list.
+//! - [`Watcher::prime`] applies the first lists before [`Watcher::run`] follows them, so the
+//!   daemon can install Kubernetes services before the switches connect.
 //! - Agent names are `k8s:<namespace>/<name>`. A malformed object or event line is logged
 //!   with the object named and skipped; nothing here panics on API input.
 
@@ -280,23 +283,29 @@ async fn watch(
 }
 
 /// List, watch, list again, forever (returns when the reconciler is gone).
+/// `listed`: the version of a list already applied ([`Watcher::prime`]), watched first.
 async fn follow(
     client: &KubeClient,
     resource: Resource,
     opts: WatchOptions,
     tx: mpsc::Sender<Update>,
+    mut listed: Option<String>,
 ) {
     let mut failures = Failures::default();
     let mut backoff = opts.min_backoff;
     loop {
-        let end = match list(client, resource).await {
-            Ok((update, version)) => {
-                if tx.send(update).await.is_err() {
-                    return;
+        let end = if let Some(version) = listed.take() {
+            watch(client, resource, &version, &tx).await
+        } else {
+            match list(client, resource).await {
+                Ok((update, version)) => {
+                    if tx.send(update).await.is_err() {
+                        return;
+                    }
+                    watch(client, resource, &version, &tx).await
                 }
-                watch(client, resource, &version, &tx).await
+                Err((kind, detail)) => End::Failed(kind, detail),
             }
-            Err((kind, detail)) => End::Failed(kind, detail),
         };
         if tx.is_closed() {
             return;
@@ -420,20 +429,99 @@ async fn reconcile<S: ServiceSink>(sink: &S, cache: &mut Cache, key: &ObjectKey,
     }
 }
 
-/// Follow the Kubernetes API's services and endpoints into `sink` forever (run it as a
-/// task; see the module contract).
-pub async fn run<S: ServiceSink>(client: KubeClient, sink: Arc<S>, opts: WatchOptions) {
-    let (tx, mut rx) = mpsc::channel(64);
-    let services = follow(&client, Resource::Services, opts, tx.clone());
-    let endpoints = follow(&client, Resource::Endpoints, opts, tx);
-    let reconciler = async {
-        let mut cache = Cache::default();
-        while let Some(update) = rx.recv().await {
-            let (keys, changed) = cache.update(update);
-            for key in &keys {
-                reconcile(sink.as_ref(), &mut cache, key, changed).await;
+/// The watcher of one API server: [`Watcher::prime`] (optional) applies the first lists,
+/// [`Watcher::run`] follows from there.
+pub struct Watcher<S> {
+    client: KubeClient,
+    sink: Arc<S>,
+    opts: WatchOptions,
+    cache: Cache,
+    /// The versions of the lists `prime` applied: services, endpoints.
+    listed: [Option<String>; 2],
+}
+
+impl<S: ServiceSink> Watcher<S> {
+    pub fn new(client: KubeClient, sink: Arc<S>, opts: WatchOptions) -> Watcher<S> {
+        Watcher {
+            client,
+            sink,
+            opts,
+            cache: Cache::default(),
+            listed: [None, None],
+        }
+    }
+
+    /// List both resources once, within `limit`, and apply what they describe. The daemon
+    /// does this before the switches connect, so their first reconcile already has the
+    /// services' flows (a restart does not drop them). Returns the number of lists applied
+    /// (2 = all); what failed is listed again by [`Watcher::run`].
+    pub async fn prime(&mut self, limit: Duration) -> usize {
+        let lists = futures::future::join(
+            list(&self.client, Resource::Services),
+            list(&self.client, Resource::Endpoints),
+        );
+        let Ok((services, endpoints)) = tokio::time::timeout(limit, lists).await else {
+            tracing::info!(
+                ?limit,
+                "no Kubernetes lists yet; following them in the background"
+            );
+            return 0;
+        };
+        // Both lists into the cache first: each service is then applied once, with its
+        // providers.
+        let mut keys = BTreeSet::new();
+        for (slot, result) in [(0, services), (1, endpoints)] {
+            match result {
+                Ok((update, version)) => {
+                    keys.extend(self.cache.update(update).0);
+                    self.listed[slot] = Some(version);
+                }
+                Err((kind, detail)) => tracing::info!(
+                    failure = kind,
+                    detail,
+                    "first Kubernetes list failed; retried in the background"
+                ),
             }
         }
-    };
-    futures::join!(services, endpoints, reconciler);
+        for key in &keys {
+            reconcile(self.sink.as_ref(), &mut self.cache, key, true).await;
+        }
+        self.listed.iter().filter(|v| v.is_some()).count()
+    }
+
+    /// Follow both resources into the sink forever (run it as a task; see the module
+    /// contract).
+    pub async fn run(self) {
+        let Watcher {
+            client,
+            sink,
+            opts,
+            mut cache,
+            listed: [services_listed, endpoints_listed],
+        } = self;
+        let (tx, mut rx) = mpsc::channel(64);
+        let services = follow(
+            &client,
+            Resource::Services,
+            opts,
+            tx.clone(),
+            services_listed,
+        );
+        let endpoints = follow(&client, Resource::Endpoints, opts, tx, endpoints_listed);
+        let reconciler = async {
+            while let Some(update) = rx.recv().await {
+                let (keys, changed) = cache.update(update);
+                for key in &keys {
+                    reconcile(sink.as_ref(), &mut cache, key, changed).await;
+                }
+            }
+        };
+        futures::join!(services, endpoints, reconciler);
+    }
+}
+
+/// Follow the Kubernetes API's services and endpoints into `sink` forever, without priming
+/// (run it as a task; see the module contract).
+pub async fn run<S: ServiceSink>(client: KubeClient, sink: Arc<S>, opts: WatchOptions) {
+    Watcher::new(client, sink, opts).run().await;
 }
