@@ -24,6 +24,8 @@ enum Call {
 #[derive(Default)]
 struct Recorder {
     calls: Mutex<Vec<Call>>,
+    /// Refuse this many applies first (as an agent refuses a VIP another service has).
+    refuse: Mutex<usize>,
 }
 
 impl ServiceSink for Recorder {
@@ -33,6 +35,14 @@ impl ServiceSink for Recorder {
         spec: &ServiceSpec,
         providers: &[Ipv4Addr],
     ) -> plugin::error::Result<()> {
+        let mut refuse = self.refuse.lock().unwrap();
+        if *refuse > 0 {
+            *refuse -= 1;
+            return Err(plugin::PluginError::Invalid {
+                field: "VIP",
+                problem: format!("refused {name}"),
+            });
+        }
         self.calls.lock().unwrap().push(Call::Apply(
             name.to_string(),
             spec.clone(),
@@ -410,4 +420,56 @@ async fn prime_applies_the_lists_then_run_watches_from_them() {
     assert_eq!(watcher.prime(Duration::from_secs(2)).await, 0);
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(sink.calls().is_empty());
+}
+
+/// A refused apply (e.g. a VIP a netctl service has) is not taken for done: the next list
+/// applies the service again.
+#[tokio::test(flavor = "current_thread")]
+async fn a_refused_service_is_applied_again_at_the_next_list() {
+    let api = FakeKube::start();
+    api.put(
+        "services",
+        service("shop", "web", "10.254.0.10", json!([{"port": 80}])),
+    );
+    let client = KubeClient::new(&KubeConfig {
+        api_server: api.url.clone(),
+        token: TOKEN.into(),
+        ..KubeConfig::default()
+    })
+    .unwrap();
+    let sink = Arc::new(Recorder {
+        refuse: Mutex::new(1),
+        ..Recorder::default()
+    });
+    let opts = WatchOptions {
+        min_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(200),
+    };
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let task = tokio::task::spawn_local(kubesvc::run(client, sink.clone(), opts));
+            watching(&api, "services").await;
+            watching(&api, "endpoints").await;
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while *sink.refuse.lock().unwrap() > 0 {
+                assert!(Instant::now() < deadline, "the service was never applied");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // Refused: nothing recorded, and nothing retried while nothing changes.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(sink.calls().is_empty(), "{:#?}", sink.calls());
+            api.close_watches("services");
+            let calls = sink.wait_calls(1, "re-list after a refusal").await;
+            assert_eq!(
+                calls,
+                [Call::Apply(
+                    "k8s:shop/web".into(),
+                    spec([10, 254, 0, 10], &[(TCP, 80, 80)]),
+                    vec![]
+                )]
+            );
+            task.abort();
+        })
+        .await;
 }
