@@ -12,15 +12,14 @@
 //!   against the system's roots); plain `http` is accepted as is.
 //! - [`resolve_labels`] merges: a Kubernetes label overrides the CNI label of the same key,
 //!   for the three Contiv keys only; §7.3's defaults apply afterwards ([`cni::api::PodNetwork`]).
-//!
 //! - [`KubeClient::get`] and [`KubeClient::stream`] serve the Service/Endpoints watcher
 //!   ([`crate::kubesvc`]): a list (status and body), and a watch (status and the body as it
 //!   arrives, never under the request timeout).
 //! - [`service_subnet`]: `SVC_SUBNET` of the config file, `10.254.0.0/16` when it names none.
 //!
-//! A small hyper client rather than the `kube` crate: one GET of one object needs no
-//! watcher, discovery or kubeconfig machinery, and it keeps the CNI path's dependencies and
-//! build small. TLS is rustls with the ring provider (no aws-lc C build).
+//! A small hyper client rather than the `kube` crate: one GET of one object, two lists and
+//! two line-delimited watch streams need no discovery, kubeconfig or generic watcher
+//! machinery, and it keeps the dependencies and build small. TLS is rustls with the ring provider (no aws-lc C build).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
