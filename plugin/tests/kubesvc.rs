@@ -258,6 +258,44 @@ async fn watcher_follows_lists_events_and_relists() {
                     both.clone()
                 )
             );
+            // An event split over two chunks, then two events in one chunk.
+            let event = |ips: &[&str]| {
+                json!({"type": "MODIFIED", "object": endpoints(
+                    "shop",
+                    "web",
+                    ips,
+                    json!([{"name": "http", "port": 9090},
+                           {"name": "dns", "port": 53, "protocol": "UDP"}]),
+                )})
+                .to_string()
+            };
+            let split = event(&["10.1.0.4"]);
+            let (head, tail) = split.split_at(split.len() / 2);
+            api.send_chunk("endpoints", head);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert_eq!(sink.calls().len(), base + 3, "half an event was applied");
+            api.send_chunk("endpoints", &format!("{tail}\n"));
+            let calls = sink.wait_calls(base + 4, "an event split over two chunks").await;
+            let ports = spec([10, 254, 0, 10], &[(TCP, 80, 9090), (UDP, 53, 53)]);
+            assert_eq!(
+                calls[base + 3],
+                Call::Apply(web.clone(), ports.clone(), ips(&[[10, 1, 0, 4]]))
+            );
+            api.send_chunk(
+                "endpoints",
+                &format!("{}\n{}\n", event(&["10.1.0.5"]), event(&["10.1.0.3", "10.1.0.2"])),
+            );
+            let calls = sink.wait_calls(base + 5, "two events in one chunk").await;
+            assert_eq!(
+                calls[base + 3..],
+                [
+                    Call::Apply(web.clone(), ports.clone(), ips(&[[10, 1, 0, 4]])),
+                    Call::Apply(web.clone(), ports.clone(), ips(&[[10, 1, 0, 5]])),
+                    Call::Apply(web.clone(), ports.clone(), both.clone()),
+                ]
+            );
+            let base = base + 3;
+
             api.delete("services", "shop", "web");
             let calls = sink.wait_calls(base + 4, "service DELETED").await;
             assert_eq!(calls[base + 3], Call::Remove(web.clone()));

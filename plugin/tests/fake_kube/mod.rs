@@ -21,7 +21,10 @@ pub const TOKEN: &str = "watch-token";
 
 /// What an open watch stream is told to do.
 enum Cmd {
+    /// One line, newline added, as one chunk.
     Line(String),
+    /// Bytes as one chunk, as they are (part of a line, several lines).
+    Chunk(String),
     Close,
 }
 
@@ -187,6 +190,16 @@ impl FakeKube {
             .retain(|w| w.send(Cmd::Line(line.to_string())).is_ok());
     }
 
+    /// Send `data` as one chunk, unchanged, to every open watch of `resource`: a real server
+    /// splits and joins events across chunks as it likes.
+    pub fn send_chunk(&self, resource: &str, data: &str) {
+        let mut s = self.state.lock().unwrap();
+        s.watches
+            .entry(resource.to_string())
+            .or_default()
+            .retain(|w| w.send(Cmd::Chunk(data.to_string())).is_ok());
+    }
+
     /// End every open watch of `resource` (the chunked response completes).
     pub fn close_watches(&self, resource: &str) {
         let mut s = self.state.lock().unwrap();
@@ -283,6 +296,12 @@ fn answer(state: &Mutex<State>, target: &str, auth: Option<String>) -> Answer {
     Answer::Watch(rx)
 }
 
+/// One chunk of a chunked response (never empty: that would end the response).
+async fn write_chunk(conn: &mut tokio::net::TcpStream, data: &str) -> std::io::Result<()> {
+    let framed = format!("{:x}\r\n{data}\r\n", data.len());
+    conn.write_all(framed.as_bytes()).await
+}
+
 async fn respond(mut conn: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 2048];
@@ -317,10 +336,14 @@ async fn respond(mut conn: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
     }
     while let Some(cmd) = rx.recv().await {
         match cmd {
+            Cmd::Line(line) | Cmd::Chunk(line) if line.is_empty() => {}
             Cmd::Line(line) => {
-                let data = format!("{line}\n");
-                let framed = format!("{:x}\r\n{data}\r\n", data.len());
-                if conn.write_all(framed.as_bytes()).await.is_err() {
+                if write_chunk(&mut conn, &format!("{line}\n")).await.is_err() {
+                    return;
+                }
+            }
+            Cmd::Chunk(data) => {
+                if write_chunk(&mut conn, &data).await.is_err() {
                     return;
                 }
             }
