@@ -6,7 +6,7 @@
 //!    agents (not yet reachable by their switches), VLAN uplinks.
 //! 3. Replay: networks, endpoint groups, global config, then this host's endpoints from
 //!    their oper state (re-adopted, not re-created); in kubernetes mode with an API server,
-//!    the first lists of Services and Endpoints (at most 3 s).
+//!    the first lists of Services and Endpoints (at most 5 s).
 //! 4. Only now the OpenFlow listeners: the switch's first reconcile then sees the complete
 //!    flow set, so a restart replaces flows in place (ofctrl generations) and pods keep
 //!    their traffic. With `fail_mode=secure` OVS keeps its flows while we are away.
@@ -76,7 +76,7 @@ async fn listen(driver: &Driver, kind: BridgeKind, at: &OfListen) -> Result<List
 }
 
 /// How long start-up waits for the first Kubernetes lists before going on without them.
-const KUBE_PRIME_LIMIT: Duration = Duration::from_secs(3);
+const KUBE_PRIME_LIMIT: Duration = Duration::from_secs(5);
 
 /// The ofnet agent RPC port of the reference (the VXLAN bridge's agent), registered as this
 /// netplugin's service port.

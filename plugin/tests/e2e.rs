@@ -643,15 +643,28 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
     );
 
     // After a restart (the agents start empty) the service comes back from the API server's
-    // lists. (netplugin applies them before the switches reconnect; this test does not tell
-    // that from applying them just after: `kubesvc.rs` tests the priming itself.)
+    // lists, applied before the switches reconnect.
+    // The API server answers lists slowly, so the switch would reconnect before a list
+    // started only after the OpenFlow listeners opened.
+    api.set_list_delay(Duration::from_millis(2500));
     c.kill_netplugin();
     c.start_netplugin().unwrap();
+    api.set_list_delay(Duration::ZERO);
     let (status, body) = http("GET", &c.debug_addr, "/inspect/driver").unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(
         body.contains("k8s:default/web"),
         "the service is not back in the agents after the restart: {body}"
+    );
+    // The client keeps its provider: its DNAT flow was adopted, not deleted as stale, before
+    // the client sent anything. That needs the service known when the switch reconnects.
+    let dnat = format!("nw_src={},nw_dst={vip}", client.ip);
+    let dump = flows(&c, VXLAN_BRIDGE);
+    assert!(
+        dump.lines().any(|l| l.contains("table=3")
+            && l.contains(&dnat)
+            && l.contains(&format!("set_field:{}->ip_dst", provider.ip))),
+        "the client's DNAT flow did not survive the restart:\n{dump}"
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     while !tcp_connects(&client, vip, 80) {

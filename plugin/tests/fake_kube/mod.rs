@@ -41,6 +41,8 @@ struct State {
     pod_labels: BTreeMap<String, String>,
     /// The bearer token accepted; [`TOKEN`] unless a test changes it.
     token: String,
+    /// How long a list takes to answer (a slow API server).
+    list_delay: Duration,
 }
 
 /// See the module documentation.
@@ -113,6 +115,11 @@ impl FakeKube {
     /// Accept only this bearer token from now on.
     pub fn set_token(&self, token: &str) {
         self.state.lock().unwrap().token = token.into();
+    }
+
+    /// Answer lists only after `delay` from now on.
+    pub fn set_list_delay(&self, delay: Duration) {
+        self.state.lock().unwrap().list_delay = delay;
     }
 
     /// Labels of every pod the server is asked for.
@@ -244,6 +251,8 @@ impl FakeKube {
 /// What a request gets: a complete reply, or a watch stream fed by the test.
 enum Answer {
     Reply(String),
+    /// A list, answered after the delay.
+    Slow(Duration, String),
     Watch(mpsc::UnboundedReceiver<Cmd>),
 }
 
@@ -289,7 +298,11 @@ fn answer(state: &Mutex<State>, target: &str, auth: Option<String>) -> Answer {
             "metadata": {"resourceVersion": s.version.to_string()},
             "items": items,
         });
-        return reply("200 OK", body.to_string());
+        let delay = s.list_delay;
+        return match reply("200 OK", body.to_string()) {
+            Answer::Reply(text) => Answer::Slow(delay, text),
+            other => other,
+        };
     }
     let (tx, rx) = mpsc::unbounded_channel();
     s.watches.entry(resource).or_default().push(tx);
@@ -325,6 +338,11 @@ async fn respond(mut conn: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
     });
     let mut rx = match answer(&state, &target, auth) {
         Answer::Reply(text) => {
+            let _ = conn.write_all(text.as_bytes()).await;
+            return;
+        }
+        Answer::Slow(delay, text) => {
+            tokio::time::sleep(delay).await;
             let _ = conn.write_all(text.as_bytes()).await;
             return;
         }
