@@ -6,7 +6,7 @@
 use bytes::BytesMut;
 
 use crate::action::Action;
-use crate::instruction::{Instruction, emit_instructions, parse_instructions};
+use crate::instruction::{Instruction, emit_instructions, parse_instructions_into};
 use crate::macros::code_enum;
 use crate::matches::Match;
 use crate::port::OFPP_ANY;
@@ -184,9 +184,8 @@ impl FlowMod {
             fixed(i, 24, "flow_mod", (u64p, u64p, u8p, u8p, u16p, u16p, u16p))?;
         let (rest, (buffer_id, out_port, out_group, flags, _pad)) =
             fixed(rest, 16, "flow_mod", (u32p, u32p, u32p, u16p, u16p))?;
-        let (rest, matching) = Match::parse(rest)?;
-        let instructions = parse_instructions(rest)?;
-        Ok(FlowMod {
+        // The vectors are filled in place (see `Match::parse_into`).
+        let mut flow_mod = FlowMod {
             cookie,
             cookie_mask,
             table_id,
@@ -198,9 +197,12 @@ impl FlowMod {
             out_port,
             out_group,
             flags,
-            matching,
-            instructions,
-        })
+            matching: Match::new(),
+            instructions: Vec::new(),
+        };
+        let rest = flow_mod.matching.parse_into(rest)?;
+        parse_instructions_into(rest, &mut flow_mod.instructions)?;
+        Ok(flow_mod)
     }
 
     /// Append the body.

@@ -178,12 +178,22 @@ impl Instruction {
 }
 
 /// Parse an instruction list filling all of `i`.
-pub fn parse_instructions(mut i: &[u8]) -> Result<Vec<Instruction>, DecodeError> {
-    let mut v = Vec::with_capacity(crate::action::count_tlvs(i));
-    while !i.is_empty() {
-        i = Instruction::parse_into(i, &mut v)?;
-    }
+pub fn parse_instructions(i: &[u8]) -> Result<Vec<Instruction>, DecodeError> {
+    let mut v = Vec::new();
+    parse_instructions_into(i, &mut v)?;
     Ok(v)
+}
+
+/// Parse an instruction list filling all of `i` into `out` (replacing what it held), in place.
+pub(crate) fn parse_instructions_into(
+    mut i: &[u8],
+    out: &mut Vec<Instruction>,
+) -> Result<(), DecodeError> {
+    *out = Vec::with_capacity(crate::action::count_tlvs(i));
+    while !i.is_empty() {
+        i = Instruction::parse_into(i, out)?;
+    }
+    Ok(())
 }
 
 /// Append every instruction.

@@ -30,6 +30,16 @@ impl Match {
 
     /// Parse an `ofp_match` including its padding.
     pub fn parse(i: &[u8]) -> PResult<'_, Match> {
+        let mut m = Match::new();
+        let rest = m.parse_into(i)?;
+        Ok((rest, m))
+    }
+
+    /// Parse an `ofp_match` (with its padding) into `self`, replacing its fields; returns the
+    /// input after it. Filling a match that already sits where it belongs (a flow mod's field)
+    /// spares the caller a copy of the freshly written vector header, which stalls on the
+    /// stores that just made it.
+    pub(crate) fn parse_into<'a>(&mut self, i: &'a [u8]) -> Result<&'a [u8], DecodeError> {
         let (_, (kind, len)) = fixed(i, 4, "ofp_match", (u16p, u16p))?;
         let len = usize::from(len);
         if kind != MATCH_TYPE_OXM {
@@ -46,14 +56,17 @@ impl Match {
             });
         }
         let (rest, body) = take(i, len + pad8(len), "ofp_match")?;
-        let mut out = Vec::with_capacity(Oxm::count(&body[4..len]));
+        // `with_capacity` allocates directly; `reserve` on the empty vector goes through the
+        // (slower) growth path.
+        self.fields = Vec::with_capacity(Oxm::count(&body[4..len]));
+        let out = &mut self.fields;
         let mut at = 4;
         while at < len {
             // The field may be read with fixed-size loads running into what follows the match.
-            let left = Oxm::parse_into(&body[at..len], &i[at..], &mut out)?;
+            let left = Oxm::parse_into(&body[at..len], &i[at..], out)?;
             at = len - left.len();
         }
-        Ok((rest, Match { fields: out }))
+        Ok(rest)
     }
 
     /// Encoded length without padding (the value of the `length` field).
