@@ -7,6 +7,7 @@ packages=(
   protobuf-compiler            # etcd-client's build script runs protoc
   openvswitch-switch           # ovsdb-server, ovs-vswitchd (userspace datapath), ovs-vsctl, ovs-ofctl
   etcd-server                  # the state store
+  etcd-client                  # etcdctl: tests write records another host would have written
   iproute2                     # ip netns, veth pairs
   iputils-ping                 # reachability checks in tests
   netcat-openbsd               # TCP/UDP reachability checks (policy tests)

@@ -144,6 +144,10 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     }
     let (kept, removed) = driver.reconcile().await?;
     tracing::info!(kept, removed, "local endpoints re-adopted");
+    let stale_vteps = driver.sweep_vteps().await?;
+    if !stale_vteps.is_empty() {
+        tracing::info!(ports = ?stale_vteps, "deleted VTEP ports no endpoint needs");
+    }
     // Kubernetes services too, before the switches connect (their flows survive a restart).
     let kube_watcher = match &kube {
         Some(client) => {

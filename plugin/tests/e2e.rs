@@ -686,3 +686,69 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// VTEP ports at start: one towards a host whose last endpoint went while netplugin was down is
+/// deleted, one towards a host that still has an endpoint (its oper record, as that host's
+/// netplugin writes it) is kept, and the endpoint is known to the VXLAN agent.
+#[test]
+fn stale_vtep_ports_are_swept_at_start() {
+    testbed::require!(Root, Ovs, Etcd, Etcdctl, Ip);
+    let mut c = cluster();
+    create_network(&c, "sweep", "vxlan", "10.56.0.0/24", "10.56.0.1");
+    c.kill_netplugin();
+    // What a previous netplugin left: a VTEP towards a host that has gone ...
+    let stale = "vxif109999";
+    c.ovs
+        .vsctl(&[
+            "add-port",
+            VXLAN_BRIDGE,
+            stale,
+            "--",
+            "set",
+            "interface",
+            stale,
+            "type=vxlan",
+            "options:remote_ip=10.99.9.9",
+        ])
+        .unwrap();
+    // ... and an endpoint another host still has, behind VTEP 10.88.8.8.
+    let remote = json!({
+        "id": "sweep.default-other1",
+        "netID": "sweep.default",
+        "endpointID": "other1",
+        "ipAddress": "10.56.0.200",
+        "macAddress": "02:02:0a:38:00:c8",
+        "homingHost": "other-host",
+        "vtepIP": "10.88.8.8",
+        "containerId": "other1",
+        "tenant": "default",
+        "network": "sweep",
+    });
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &c.etcd.client_url(), "put"])
+        .arg("/contiv.io/oper/eps/sweep.default-other1")
+        .arg(remote.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(ovs_ports(&c, VXLAN_BRIDGE).contains(&stale.to_string()));
+
+    c.start_netplugin().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ports = ovs_ports(&c, VXLAN_BRIDGE);
+        if !ports.contains(&stale.to_string()) && ports.contains(&"vxif108888".to_string()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after the start: {ports:?}\n{}",
+            c.netplugin_log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, body) = http("GET", &c.debug_addr, "/inspect/driver").unwrap();
+    assert_eq!(status, 200);
+    assert!(body.contains("10.56.0.200"), "{body}");
+}

@@ -22,6 +22,8 @@ pub enum Need {
     Ping,
     /// `nc` (netcat-openbsd).
     Netcat,
+    /// `etcdctl` (etcd-client), to write records another host would have written.
+    Etcdctl,
 }
 
 const OVS_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
@@ -45,6 +47,7 @@ impl Need {
             Need::Ip => &["ip"],
             Need::Ping => &["ping"],
             Need::Netcat => &["nc"],
+            Need::Etcdctl => &["etcdctl"],
         };
         let package = match self {
             Need::Root => "",
@@ -53,6 +56,7 @@ impl Need {
             Need::Ip => "iproute2",
             Need::Ping => "iputils-ping",
             Need::Netcat => "netcat-openbsd",
+            Need::Etcdctl => "etcd-client",
         };
         let absent: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
         if !absent.is_empty() {

@@ -7,7 +7,8 @@
 //! Contract: for a remote endpoint on a VXLAN network, the VTEP port towards its host exists
 //! (`vxif<address digits>`, created on the first endpoint from that host, removed with the
 //! last) and the agent knows the endpoint; VLAN networks need nothing (the uplink carries them).
-//! Applying the same record twice changes nothing.
+//! Applying the same record twice changes nothing. At start, VTEP ports no replayed endpoint
+//! needs (their hosts' last endpoints went while netplugin was down) are deleted.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -19,6 +20,9 @@ use super::{Driver, OFPORT_TIMEOUT, VXLAN_BRIDGE, bridge_kind};
 use crate::error::{PluginError, Result};
 use crate::oper::OperEndpointState;
 use crate::ovsdb::{PortSpec, vtep_port_name};
+
+/// How [`vtep_port_name`] names every VTEP port (`vxif<address digits>`).
+const VTEP_PORT_PREFIX: &str = "vxif";
 
 /// What this host installed for one remote endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +155,30 @@ impl Driver {
             entry.1 += 1;
         });
         Ok(())
+    }
+
+    /// Delete the VTEP ports no remote endpoint needs: ports towards hosts whose last endpoint
+    /// went away while this netplugin was down. Run after the oper state is replayed (and before
+    /// the watches run), so every VTEP still in use is known. Returns the ports deleted.
+    pub async fn sweep_vteps(&self) -> Result<Vec<String>> {
+        let wanted: Vec<String> = self.with_state(|s| {
+            s.vteps
+                .ports
+                .keys()
+                .map(|vtep| vtep_port_name(IpAddr::V4(*vtep)))
+                .collect()
+        });
+        let stale: Vec<String> = self.ovsdb.read(|c| {
+            c.ports_of_bridge(VXLAN_BRIDGE)
+                .into_iter()
+                .map(|p| p.name)
+                .filter(|name| name.starts_with(VTEP_PORT_PREFIX) && !wanted.contains(name))
+                .collect()
+        });
+        for name in &stale {
+            self.ovsdb.delete_port(name).await?;
+        }
+        Ok(stale)
     }
 
     async fn release_vtep(&self, vtep: Ipv4Addr) -> Result<()> {
