@@ -615,11 +615,32 @@ impl Cluster {
     }
 }
 
-/// The running demo: a [`Cluster`] with a VXLAN network, an endpoint group and two pods.
+/// The running demo: a [`Cluster`] with a VXLAN network, an endpoint group, two pods labelled
+/// `app=web` that serve TCP port 8080, a service load balancer `web-svc` (VIP
+/// [`DEMO_VIP`]`:80` → the `app=web` pods' port 8080) and a client pod.
 pub struct Demo {
+    /// The providers, then the client.
     pods: Vec<CniPod>,
+    /// `nc -lk 8080` in each provider, left running by `up`, stopped by `down`.
+    listeners: Listeners,
     cluster: Cluster,
 }
+
+/// Processes the demo started in pods: killed when dropped, unless handed over by
+/// [`Demo::detach`].
+struct Listeners(Vec<std::process::Child>);
+
+impl Drop for Listeners {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The demo service's address (inside `demo-net`, so clients reach it by ARP).
+pub const DEMO_VIP: &str = "10.36.0.100";
 
 /// What `up` started, as recorded for `down` and `status`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -661,17 +682,51 @@ impl Demo {
             "demo-net",
         ])?;
         cluster.netctl(&["group", "create", "demo-net", "web"])?;
-        let conflist = cluster.conflist("demo", "demo-net", "web")?;
+        cluster.netctl(&[
+            "service",
+            "create",
+            "web-svc",
+            "-s",
+            "demo-net",
+            "-l",
+            "app=web",
+            "-p",
+            "80:8080:TCP",
+            "--ip",
+            DEMO_VIP,
+        ])?;
+        let providers =
+            cluster.conflist_with_labels("demo", "demo-net", "web", &[("app", "web")])?;
+        let clients = cluster.conflist("demo-client", "demo-net", "web")?;
         let mut pods = Vec::new();
-        for _ in 0..2 {
-            let pod = cluster.add_pod(&conflist).map_err(|e| Error::Command {
+        for conflist in [&providers, &providers, &clients] {
+            let pod = cluster.add_pod(conflist).map_err(|e| Error::Command {
                 command: "cnirun add".into(),
                 status: "failed".into(),
                 stderr: e,
             })?;
             pods.push(pod);
         }
-        Ok(Demo { pods, cluster })
+        let mut listeners = Listeners(Vec::new());
+        for provider in &pods[..2] {
+            let child = std::process::Command::new("ip")
+                .args(["netns", "exec", provider.netns.name(), "nc", "-lk", "8080"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|source| Error::Io {
+                    op: "spawn nc",
+                    path: PathBuf::from("nc"),
+                    source,
+                })?;
+            listeners.0.push(child);
+        }
+        Ok(Demo {
+            pods,
+            listeners,
+            cluster,
+        })
     }
 
     /// A human summary: where things are and how to reach them.
@@ -692,16 +747,25 @@ impl Demo {
             c.debug_addr
         );
         let _ = writeln!(s, "network:   demo-net (vxlan 10.36.0.0/24), group web");
-        for pod in &self.pods {
+        let _ = writeln!(
+            s,
+            "service:   web-svc {DEMO_VIP}:80 -> port 8080 of the pods labelled app=web (netctl service inspect web-svc)"
+        );
+        for (n, pod) in self.pods.iter().enumerate() {
+            let role = if n < self.listeners.0.len() {
+                "provider, app=web, nc -lk 8080"
+            } else {
+                "client"
+            };
             let _ = writeln!(
                 s,
-                "pod:       {} in namespace {} (container {})",
+                "pod:       {} in namespace {} (container {}; {role})",
                 pod.ip,
                 pod.netns.name(),
                 pod.container_id
             );
         }
-        if let [a, b, ..] = self.pods.as_slice() {
+        if let [a, b, client] = self.pods.as_slice() {
             let reach = a.can_ping(&b.ip, 2);
             let _ = writeln!(
                 s,
@@ -710,19 +774,48 @@ impl Demo {
                 b.ip,
                 if reach { "ok" } else { "FAILED" }
             );
+            // The first connection goes through the controller, which picks a provider.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let service = loop {
+                let ok = client
+                    .netns
+                    .exec(&["nc", "-z", "-w", "2", DEMO_VIP, "80"])
+                    .is_ok();
+                if ok || std::time::Instant::now() > deadline {
+                    break ok;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            };
+            let _ = writeln!(
+                s,
+                "tcp {} -> {DEMO_VIP}:80 (service): {}",
+                client.ip,
+                if service { "ok" } else { "FAILED" }
+            );
             let _ = writeln!(
                 s,
                 "try:       ip netns exec {} ping {}",
                 a.netns.name(),
                 b.ip
             );
+            let _ = writeln!(
+                s,
+                "           ip netns exec {} nc -zv {DEMO_VIP} 80; curl http://{}/svcstats",
+                client.netns.name(),
+                c.debug_addr
+            );
         }
         s
     }
 
     /// Leave everything running and return the record needed to tear it down later.
-    pub fn detach(self) -> DemoState {
-        self.cluster.detach(self.pods)
+    pub fn detach(mut self) -> DemoState {
+        let listeners = std::mem::take(&mut self.listeners.0);
+        let mut state = self.cluster.detach(self.pods);
+        state
+            .pids
+            .extend(listeners.iter().map(std::process::Child::id));
+        state
     }
 }
 
