@@ -1,6 +1,7 @@
 //! netmaster's supervisor: connect the store, run the leader election and service registrations,
 //! serve the REST API, and on becoming leader make sure the `default` tenant and the `global` object
-//! exist. [`run`] takes a shutdown future so tests can start and stop netmaster in-process.
+//! exist and repair the compiled policy rules (`policy::repair`; again whenever a write left some
+//! unwritten). [`run`] takes a shutdown future so tests can start and stop netmaster in-process.
 
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::Arc;
@@ -189,19 +190,50 @@ async fn leader_duties(
             reg.set_role(if view.is_leader { "leader" } else { "follower" });
         }
         if view.is_leader {
-            // Retry until it works or leadership moves on; a store outage must not skip this.
-            while role.current().is_leader {
-                match leader_defaults(&db, &config).await {
-                    Ok(()) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "leader start: cannot create default tenant/global; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
+            leader_start(&db, &config, &role).await;
+        }
+        // While leader, a write whose compiled policy rules were cut short asks for a repair.
+        loop {
+            tokio::select! {
+                changed = role.changed() => {
+                    if !changed {
+                        return;
                     }
+                    break;
                 }
+                () = db.repair_wanted(), if view.is_leader => repair_policy_rules(&db, &role).await,
             }
         }
-        if !role.changed().await {
-            return;
+    }
+}
+
+/// Defaults and the policy-rule repair; retried until it works or leadership moves on (a store
+/// outage must not skip it).
+async fn leader_start(db: &Db, config: &Config, role: &RoleView) {
+    while role.current().is_leader {
+        let start = async {
+            leader_defaults(db, config).await?;
+            crate::policy::repair::reconcile(db).await
+        };
+        match start.await {
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "leader start: cannot create default tenant/global or repair compiled policy rules; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// Repair the compiled policy rules, retrying every second while this instance leads.
+async fn repair_policy_rules(db: &Db, role: &RoleView) {
+    while role.current().is_leader {
+        match crate::policy::repair::reconcile(db).await {
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot repair compiled policy rules yet; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
         }
     }
 }

@@ -48,7 +48,13 @@ impl Error {
             Error::Invalid { .. } => 400,
             Error::NotFound(_) => 404,
             Error::Conflict(_) => 409,
-            Error::Store(StoreError::Unavailable(_) | StoreError::Contention { .. })
+            Error::Store(
+                StoreError::Unavailable(_)
+                | StoreError::Contention { .. }
+                | StoreError::DerivedIncomplete {
+                    unavailable: true, ..
+                },
+            )
             | Error::NoLeader(_) => 503,
             Error::Store(_) => 500,
         }
@@ -60,5 +66,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl crate::store::txn::StoreFailure for Error {
     fn is_unavailable(&self) -> bool {
         matches!(self, Error::Store(StoreError::Unavailable(_)))
+    }
+    fn is_derived_incomplete(&self) -> bool {
+        matches!(self, Error::Store(StoreError::DerivedIncomplete { .. }))
     }
 }

@@ -1,6 +1,10 @@
 //! Keeps `EpgPolicy` (`/contiv.io/state/policy/`) and `CfgPolicyRule` (`/contiv.io/state/policyRule/`)
 //! in step with the model: a policy attached to an EPG compiles all its rules; a rule added to or
 //! removed from a policy is compiled into, or removed from, every EPG that uses the policy.
+//!
+//! The `CfgPolicyRule` records are written as derived writes ([`Tx::put_derived`]): the `EpgPolicy`
+//! record lists every compiled rule, so a policy of any size commits (etcd's 128-operation limit only
+//! bounds the guarded part), and [`super::repair`] can rebuild them from the `EpgPolicy` records.
 
 use super::{Resolved, compile};
 use crate::error::{Error, Result};
@@ -51,7 +55,7 @@ pub async fn resolve(tx: &mut Tx<'_>, epg_id: u32, rule: &Rule) -> Result<Resolv
 
 fn delete_compiled(tx: &mut Tx<'_>, map: &RuleMap) {
     for rule_id in map.OfnetRules.keys() {
-        tx.delete(&CfgPolicyRule::key_for(rule_id));
+        tx.delete_derived(&CfgPolicyRule::key_for(rule_id));
     }
 }
 
@@ -67,7 +71,7 @@ async fn write_rule(tx: &mut Tx<'_>, ep: &mut EpgPolicy, rule: &Rule) -> Result<
         OfnetRules: Default::default(),
     };
     for r in compiled {
-        tx.put(
+        tx.put_derived(
             &CfgPolicyRule::key_for(&r.RuleId),
             CfgPolicyRule::KIND,
             &CfgPolicyRule {

@@ -3,12 +3,14 @@
 //!
 //! * [`compile`] is pure: rule + resolved ids/subnets → `OfnetPolicyRule`s.
 //! * [`attach`] keeps `EpgPolicy` and `CfgPolicyRule` records in step with EPGs, policies and rules.
+//! * [`repair`] rebuilds the `CfgPolicyRule` records from the `EpgPolicy` records (leader start).
 //!
 //! Fix over Contiv: the mirror rules (`inTx`, `outRx`) use the same peer address as their primary rule,
 //! including a `fromNetwork`/`toNetwork` subnet, so a ported rule narrowed by network lets its replies
 //! back from exactly that network.
 
 pub mod attach;
+pub mod repair;
 
 use crate::error::{Error, Result};
 use crate::model::Rule;

@@ -16,6 +16,7 @@ use crate::state::{
 use crate::store::txn::Db;
 use crate::store::{MemoryStore, keys};
 
+mod big_policy;
 mod endpoints;
 mod global;
 mod groups;

@@ -1,6 +1,8 @@
 //! In-memory [`StateStore`] with etcd's revision semantics, for unit tests only.
 //!
 //! One mutex guards the whole map: tests are small and this keeps every operation trivially atomic.
+//! Like etcd (default `--max-txn-ops`), a transaction of more than [`MAX_TXN_OPS`] compares or writes
+//! is refused with etcd's message, so unit tests catch transactions etcd would refuse.
 //! Leases expire lazily (checked on every call) against a tokio clock, so `tokio::time::pause` works.
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,8 +15,8 @@ use tokio::sync::broadcast;
 use tokio::time::{Duration, Instant};
 
 use super::{
-    Guard, KeyValue, LeaseId, Listing, Op, StateStore, StoreError, StoreResult, TxnOutcome,
-    WatchEvent,
+    Guard, KeyValue, LeaseId, Listing, MAX_TXN_OPS, Op, StateStore, StoreError, StoreResult,
+    TOO_MANY_OPS, TxnOutcome, WatchEvent,
 };
 
 #[derive(Debug, Clone)]
@@ -121,6 +123,9 @@ impl MemoryStore {
     }
 
     fn apply(&self, inner: &mut Inner, guards: &[Guard], ops: Vec<Op>) -> StoreResult<TxnOutcome> {
+        if guards.len() > MAX_TXN_OPS || ops.len() > MAX_TXN_OPS {
+            return Err(StoreError::Other(TOO_MANY_OPS.to_string()));
+        }
         self.expire_leases(inner);
         if !guards.iter().all(|g| Self::guard_holds(inner, g)) {
             return Ok(TxnOutcome {

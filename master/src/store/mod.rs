@@ -12,6 +12,8 @@
 //! * An unreachable store is [`StoreError::Unavailable`]; the REST layer turns it into HTTP 503.
 
 pub mod etcd;
+#[cfg(test)]
+pub(crate) mod failing;
 pub mod follow;
 pub mod keys;
 pub mod memory;
@@ -105,11 +107,51 @@ pub enum StoreError {
     },
     #[error("transaction on {key} kept conflicting after {attempts} attempts")]
     Contention { key: String, attempts: u32 },
+    #[error(
+        "transaction on {key} needs {count} compares; etcd accepts at most {limit} per transaction \
+         (the change reads too many records at once)"
+    )]
+    TooManyCompares {
+        key: String,
+        count: usize,
+        limit: usize,
+    },
+    #[error(
+        "transaction on {key} needs {count} writes besides derived records; etcd accepts at most \
+         {limit} per transaction"
+    )]
+    TooManyWrites {
+        key: String,
+        count: usize,
+        limit: usize,
+    },
+    /// The guarded transaction committed, but some of the derived records that follow it (compiled
+    /// policy rules) could not be written; the next leader start repairs them.
+    #[error(
+        "the change to {key} was saved, but {pending} of {total} derived records (first {first_pending}) \
+         could not be written: {reason}; they are repaired when a netmaster next becomes leader"
+    )]
+    DerivedIncomplete {
+        key: String,
+        first_pending: String,
+        pending: usize,
+        total: usize,
+        reason: String,
+        /// Whether the store was unreachable (HTTP 503) rather than refusing (500).
+        unavailable: bool,
+    },
     #[error("state store error: {0}")]
     Other(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// etcd's default `--max-txn-ops`: a transaction may carry at most this many compares and at most this
+/// many writes. [`MemoryStore`] refuses bigger transactions the same way, so unit tests catch them.
+pub const MAX_TXN_OPS: usize = 128;
+
+/// The message etcd answers a transaction over [`MAX_TXN_OPS`] with (the memory store uses it too).
+pub const TOO_MANY_OPS: &str = "etcdserver: too many operations in txn request";
 
 /// The key/value operations netmaster needs. Implemented by [`EtcdStore`] and [`MemoryStore`].
 ///

@@ -11,6 +11,18 @@
 //! used for "does anything still use X" checks, where a concurrent delete can only make the answer
 //! safer.
 //!
+//! Derived writes ([`Tx::put_derived`], [`Tx::delete_derived`]) are records computed entirely from
+//! an ordinary record written in the same transaction (compiled `CfgPolicyRule`s, listed by their
+//! `EpgPolicy`). etcd refuses a transaction of more than [`MAX_TXN_OPS`] compares or writes, so at
+//! commit the guarded transaction carries every compare, every ordinary write and as many derived
+//! writes as fit; the rest follow in plain (unguarded, idempotent) transactions of at most
+//! [`MAX_TXN_OPS`] writes each, before [`run`] returns. Order: derived deletes before derived puts,
+//! both in the guarded transaction and after it, so a record the new owner no longer lists disappears
+//! as early as possible (with the owner when they fit) and new ones appear right after. A reader can
+//! see a derived record its owner does not list (or miss one it lists) only while the call runs. If a
+//! follow-up fails, `run` answers [`StoreError::DerivedIncomplete`] (the change itself is saved) and
+//! `policy::repair` fixes the records at the next leader start.
+//!
 //! [`Db`] adds a local writer lock: inside one process writers queue instead of conflicting (500
 //! concurrent endpoint creates on one network would otherwise retry quadratically); the revision
 //! guards still protect against other processes.
@@ -21,7 +33,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{Guard, Op, StateStore, StoreError, StoreResult};
+use super::{Guard, MAX_TXN_OPS, Op, StateStore, StoreError, StoreResult};
 
 /// How many times a conflicting transaction is retried before giving up with `Contention`.
 const MAX_ATTEMPTS: u32 = 64;
@@ -34,12 +46,28 @@ const UNAVAILABLE_PAUSE: std::time::Duration = std::time::Duration::from_millis(
 /// Errors that can say whether the store was unreachable (worth a retry).
 pub trait StoreFailure {
     fn is_unavailable(&self) -> bool;
+    /// Whether derived records were left unwritten ([`StoreError::DerivedIncomplete`]).
+    fn is_derived_incomplete(&self) -> bool {
+        false
+    }
 }
 
 impl StoreFailure for StoreError {
     fn is_unavailable(&self) -> bool {
         matches!(self, StoreError::Unavailable(_))
     }
+    fn is_derived_incomplete(&self) -> bool {
+        matches!(self, StoreError::DerivedIncomplete { .. })
+    }
+}
+
+/// One buffered write.
+#[derive(Debug, Clone)]
+struct Write {
+    /// `None` deletes.
+    value: Option<Vec<u8>>,
+    /// Derived from an ordinary write of the same transaction; may follow the guarded commit.
+    derived: bool,
 }
 
 /// A transaction in progress. See the module docs.
@@ -48,8 +76,16 @@ pub struct Tx<'s> {
     /// key → mod_revision observed (0 = absent), plus the value read.
     reads: BTreeMap<String, (i64, Option<Vec<u8>>)>,
     prefixes: Vec<(String, i64)>,
-    /// Buffered writes; `None` deletes.
-    writes: BTreeMap<String, Option<Vec<u8>>>,
+    writes: BTreeMap<String, Write>,
+}
+
+/// A transaction split for the store: the guarded part and the derived writes that follow it.
+struct Commit {
+    guards: Vec<Guard>,
+    /// Ordinary writes plus the derived writes that fit.
+    ops: Vec<Op>,
+    /// Derived writes left for follow-up transactions, deletes first.
+    follow_ups: Vec<Op>,
 }
 
 impl<'s> Tx<'s> {
@@ -65,7 +101,7 @@ impl<'s> Tx<'s> {
     /// Read one key, seeing this transaction's own writes.
     pub async fn get_raw(&mut self, key: &str) -> StoreResult<Option<Vec<u8>>> {
         if let Some(w) = self.writes.get(key) {
-            return Ok(w.clone());
+            return Ok(w.value.clone());
         }
         if let Some((_, v)) = self.reads.get(key) {
             return Ok(v.clone());
@@ -107,7 +143,7 @@ impl<'s> Tx<'s> {
             .range(prefix.to_string()..)
             .take_while(|(k, _)| k.starts_with(prefix))
         {
-            match write {
+            match &write.value {
                 Some(v) => merged.insert(key.clone(), v.clone()),
                 None => merged.remove(key),
             };
@@ -135,18 +171,51 @@ impl<'s> Tx<'s> {
         kind: &'static str,
         value: &T,
     ) -> StoreResult<()> {
+        self.put_with(key, kind, value, false)
+    }
+
+    /// Buffer a delete.
+    pub fn delete(&mut self, key: &str) {
+        self.write(key, None, false);
+    }
+
+    /// Buffer a JSON write of a derived record: one whose content an ordinary write of this
+    /// transaction fully determines (a compiled policy rule listed by its `EpgPolicy`). It may be
+    /// applied in a follow-up transaction right after the guarded commit; see the module docs.
+    pub fn put_derived<T: Serialize>(
+        &mut self,
+        key: &str,
+        kind: &'static str,
+        value: &T,
+    ) -> StoreResult<()> {
+        self.put_with(key, kind, value, true)
+    }
+
+    /// Buffer the delete of a derived record (see [`Tx::put_derived`]).
+    pub fn delete_derived(&mut self, key: &str) {
+        self.write(key, None, true);
+    }
+
+    fn put_with<T: Serialize>(
+        &mut self,
+        key: &str,
+        kind: &'static str,
+        value: &T,
+        derived: bool,
+    ) -> StoreResult<()> {
         let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Encode {
             key: key.to_string(),
             kind,
             reason: e.to_string(),
         })?;
-        self.writes.insert(key.to_string(), Some(bytes));
+        self.write(key, Some(bytes), derived);
         Ok(())
     }
 
-    /// Buffer a delete.
-    pub fn delete(&mut self, key: &str) {
-        self.writes.insert(key.to_string(), None);
+    /// The last write to a key decides whether it is derived.
+    fn write(&mut self, key: &str, value: Option<Vec<u8>>, derived: bool) {
+        self.writes
+            .insert(key.to_string(), Write { value, derived });
     }
 
     /// Remember the buffered writes, to undo a failed step of a batch with [`Tx::rollback`].
@@ -165,7 +234,9 @@ impl<'s> Tx<'s> {
         self.writes.len()
     }
 
-    fn into_parts(self) -> (Vec<Guard>, Vec<Op>) {
+    /// Split into the guarded transaction and its follow-ups, checking etcd's limits. `key` names
+    /// the transaction in errors.
+    fn into_commit(self, key: &str) -> StoreResult<Commit> {
         let mut guards: Vec<Guard> = self
             .reads
             .into_iter()
@@ -176,24 +247,53 @@ impl<'s> Tx<'s> {
                 .into_iter()
                 .map(|(prefix, revision)| Guard::PrefixUnchangedSince { prefix, revision }),
         );
-        let ops = self
-            .writes
-            .into_iter()
-            .map(|(key, w)| match w {
-                Some(value) => Op::Put {
-                    key,
-                    value,
-                    lease: None,
-                },
-                None => Op::Delete { key },
-            })
-            .collect();
-        (guards, ops)
+        if guards.len() > MAX_TXN_OPS {
+            return Err(StoreError::TooManyCompares {
+                key: key.to_string(),
+                count: guards.len(),
+                limit: MAX_TXN_OPS,
+            });
+        }
+        let op = |key: String, value: Option<Vec<u8>>| match value {
+            Some(value) => Op::Put {
+                key,
+                value,
+                lease: None,
+            },
+            None => Op::Delete { key },
+        };
+        let mut ops = Vec::new();
+        let mut derived_deletes = Vec::new();
+        let mut derived_puts = Vec::new();
+        for (key, w) in self.writes {
+            match (w.derived, w.value.is_some()) {
+                (false, _) => ops.push(op(key, w.value)),
+                (true, false) => derived_deletes.push(op(key, None)),
+                (true, true) => derived_puts.push(op(key, w.value)),
+            }
+        }
+        if ops.len() > MAX_TXN_OPS {
+            return Err(StoreError::TooManyWrites {
+                key: key.to_string(),
+                count: ops.len(),
+                limit: MAX_TXN_OPS,
+            });
+        }
+        let mut derived = derived_deletes;
+        derived.append(&mut derived_puts);
+        let room = (MAX_TXN_OPS - ops.len()).min(derived.len());
+        let follow_ups = derived.split_off(room);
+        ops.append(&mut derived);
+        Ok(Commit {
+            guards,
+            ops,
+            follow_ups,
+        })
     }
 }
 
 /// Buffered writes at some point of a transaction.
-pub struct Savepoint(BTreeMap<String, Option<Vec<u8>>>);
+pub struct Savepoint(BTreeMap<String, Write>);
 
 /// Decode a stored JSON value, naming key and type on failure.
 pub fn decode<T: DeserializeOwned>(key: &str, kind: &'static str, bytes: &[u8]) -> StoreResult<T> {
@@ -239,8 +339,9 @@ where
         if let Some(k) = tx.writes.keys().next() {
             first_key.clone_from(k);
         }
-        let (guards, ops) = tx.into_parts();
-        if store.txn(guards, ops).await?.succeeded {
+        let commit = tx.into_commit(&first_key)?;
+        if store.txn(commit.guards, commit.ops).await?.succeeded {
+            follow_up(store, &first_key, commit.follow_ups).await?;
             return Ok(out);
         }
         tracing::debug!(attempt, key = %first_key, "state transaction conflicted; retrying");
@@ -254,11 +355,50 @@ where
     .into())
 }
 
+/// Apply the derived writes that did not fit the guarded transaction, [`MAX_TXN_OPS`] at a time, in
+/// order. Each chunk is retried briefly on an unreachable store; the body never runs again (its
+/// change is committed).
+async fn follow_up(store: &dyn StateStore, key: &str, ops: Vec<Op>) -> StoreResult<()> {
+    let total = ops.len();
+    let mut rest = ops;
+    while !rest.is_empty() {
+        let tail = rest.split_off(MAX_TXN_OPS.min(rest.len()));
+        let chunk = std::mem::replace(&mut rest, tail);
+        let mut outages = 0;
+        loop {
+            match store.txn(Vec::new(), chunk.clone()).await {
+                Ok(_) => break,
+                Err(e) if e.is_unavailable() && outages < UNAVAILABLE_RETRIES => {
+                    outages += 1;
+                    tokio::time::sleep(UNAVAILABLE_PAUSE).await;
+                }
+                Err(e) => {
+                    let first_pending = chunk.first().map_or_else(String::new, |op| match op {
+                        Op::Put { key, .. } | Op::Delete { key } => key.clone(),
+                    });
+                    tracing::warn!(key, first_pending, error = %e, "derived records left unwritten");
+                    return Err(StoreError::DerivedIncomplete {
+                        key: key.to_string(),
+                        first_pending,
+                        pending: chunk.len() + rest.len(),
+                        total,
+                        unavailable: e.is_unavailable(),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The store plus a process-local writer lock. Cheap to clone.
 #[derive(Clone)]
 pub struct Db {
     store: Arc<dyn StateStore>,
     writer: Arc<tokio::sync::Mutex<()>>,
+    /// Signalled when a write left derived records unwritten; the leader then repairs them.
+    repair: Arc<tokio::sync::Notify>,
 }
 
 impl Db {
@@ -266,7 +406,14 @@ impl Db {
         Db {
             store,
             writer: Arc::new(tokio::sync::Mutex::new(())),
+            repair: Arc::new(tokio::sync::Notify::new()),
         }
+    }
+
+    /// Completes once a write through this `Db` (or a clone) has failed with
+    /// [`StoreError::DerivedIncomplete`] since the last time it completed (one stored signal).
+    pub async fn repair_wanted(&self) {
+        self.repair.notified().await;
     }
 
     /// The underlying store.
@@ -286,7 +433,13 @@ impl Db {
         E: From<StoreError> + StoreFailure,
     {
         let _turn = self.writer.lock().await;
-        run(self.store.as_ref(), body).await
+        let out = run(self.store.as_ref(), body).await;
+        if let Err(e) = &out
+            && e.is_derived_incomplete()
+        {
+            self.repair.notify_one();
+        }
+        out
     }
 
     /// Run a read-only transaction (no lock; writes made by `body` are committed like in `write`).
@@ -363,5 +516,148 @@ mod tests {
         .await;
         assert_eq!(out.unwrap(), vec!["/p/b".to_string()]);
         assert!(store.get("/p/a").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn memory_store_refuses_what_etcd_refuses() {
+        let store = MemoryStore::new();
+        let ops: Vec<Op> = (0..=MAX_TXN_OPS)
+            .map(|i| Op::Delete {
+                key: format!("/k/{i}"),
+            })
+            .collect();
+        let err = store.txn(Vec::new(), ops).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("state store error: {}", super::super::TOO_MANY_OPS)
+        );
+        let guards: Vec<Guard> = (0..=MAX_TXN_OPS)
+            .map(|i| Guard::ModRevision {
+                key: format!("/k/{i}"),
+                revision: 0,
+            })
+            .collect();
+        assert!(store.txn(guards, Vec::new()).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn derived_writes_beyond_the_limit_follow_the_guarded_commit() {
+        let store = MemoryStore::new();
+        for i in 0..50 {
+            store
+                .put(&format!("/d/old{i:03}"), b"x".to_vec())
+                .await
+                .unwrap();
+        }
+        let before = store.list("/").await.unwrap().revision;
+        let out: Result<(), StoreError> = run(&store, async |tx: &mut Tx<'_>| {
+            tx.get_raw("/owner").await?;
+            tx.put("/owner", "owner", &"v2")?;
+            for i in 0..50 {
+                tx.delete_derived(&format!("/d/old{i:03}"));
+            }
+            for i in 0..300 {
+                tx.put_derived(&format!("/d/new{i:03}"), "n", &i)?;
+            }
+            Ok(())
+        })
+        .await;
+        out.unwrap();
+        let listing = store.list("/d/").await.unwrap();
+        assert_eq!(listing.entries.len(), 300);
+        assert!(
+            listing
+                .entries
+                .iter()
+                .all(|kv| kv.key.starts_with("/d/new"))
+        );
+        // 351 writes: the guarded one (owner + 50 deletes + 77 puts), then 128 and 95 puts.
+        assert_eq!(listing.revision - before, 3);
+        let owner = store.get("/owner").await.unwrap().unwrap();
+        assert_eq!(owner.mod_revision, before + 1);
+        let deleted_with_owner = store.get("/d/new076").await.unwrap().unwrap();
+        assert_eq!(deleted_with_owner.mod_revision, before + 1);
+        assert_eq!(
+            store.get("/d/new077").await.unwrap().unwrap().mod_revision,
+            before + 2
+        );
+        assert_eq!(
+            store.get("/d/new299").await.unwrap().unwrap().mod_revision,
+            before + 3
+        );
+    }
+
+    #[tokio::test]
+    async fn too_many_compares_or_ordinary_writes_fail_clearly() {
+        let store = MemoryStore::new();
+        let out: Result<(), StoreError> = run(&store, async |tx: &mut Tx<'_>| {
+            for i in 0..=MAX_TXN_OPS {
+                tx.get_raw(&format!("/r/{i:03}")).await?;
+            }
+            tx.put("/w", "w", &1)?;
+            Ok(())
+        })
+        .await;
+        let err = out.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::TooManyCompares {
+                    count: 129,
+                    limit: 128,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("129 compares"), "{err}");
+        let out: Result<(), StoreError> = run(&store, async |tx: &mut Tx<'_>| {
+            for i in 0..=MAX_TXN_OPS {
+                tx.put(&format!("/w/{i:03}"), "w", &i)?;
+            }
+            Ok(())
+        })
+        .await;
+        assert!(matches!(
+            out.unwrap_err(),
+            StoreError::TooManyWrites { count: 129, .. }
+        ));
+        assert!(store.list("/").await.unwrap().entries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn failed_follow_up_is_reported_and_the_body_not_rerun() {
+        let store = crate::store::failing::FailFollowUps::new();
+        let mut runs = 0;
+        let out: Result<(), StoreError> = run(&store, async |tx: &mut Tx<'_>| {
+            runs += 1;
+            tx.get_raw("/owner").await?;
+            tx.put("/owner", "owner", &1)?;
+            for i in 0..200 {
+                tx.put_derived(&format!("/d/{i:03}"), "n", &i)?;
+            }
+            Ok(())
+        })
+        .await;
+        let err = out.unwrap_err();
+        assert_eq!(runs, 1);
+        match &err {
+            StoreError::DerivedIncomplete {
+                pending,
+                total,
+                first_pending,
+                unavailable,
+                ..
+            } => {
+                assert_eq!((*pending, *total), (73, 73));
+                assert_eq!(first_pending, "/d/127");
+                assert!(*unavailable);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(err.to_string().contains("repaired"), "{err}");
+        // The guarded part committed: the owner and the first 127 derived records.
+        assert!(store.inner.get("/owner").await.unwrap().is_some());
+        assert_eq!(store.inner.list("/d/").await.unwrap().entries.len(), 127);
     }
 }

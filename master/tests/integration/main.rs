@@ -6,6 +6,7 @@
 mod common;
 
 mod bench;
+mod big_policy;
 mod election;
 mod endpoints;
 mod flags;
