@@ -126,10 +126,12 @@ pub enum StoreError {
         limit: usize,
     },
     /// The guarded transaction committed, but some of the derived records that follow it (compiled
-    /// policy rules) could not be written; the next leader start repairs them.
+    /// policy rules) could not be written; the leader repairs them (`policy::repair`), right away and
+    /// at every leader start.
     #[error(
         "the change to {key} was saved, but {pending} of {total} derived records (first {first_pending}) \
-         could not be written: {reason}; they are repaired when a netmaster next becomes leader"
+         could not be written: {reason}; the leader netmaster repairs them from the saved records as \
+         soon as the store answers"
     )]
     DerivedIncomplete {
         key: String,

@@ -21,7 +21,8 @@
 //! as early as possible (with the owner when they fit) and new ones appear right after. A reader can
 //! see a derived record its owner does not list (or miss one it lists) only while the call runs. If a
 //! follow-up fails, `run` answers [`StoreError::DerivedIncomplete`] (the change itself is saved) and
-//! `policy::repair` fixes the records at the next leader start.
+//! `policy::repair` rebuilds the records: the leader runs it when [`Db::repair_wanted`] fires and at
+//! every leader start.
 //!
 //! [`Db`] adds a local writer lock: inside one process writers queue instead of conflicting (500
 //! concurrent endpoint creates on one network would otherwise retry quadratically); the revision

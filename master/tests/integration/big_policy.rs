@@ -150,6 +150,12 @@ async fn policy_of_150_ported_rules_attaches_updates_and_detaches() {
     let all: Vec<usize> = (0..RULES).collect();
     assert_compiled(&store, &all).await;
     assert_eq!(compiled(&store).await.len(), 2 * RULES);
+    let record = store
+        .get(&EpgPolicy::key_for(EPG_POLICY))
+        .await
+        .unwrap()
+        .unwrap();
+    println!("its EpgPolicy record is {} bytes", record.value.len());
 
     // One more rule: exactly its two keys are written, every other key keeps its revision.
     let before = compiled(&store).await;
@@ -319,10 +325,11 @@ async fn transaction_limits_against_etcd() {
     assert!(err.to_string().contains("129 compares"), "{err}");
     assert!(store.get("/r/total").await.unwrap().is_none());
 
-    // 128 compares and 1 + 400 derived writes commit (one guarded transaction and three follow-ups).
+    // 128 compares and 1 + 400 derived writes commit: the guarded transaction (1 + 127), then
+    // follow-ups of 128, 128 and 17.
     let before = store.list("/").await.unwrap().revision;
     let out: Result<(), StoreError> = run(&store, async |tx: &mut Tx<'_>| {
-        for i in 0..MAX_TXN_OPS - 1 {
+        for i in 0..MAX_TXN_OPS {
             tx.get_raw(&format!("/r/{i:03}")).await?;
         }
         tx.put("/r/total", "total", &400)?;
