@@ -178,7 +178,7 @@ pub async fn leader_defaults(db: &Db, config: &Config) -> Result<(), Error> {
     }
 }
 
-async fn leader_duties(
+pub(crate) async fn leader_duties(
     db: Db,
     config: Config,
     mut role: RoleView,

@@ -94,7 +94,7 @@ async fn lost_follow_up_answers_503_and_is_repaired() {
         .await
         .unwrap_err();
     assert_eq!(err.http_status(), 503);
-    assert!(err.to_string().contains("repaired"), "{err}");
+    assert!(err.to_string().contains("repairs them"), "{err}");
     assert!(err.to_string().contains("policyRule"), "{err}");
     // The attachment itself is saved; only part of its compiled rules made it.
     assert_eq!(listed(&store).await, 2 * RULES);
@@ -110,4 +110,43 @@ async fn lost_follow_up_answers_503_and_is_repaired() {
     assert_eq!(repair.written, 2 * RULES - partial);
     assert_eq!(repair.deleted, 0);
     assert_eq!(compiled(&store).await, 2 * RULES);
+}
+
+#[tokio::test]
+async fn leader_repairs_a_cut_short_attach_once_the_store_answers() {
+    let store = FailFollowUps::new();
+    store.fail.store(false, Ordering::SeqCst);
+    let db = Db::new(Arc::new(store.clone()));
+    big_policy(&db).await;
+    ops::upsert(&db, "default:g1", group(&[])).await.unwrap();
+    let role = crate::leader::RoleView::fixed(crate::leader::LeaderState {
+        is_leader: true,
+        leader: None,
+    });
+    let config = crate::daemon::Config::new("http://127.0.0.1:1", "test", "vxlan", "bridge");
+    let duties = crate::daemon::leader_duties(db.clone(), config, role, Vec::new());
+    let body = async {
+        // Let the leader start (defaults, repair of an already consistent store) finish.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        store.fail.store(true, Ordering::SeqCst);
+        let err = ops::upsert(&db, "default:g1", group(&["p1"]))
+            .await
+            .unwrap_err();
+        assert_eq!(err.http_status(), 503);
+        assert!(compiled(&store).await < 2 * RULES);
+        store.fail.store(false, Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while compiled(&store).await < 2 * RULES {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "compiled rules not repaired in time"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::select! {
+        () = duties => panic!("leader duties ended while leading"),
+        () = body => {}
+    }
+    assert_eq!(listed(&store).await, 2 * RULES);
 }

@@ -656,7 +656,7 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
-        assert!(err.to_string().contains("repaired"), "{err}");
+        assert!(err.to_string().contains("repairs them"), "{err}");
         // The guarded part committed: the owner and the first 127 derived records.
         assert!(store.inner.get("/owner").await.unwrap().is_some());
         assert_eq!(store.inner.list("/d/").await.unwrap().entries.len(), 127);
