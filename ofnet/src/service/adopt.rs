@@ -118,38 +118,18 @@ pub fn adoptable(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::epdb::EndpointOp;
     use crate::flows::category;
-    use crate::model::{LocalEndpoint, MacAddr, Network};
     use crate::pipeline::VLAN_PIPELINE;
     use crate::service::flows::{ClientFlows, watch};
-    use crate::service::{ServicePort, ServiceSpec};
     use ofctrl::Flow;
 
-    const VIP: Ipv4Addr = Ipv4Addr::new(10, 254, 0, 10);
+    use crate::service::fixtures::web_spec as spec;
+
     const A: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 12);
     const B: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 11);
 
     fn client(n: u8) -> Ipv4Addr {
         Ipv4Addr::new(10, 1, 1, n)
-    }
-
-    fn spec() -> ServiceSpec {
-        ServiceSpec {
-            vip: VIP,
-            ports: vec![
-                ServicePort {
-                    protocol: ServiceProtocol::Tcp,
-                    svc_port: 80,
-                    prov_port: 8080,
-                },
-                ServicePort {
-                    protocol: ServiceProtocol::Udp,
-                    svc_port: 53,
-                    prov_port: 5353,
-                },
-            ],
-        }
     }
 
     /// The flows as a switch reports them: what the agent would have built.
@@ -198,31 +178,9 @@ mod tests {
     }
 
     fn endpoints(locals: &[u8]) -> EndpointTable {
-        let mut t = EndpointTable::new();
-        t.apply(EndpointOp::AddNetwork(Network {
-            vlan: 10,
-            vni: 0,
-            gateway: None,
-            vrf: "t1".into(),
-        }))
-        .unwrap();
-        for &n in locals {
-            t.apply(EndpointOp::AddLocal {
-                endpoint: LocalEndpoint {
-                    port_no: u32::from(n),
-                    mac: MacAddr([2, 2, 10, 1, 1, n]),
-                    vlan: 10,
-                    ipv4: Some(client(n)),
-                    ipv6: None,
-                    epg: 0,
-                    epg_vlan: 0,
-                    dscp: 0,
-                },
-                originator: None,
-            })
-            .unwrap();
-        }
-        t
+        let locals: Vec<(u32, Ipv4Addr)> =
+            locals.iter().map(|&n| (u32::from(n), client(n))).collect();
+        crate::service::fixtures::endpoints(10, &locals)
     }
 
     fn services(providers: &[Ipv4Addr]) -> Services {

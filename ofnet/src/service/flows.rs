@@ -180,25 +180,7 @@ mod tests {
     use crate::pipeline::{VLAN_PIPELINE, VXLAN_PIPELINE, id};
     use crate::text;
 
-    const VIP: Ipv4Addr = Ipv4Addr::new(10, 254, 0, 10);
-
-    fn spec() -> ServiceSpec {
-        ServiceSpec {
-            vip: VIP,
-            ports: vec![
-                ServicePort {
-                    protocol: ServiceProtocol::Tcp,
-                    svc_port: 80,
-                    prov_port: 8080,
-                },
-                ServicePort {
-                    protocol: ServiceProtocol::Udp,
-                    svc_port: 53,
-                    prov_port: 5353,
-                },
-            ],
-        }
-    }
+    use crate::service::fixtures::web_spec as spec;
 
     #[test]
     fn watch_flows_one_per_protocol() {

@@ -224,11 +224,9 @@ pub fn collect(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::epdb::EndpointOp;
-    use crate::model::{LocalEndpoint, MacAddr, Network};
-    use crate::service::{ServicePort, ServiceSpec};
 
-    const VIP: Ipv4Addr = Ipv4Addr::new(10, 254, 0, 10);
+    use crate::service::fixtures::{VIP, endpoints, web_spec};
+
     const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 2);
     const PROVIDER: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 11);
 
@@ -251,45 +249,9 @@ mod tests {
 
     #[test]
     fn dnat_counts_are_the_clients_out_snat_counts_its_in_per_port() {
-        let mut t = EndpointTable::new();
-        t.apply(EndpointOp::AddNetwork(Network {
-            vlan: 2,
-            vni: 0,
-            gateway: None,
-            vrf: "t1".into(),
-        }))
-        .unwrap();
-        t.apply(EndpointOp::AddLocal {
-            endpoint: LocalEndpoint {
-                port_no: 3,
-                mac: MacAddr([2, 2, 10, 1, 1, 2]),
-                vlan: 2,
-                ipv4: Some(CLIENT),
-                ipv6: None,
-                epg: 0,
-                epg_vlan: 0,
-                dscp: 0,
-            },
-            originator: None,
-        })
-        .unwrap();
+        let t = endpoints(2, &[(3, CLIENT)]);
         let mut s = Services::default();
-        let port = |protocol, svc_port, prov_port| ServicePort {
-            protocol,
-            svc_port,
-            prov_port,
-        };
-        s.set_spec(
-            "web",
-            ServiceSpec {
-                vip: VIP,
-                ports: vec![
-                    port(ServiceProtocol::Tcp, 80, 8080),
-                    port(ServiceProtocol::Udp, 53, 5353),
-                ],
-            },
-        )
-        .unwrap();
+        s.set_spec("web", web_spec()).unwrap();
         s.set_providers("web", [PROVIDER]);
         s.assign("web", CLIENT, "t1");
         let dnat = vec![flow(
