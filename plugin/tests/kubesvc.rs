@@ -104,6 +104,24 @@ fn ips(list: &[[u8; 4]]) -> Vec<Ipv4Addr> {
 const TCP: ServiceProtocol = ServiceProtocol::Tcp;
 const UDP: ServiceProtocol = ServiceProtocol::Udp;
 
+/// A client of the fake API server with the token it accepts by default.
+fn client_of(api: &FakeKube) -> KubeClient {
+    KubeClient::new(&KubeConfig {
+        api_server: api.url.clone(),
+        token: TOKEN.into(),
+        ..KubeConfig::default()
+    })
+    .unwrap()
+}
+
+/// Watch options with a short back-off, so the tests do not wait.
+fn backoff_ms(min: u64, max: u64) -> WatchOptions {
+    WatchOptions {
+        min_backoff: Duration::from_millis(min),
+        max_backoff: Duration::from_millis(max),
+    }
+}
+
 /// Wait for a watch on the server without blocking the watcher's runtime.
 async fn watching(api: &FakeKube, resource: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -146,17 +164,9 @@ async fn watcher_follows_lists_events_and_relists() {
             json!([{"name": "http", "port": 8080}]),
         ),
     );
-    let client = KubeClient::new(&KubeConfig {
-        api_server: api.url.clone(),
-        token: TOKEN.into(),
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let client = client_of(&api);
     let sink = Arc::new(Recorder::default());
-    let opts = WatchOptions {
-        min_backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(200),
-    };
+    let opts = backoff_ms(20, 200);
     let local = tokio::task::LocalSet::new();
     local
         .run_until(async {
@@ -348,17 +358,9 @@ async fn watcher_backs_off_and_recovers_when_the_api_server_refuses() {
         "services",
         service("shop", "web", "10.254.0.10", json!([{"port": 80}])),
     );
-    let client = KubeClient::new(&KubeConfig {
-        api_server: api.url.clone(),
-        token: TOKEN.into(),
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let client = client_of(&api);
     let sink = Arc::new(Recorder::default());
-    let opts = WatchOptions {
-        min_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_millis(80),
-    };
+    let opts = backoff_ms(10, 80);
     let local = tokio::task::LocalSet::new();
     local
         .run_until(async {
@@ -402,17 +404,9 @@ async fn prime_applies_the_lists_then_run_watches_from_them() {
         "endpoints",
         endpoints("shop", "web", &["10.1.0.2"], json!([{"port": 8080}])),
     );
-    let client = KubeClient::new(&KubeConfig {
-        api_server: api.url.clone(),
-        token: TOKEN.into(),
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let client = client_of(&api);
     let sink = Arc::new(Recorder::default());
-    let opts = WatchOptions {
-        min_backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(200),
-    };
+    let opts = backoff_ms(20, 200);
     let mut watcher = Watcher::new(client, sink.clone(), opts);
     assert_eq!(watcher.prime(Duration::from_secs(5)).await, 2);
     let web = "k8s:shop/web".to_string();
@@ -469,20 +463,12 @@ async fn a_refused_service_is_applied_again_at_the_next_list() {
         "services",
         service("shop", "web", "10.254.0.10", json!([{"port": 80}])),
     );
-    let client = KubeClient::new(&KubeConfig {
-        api_server: api.url.clone(),
-        token: TOKEN.into(),
-        ..KubeConfig::default()
-    })
-    .unwrap();
+    let client = client_of(&api);
     let sink = Arc::new(Recorder {
         refuse: Mutex::new(1),
         ..Recorder::default()
     });
-    let opts = WatchOptions {
-        min_backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(200),
-    };
+    let opts = backoff_ms(20, 200);
     let local = tokio::task::LocalSet::new();
     local
         .run_until(async {
