@@ -392,36 +392,17 @@ impl KubeClient {
         namespace: &str,
         name: &str,
     ) -> Result<BTreeMap<String, String>, KubeError> {
-        let url = format!("{}/api/v1/namespaces/{namespace}/pods/{name}", self.server);
-        let unreachable = |problem: String| KubeError::Unreachable {
-            server: self.server.clone(),
-            namespace: namespace.to_string(),
-            pod: name.to_string(),
-            problem,
-        };
-        let mut req = hyper::Request::get(&url).header(hyper::header::ACCEPT, "application/json");
-        if let Some(token) = &self.token {
-            req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
-        }
-        let req = req
-            .body(http_body_util::Empty::new())
-            .map_err(|e| unreachable(format!("bad request URL {url}: {e}")))?;
-        let exchange = async {
-            let resp = self
-                .http
-                .request(req)
-                .await
-                .map_err(|e| unreachable(error_chain(&e)))?;
-            let status = resp.status().as_u16();
-            let body = http_body_util::BodyExt::collect(resp.into_body())
-                .await
-                .map_err(|e| unreachable(e.to_string()))?
-                .to_bytes();
-            Ok::<_, KubeError>((status, body))
-        };
-        let (status, body) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
-            .await
-            .map_err(|_| unreachable(format!("no answer within {REQUEST_TIMEOUT:?}")))??;
+        let path = format!("/api/v1/namespaces/{namespace}/pods/{name}");
+        // The pod lookup names the pod in its errors (the CNI ADD reports them to kubelet).
+        let (status, body) = self.get(&path).await.map_err(|e| match e {
+            KubeError::Request { problem, .. } => KubeError::Unreachable {
+                server: self.server.clone(),
+                namespace: namespace.to_string(),
+                pod: name.to_string(),
+                problem,
+            },
+            other => other,
+        })?;
         if status == 404 {
             return Err(KubeError::PodNotFound {
                 server: self.server.clone(),
