@@ -166,7 +166,6 @@ mod tests {
     use super::*;
     use crate::datapath::Settings;
     use crate::epdb::{EndpointOp, EndpointTable};
-    use crate::model::{LocalEndpoint, MacAddr, Network};
     use crate::{VlanBridge, VxlanBridge};
     use std::net::Ipv4Addr;
 
@@ -175,37 +174,11 @@ mod tests {
     const REMOTE: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 9);
     const STRANGER: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 200);
 
-    fn mac(ip: Ipv4Addr) -> MacAddr {
-        let o = ip.octets();
-        MacAddr([2, 2, o[0], o[1], o[2], o[3]])
-    }
+    use crate::fixtures::{endpoint_table, mac_of as mac};
 
     /// VXLAN: A on port 3, B on port 4, REMOTE behind VTEP port 9; one network, VNI 5000.
     fn fixture() -> (EndpointTable, Settings) {
-        let mut t = EndpointTable::new();
-        t.apply(EndpointOp::AddNetwork(Network {
-            vlan: 2,
-            vni: 5000,
-            gateway: None,
-            vrf: "t1".into(),
-        }))
-        .unwrap();
-        for (port, ip) in [(3, A), (4, B)] {
-            t.apply(EndpointOp::AddLocal {
-                endpoint: LocalEndpoint {
-                    port_no: port,
-                    mac: mac(ip),
-                    vlan: 2,
-                    ipv4: Some(ip),
-                    ipv6: None,
-                    epg: 0,
-                    epg_vlan: 0,
-                    dscp: 0,
-                },
-                originator: None,
-            })
-            .unwrap();
-        }
+        let mut t = endpoint_table(2, 5000, &[(3, A), (4, B)], None);
         let mut r = t.local(3).unwrap().clone();
         r.port_no = 0;
         r.endpoint_id = format!("{REMOTE}:t1");
@@ -352,28 +325,7 @@ mod tests {
 
     #[test]
     fn vlan_uplink_requests_use_their_tag_and_replies_keep_it() {
-        let mut t = EndpointTable::new();
-        t.apply(EndpointOp::AddNetwork(Network {
-            vlan: 10,
-            vni: 0,
-            gateway: None,
-            vrf: "t1".into(),
-        }))
-        .unwrap();
-        t.apply(EndpointOp::AddLocal {
-            endpoint: LocalEndpoint {
-                port_no: 3,
-                mac: mac(A),
-                vlan: 10,
-                ipv4: Some(A),
-                ipv6: None,
-                epg: 0,
-                epg_vlan: 0,
-                dscp: 0,
-            },
-            originator: None,
-        })
-        .unwrap();
+        let t = endpoint_table(10, 0, &[(3, A)], None);
         let mut s = Settings::default();
         s.uplinks.insert(1);
         let tag = VlanTag {

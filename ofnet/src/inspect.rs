@@ -129,34 +129,17 @@ pub fn export(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::epdb::EndpointOp;
-    use crate::model::{BridgeKind, LocalEndpoint, MacAddr, Network, RuleAction};
+    use crate::model::{BridgeKind, RuleAction};
     use std::net::Ipv4Addr;
 
     #[test]
     fn export_has_the_reference_keys_and_values() {
-        let mut t = EndpointTable::new();
-        t.apply(EndpointOp::AddNetwork(Network {
-            vlan: 2,
-            vni: 5000,
-            gateway: None,
-            vrf: "t1".into(),
-        }))
-        .unwrap();
-        t.apply(EndpointOp::AddLocal {
-            endpoint: LocalEndpoint {
-                port_no: 3,
-                mac: MacAddr([2, 2, 10, 1, 1, 2]),
-                vlan: 2,
-                ipv4: Some(Ipv4Addr::new(10, 1, 1, 2)),
-                ipv6: None,
-                epg: 0,
-                epg_vlan: 0,
-                dscp: 0,
-            },
-            originator: Some(Ipv4Addr::new(192, 168, 77, 1)),
-        })
-        .unwrap();
+        let t = crate::fixtures::endpoint_table(
+            2,
+            5000,
+            &[(3, Ipv4Addr::new(10, 1, 1, 2))],
+            Some(Ipv4Addr::new(192, 168, 77, 1)),
+        );
         let mut s = Settings::default();
         s.vteps.insert(Ipv4Addr::new(192, 168, 77, 2), 9);
         s.rules

@@ -21,6 +21,8 @@ pub mod agent;
 pub mod arp;
 pub mod datapath;
 pub mod epdb;
+#[cfg(test)]
+mod fixtures;
 pub mod flows;
 pub mod inspect;
 pub mod master;

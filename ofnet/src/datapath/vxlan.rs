@@ -266,32 +266,16 @@ mod tests {
     use super::*;
     use crate::datapath::Settings;
     use crate::epdb::{EndpointOp, EndpointTable};
-    use crate::model::{LocalEndpoint, MacAddr, Network};
+    use crate::model::{LocalEndpoint, MacAddr};
     use std::net::Ipv4Addr;
 
     pub(crate) fn fixture() -> (EndpointTable, Settings) {
-        let mut t = EndpointTable::new();
-        t.apply(EndpointOp::AddNetwork(Network {
-            vlan: 2,
-            vni: 5000,
-            gateway: None,
-            vrf: "t1".into(),
-        }))
-        .unwrap();
-        t.apply(EndpointOp::AddLocal {
-            endpoint: LocalEndpoint {
-                port_no: 3,
-                mac: MacAddr([2, 2, 10, 1, 1, 2]),
-                vlan: 2,
-                ipv4: Some(Ipv4Addr::new(10, 1, 1, 2)),
-                ipv6: None,
-                epg: 0,
-                epg_vlan: 0,
-                dscp: 0,
-            },
-            originator: Some(Ipv4Addr::new(192, 168, 77, 1)),
-        })
-        .unwrap();
+        let mut t = crate::fixtures::endpoint_table(
+            2,
+            5000,
+            &[(3, Ipv4Addr::new(10, 1, 1, 2))],
+            Some(Ipv4Addr::new(192, 168, 77, 1)),
+        );
         let mut remote = t.local(3).unwrap().clone();
         remote.port_no = 0;
         remote.endpoint_id = "10.1.1.3:t1".into();

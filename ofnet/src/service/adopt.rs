@@ -123,7 +123,7 @@ mod tests {
     use crate::service::flows::{ClientFlows, watch};
     use ofctrl::Flow;
 
-    use crate::service::fixtures::web_spec as spec;
+    use crate::fixtures::web_spec as spec;
 
     const A: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 12);
     const B: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 11);
@@ -180,7 +180,7 @@ mod tests {
     fn endpoints(locals: &[u8]) -> EndpointTable {
         let locals: Vec<(u32, Ipv4Addr)> =
             locals.iter().map(|&n| (u32::from(n), client(n))).collect();
-        crate::service::fixtures::endpoints(10, &locals)
+        crate::fixtures::endpoints(10, &locals)
     }
 
     fn services(providers: &[Ipv4Addr]) -> Services {

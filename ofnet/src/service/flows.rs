@@ -180,7 +180,7 @@ mod tests {
     use crate::pipeline::{VLAN_PIPELINE, VXLAN_PIPELINE, id};
     use crate::text;
 
-    use crate::service::fixtures::web_spec as spec;
+    use crate::fixtures::web_spec as spec;
 
     #[test]
     fn watch_flows_one_per_protocol() {

@@ -23,8 +23,6 @@
 
 pub mod adopt;
 pub mod balancer;
-#[cfg(test)]
-mod fixtures;
 pub mod flows;
 pub mod inspect;
 pub mod packet;

@@ -225,7 +225,7 @@ pub fn collect(
 mod tests {
     use super::*;
 
-    use crate::service::fixtures::{VIP, endpoints, web_spec};
+    use crate::fixtures::{VIP, endpoints, web_spec};
 
     const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 2);
     const PROVIDER: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 11);

@@ -71,7 +71,8 @@ pub struct LocalEndpointInfo {
     pub ipv6_gateway: String,
 }
 
-fn parse_mac(text: &str, id: &str) -> Result<MacAddr> {
+/// An endpoint's `aa:bb:cc:dd:ee:ff` MAC; the error names the endpoint.
+pub(super) fn parse_mac(text: &str, id: &str) -> Result<MacAddr> {
     let mut out = [0u8; 6];
     let mut parts = text.split(':');
     for byte in &mut out {
@@ -407,7 +408,7 @@ impl Driver {
         let pod_netns = spec.netns.clone();
         let tx_offload_off = self.cfg.ovs_datapath == "netdev";
         // Kubernetes mode: cluster IPs on-link, so the pod ARPs for them (crate::kubesvc).
-        let service_route = crate::kubesvc::route::pod_service_route(&self.cfg);
+        let service_route = self.service_route;
         let pod_side = in_netns(&pod_netns, move |nl| async move {
             if let Some(mac) = spec.mac {
                 nl.set_mac(&spec.ifname, mac).await?;

@@ -13,7 +13,7 @@ use ofnet::{BridgeKind, LocalEndpoint};
 
 use super::{Driver, OFPORT_TIMEOUT, bridge_kind, bridge_name};
 use crate::error::{PluginError, Result};
-use crate::netlink::{MAX_IFNAME_LEN, MacAddr};
+use crate::netlink::MAX_IFNAME_LEN;
 use crate::ovsdb::PortSpec;
 
 /// The host's endpoint on an infra network.
@@ -74,7 +74,7 @@ impl Driver {
             field: "subnetLen",
             problem: format!("{} of network {}", net.subnet_len, net.id),
         })?;
-        let mac = mac_of(&ep.mac_address, &ep.id)?;
+        let mac = super::endpoint::parse_mac(&ep.mac_address, &ep.id)?;
         let name = port.clone();
         self.host
             .run(move |nl| async move {
@@ -151,17 +151,3 @@ impl Driver {
     }
 }
 
-fn mac_of(text: &str, id: &str) -> Result<MacAddr> {
-    let mut out = [0u8; 6];
-    let mut parts = text.split(':');
-    for byte in &mut out {
-        *byte = parts
-            .next()
-            .and_then(|p| u8::from_str_radix(p, 16).ok())
-            .ok_or_else(|| PluginError::Invalid {
-                field: "macAddress",
-                problem: format!("{text:?} of endpoint {id}"),
-            })?;
-    }
-    Ok(MacAddr(out))
-}

@@ -73,6 +73,8 @@ pub struct Driver {
     endpoint_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Lowest MTU of the host's links (loopback aside).
     host_mtu: u32,
+    /// Kubernetes mode: the service subnet pods get an on-link route to (read once at start).
+    service_route: Option<ipnet::Ipv4Net>,
 }
 
 /// The bridge an encapsulation uses.
@@ -205,6 +207,7 @@ impl Driver {
         };
         let vxlan = agent(BridgeKind::Vxlan, VXLAN_BRIDGE);
         let vlan = agent(BridgeKind::Vlan, VLAN_BRIDGE);
+        let service_route = crate::kubesvc::route::pod_service_route(&cfg);
         let driver = Arc::new(Driver {
             cfg,
             ovsdb,
@@ -219,6 +222,7 @@ impl Driver {
             }),
             endpoint_locks: Mutex::new(HashMap::new()),
             host_mtu,
+            service_route,
         });
         driver.add_uplinks().await?;
         Ok(driver)

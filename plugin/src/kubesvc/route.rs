@@ -13,9 +13,9 @@ use crate::config::Config;
 use crate::kubeapi;
 use crate::netlink::{Netlink, NetlinkError};
 
-/// The service subnet a pod gets an on-link route for: in `--mode kubernetes` only, the
-/// config file's `SVC_SUBNET` (default `10.254.0.0/16`). The daemon checked the file at
-/// start; one broken since is logged and the pod gets the default.
+/// The service subnet pods get an on-link route for: in `--mode kubernetes` only, the config
+/// file's `SVC_SUBNET` (default `10.254.0.0/16`). Read once when the driver starts (the daemon
+/// has already refused a broken file by then; should it fail anyway, the default is used).
 pub fn pod_service_route(cfg: &Config) -> Option<Ipv4Net> {
     if cfg.mode != "kubernetes" {
         return None;

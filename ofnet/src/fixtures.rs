@@ -1,11 +1,12 @@
-//! Test data shared by the service modules' unit tests: the `web` service (TCP 80 → 8080 and
-//! UDP 53 → 5353 on [`VIP`]) and an endpoint table with local endpoints on one network.
+//! Test data shared by the crate's unit tests: endpoint tables with one network and local
+//! endpoints whose MACs are `02:02:<address>`, and the `web` service (TCP 80 → 8080 and UDP
+//! 53 → 5353 on [`VIP`]).
 
 use std::net::Ipv4Addr;
 
-use super::{ServicePort, ServiceProtocol, ServiceSpec};
 use crate::epdb::{EndpointOp, EndpointTable};
 use crate::model::{LocalEndpoint, MacAddr, Network};
+use crate::service::{ServicePort, ServiceProtocol, ServiceSpec};
 
 /// The test service's address.
 pub const VIP: Ipv4Addr = Ipv4Addr::new(10, 254, 0, 10);
@@ -26,23 +27,33 @@ pub fn web_spec() -> ServiceSpec {
     }
 }
 
-/// An endpoint table with one network (`vlan`, VRF `t1`) and a local endpoint per
-/// `(port, address)`, its MAC `02:02:<address>`.
-pub fn endpoints(vlan: u16, locals: &[(u32, Ipv4Addr)]) -> EndpointTable {
+/// `02:02:<address>`, the MAC the fixtures give an endpoint.
+pub fn mac_of(ip: Ipv4Addr) -> MacAddr {
+    let [a, b, c, d] = ip.octets();
+    MacAddr([2, 2, a, b, c, d])
+}
+
+/// An endpoint table with one network (`vlan`, `vni`, VRF `t1`) and a local endpoint per
+/// `(port, address)` (group 0, no DSCP), announced with `originator`.
+pub fn endpoint_table(
+    vlan: u16,
+    vni: u32,
+    locals: &[(u32, Ipv4Addr)],
+    originator: Option<Ipv4Addr>,
+) -> EndpointTable {
     let mut t = EndpointTable::new();
     t.apply(EndpointOp::AddNetwork(Network {
         vlan,
-        vni: 0,
+        vni,
         gateway: None,
         vrf: "t1".into(),
     }))
     .expect("a valid network");
     for &(port_no, ip) in locals {
-        let [a, b, c, d] = ip.octets();
         t.apply(EndpointOp::AddLocal {
             endpoint: LocalEndpoint {
                 port_no,
-                mac: MacAddr([2, 2, a, b, c, d]),
+                mac: mac_of(ip),
                 vlan,
                 ipv4: Some(ip),
                 ipv6: None,
@@ -50,9 +61,14 @@ pub fn endpoints(vlan: u16, locals: &[(u32, Ipv4Addr)]) -> EndpointTable {
                 epg_vlan: 0,
                 dscp: 0,
             },
-            originator: None,
+            originator,
         })
         .expect("a valid endpoint");
     }
     t
+}
+
+/// [`endpoint_table`] on a VLAN network without VNI or originator.
+pub fn endpoints(vlan: u16, locals: &[(u32, Ipv4Addr)]) -> EndpointTable {
+    endpoint_table(vlan, 0, locals, None)
 }
