@@ -49,16 +49,7 @@ pub enum Instruction {
 impl Instruction {
     /// Parse one instruction.
     pub fn parse(i: &[u8]) -> PResult<'_, Instruction> {
-        let mut one = Vec::with_capacity(1);
-        let rest = Instruction::parse_into(i, &mut one)?;
-        match one.pop() {
-            Some(ins) => Ok((rest, ins)),
-            // `parse_into` appends exactly one instruction whenever it succeeds.
-            None => Err(DecodeError::Invalid {
-                what: "instruction",
-                reason: "decoder produced no instruction",
-            }),
-        }
+        crate::wire::parse_one("instruction", |out| Instruction::parse_into(i, out))
     }
 
     /// Parse the instruction at the start of `i`, append it to `out` and return the input

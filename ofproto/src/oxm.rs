@@ -511,8 +511,7 @@ impl Oxm {
     /// Parse one OXM TLV.
     #[inline]
     pub fn parse(i: &[u8]) -> PResult<'_, Oxm> {
-        let tlv = OxmTlv::split(i, i)?;
-        Ok((tlv.rest, tlv.to_oxm()))
+        crate::wire::parse_one("oxm field", |out| Oxm::parse_into(i, i, out))
     }
 
     /// Parse the OXM TLV at the start of `i` and append `wrap(field)` to `out`; returns what
@@ -666,32 +665,22 @@ impl<'a, 'x> OxmTlv<'a, 'x> {
         })
     }
 
-    /// The field. When the input has 32 bytes from the body on (the usual case inside a message)
-    /// they are copied whole; the bytes past the body are never read back.
-    #[inline(always)]
-    fn to_oxm(&self) -> Oxm {
-        match self.from_body.first_chunk::<INLINE>() {
-            Some(chunk) if self.body.len() <= INLINE => self.with_inline(*chunk),
-            _ => Oxm::from_parts(self.id, self.value_len, self.masked, self.body),
-        }
-    }
-
-    /// Append the field, wrapped by `wrap` (e.g. into an action), to `out`. Each path pushes
-    /// its own value so the compiler can write it straight into the vector.
+    /// Append the field, wrapped by `wrap` (e.g. into an action), to `out`. When the input has
+    /// 32 bytes from the body on (the usual case inside a message) they are copied whole; the
+    /// bytes past the body are never read back. Each path pushes its own value so the compiler
+    /// can write it straight into the vector.
     #[inline(always)]
     fn push_into<T>(&self, out: &mut Vec<T>, wrap: impl Fn(Oxm) -> T) {
         match self.from_body.first_chunk::<INLINE>() {
             Some(chunk) if self.body.len() <= INLINE => {
                 out.push(wrap(self.with_inline(*chunk)));
             }
-            _ => out.push({
-                wrap(Oxm::from_parts(
-                    self.id,
-                    self.value_len,
-                    self.masked,
-                    self.body,
-                ))
-            }),
+            _ => out.push(wrap(Oxm::from_parts(
+                self.id,
+                self.value_len,
+                self.masked,
+                self.body,
+            ))),
         }
     }
 

@@ -147,6 +147,23 @@ be_parser!(u16p, u16, 2);
 be_parser!(u32p, u32, 4);
 be_parser!(u64p, u64, 8);
 
+/// One value from a decoder that appends to a vector (`parse_into`), for the callers that want
+/// a single value rather than a list. `what` names the value should the decoder append nothing.
+pub(crate) fn parse_one<'a, T>(
+    what: &'static str,
+    parse_into: impl FnOnce(&mut Vec<T>) -> Result<&'a [u8], DecodeError>,
+) -> PResult<'a, T> {
+    let mut one = Vec::with_capacity(1);
+    let rest = parse_into(&mut one)?;
+    match one.pop() {
+        Some(value) => Ok((rest, value)),
+        None => Err(DecodeError::Invalid {
+            what,
+            reason: "decoder produced nothing",
+        }),
+    }
+}
+
 /// Bytes needed to pad `len` up to a multiple of 8.
 #[inline]
 pub(crate) fn pad8(len: usize) -> usize {

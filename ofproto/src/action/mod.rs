@@ -214,16 +214,7 @@ impl Action {
 
     /// Parse one action.
     pub fn parse(i: &[u8]) -> PResult<'_, Action> {
-        let mut one = Vec::with_capacity(1);
-        let rest = Action::parse_into(i, i, 0, &mut one)?;
-        match one.pop() {
-            Some(action) => Ok((rest, action)),
-            // `parse_into` appends exactly one action whenever it succeeds.
-            None => Err(DecodeError::Invalid {
-                what: "action",
-                reason: "decoder produced no action",
-            }),
-        }
+        crate::wire::parse_one("action", |out| Action::parse_into(i, i, 0, out))
     }
 
     /// Parse the action at the start of `i`, which sits `depth` levels inside `ct`/`clone`
