@@ -4,7 +4,7 @@
 //! providers may sit on either bridge), which balance new clients over the providers.
 //!
 //! Kubernetes services ([`crate::kubesvc`]) arrive already mapped, through
-//! [`Driver::apply_kube_service`], under names (`k8s:<namespace>/<name>`) that never collide
+//! [`Driver::install_service`], under names (`k8s:<namespace>/<name>`) that never collide
 //! with netctl's ids (`<service>:<tenant>`).
 //!
 //! Contract: applying a service is idempotent (spec and providers are replaced as a whole);
@@ -76,18 +76,10 @@ impl Driver {
         self.install_service(&state.id, &spec, &providers).await
     }
 
-    /// Install (or replace) a Kubernetes service (`k8s:<namespace>/<name>`, see
-    /// [`crate::kubesvc`]) and its providers on both bridges.
-    pub async fn apply_kube_service(
-        &self,
-        name: &str,
-        spec: &ServiceSpec,
-        providers: &[Ipv4Addr],
-    ) -> Result<()> {
-        self.install_service(name, spec, providers).await
-    }
-
-    async fn install_service(
+    /// Install (or replace) a service and its providers on both bridges under its agent name:
+    /// a netctl service's `<service>:<tenant>` or a Kubernetes service's
+    /// `k8s:<namespace>/<name>` (see [`crate::kubesvc`]).
+    pub async fn install_service(
         &self,
         name: &str,
         spec: &ServiceSpec,

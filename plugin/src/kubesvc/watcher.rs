@@ -52,7 +52,7 @@ pub trait ServiceSink {
 
 impl ServiceSink for Driver {
     async fn apply(&self, name: &str, spec: &ServiceSpec, providers: &[Ipv4Addr]) -> Result<()> {
-        self.apply_kube_service(name, spec, providers).await
+        self.install_service(name, spec, providers).await
     }
 
     async fn remove(&self, name: &str) -> Result<()> {
