@@ -163,7 +163,7 @@ impl NetworkConfig {
                 )));
             }
         };
-        let labels = parse_labels(&obj)?;
+        let labels = parse_labels(&obj);
         let prev_result = match obj.get("prevResult") {
             None | Some(Value::Null) => None,
             Some(v @ Value::Object(_)) => Some(v.clone()),
@@ -228,29 +228,35 @@ fn required_string(obj: &Map<String, Value>, field: &str) -> Result<String, CniE
     }
 }
 
-/// `args.cni.labels`: an object of string values.
-fn parse_labels(obj: &Map<String, Value>) -> Result<BTreeMap<String, String>, CniError> {
+/// `args.cni.labels`, in either shape runtimes send: the CNI conventions' list of
+/// `{"key": .., "value": ..}` objects, or an object of strings. `args` is optional metadata
+/// (CONVENTIONS.md): an entry or shape this plugin does not understand is skipped, never an error.
+fn parse_labels(obj: &Map<String, Value>) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
-    let Some(args) = obj.get("args").filter(|v| !v.is_null()) else {
-        return Ok(labels);
-    };
-    let Some(found) = args.get("cni").and_then(|c| c.get("labels")) else {
-        return Ok(labels);
-    };
-    let Value::Object(map) = found else {
-        return Err(invalid(format!(
-            "network config field `args.cni.labels` must be an object of strings, got {found}"
-        )));
-    };
-    for (key, value) in map {
-        let Value::String(v) = value else {
-            return Err(invalid(format!(
-                "network config field `args.cni.labels.{key}` must be a string, got {value}"
-            )));
-        };
-        labels.insert(key.clone(), v.clone());
+    let found = obj
+        .get("args")
+        .and_then(|a| a.get("cni"))
+        .and_then(|c| c.get("labels"));
+    match found {
+        Some(Value::Array(list)) => {
+            for entry in list {
+                if let (Some(Value::String(k)), Some(Value::String(v))) =
+                    (entry.get("key"), entry.get("value"))
+                {
+                    labels.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        Some(Value::Object(map)) => {
+            for (key, value) in map {
+                if let Value::String(v) = value {
+                    labels.insert(key.clone(), v.clone());
+                }
+            }
+        }
+        _ => {}
     }
-    Ok(labels)
+    labels
 }
 
 /// A CNI `interfaces` entry.
@@ -362,6 +368,40 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.socket_path, PathBuf::from("/tmp/x.sock"));
         assert_eq!(cfg.labels["io.contiv.network"], "blue");
+        let cfg = NetworkConfig::parse(
+            br#"{"cniVersion":"1.0.0","name":"n","args":{"cni":{"labels":[
+                {"key":"io.contiv.network","value":"blue"},{"key":"app","value":"web"}]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.labels,
+            BTreeMap::from([
+                ("app".to_string(), "web".to_string()),
+                ("io.contiv.network".to_string(), "blue".to_string())
+            ])
+        );
+    }
+
+    #[test]
+    fn args_it_does_not_understand_are_ignored() {
+        for args in [
+            r#"{"cni":{"labels":{"io.contiv.tenant":3,"app":"web"}}}"#,
+            r#"{"cni":{"labels":[{"key":"app","value":"web"},{"key":1},"x",{"name":"y"}]}}"#,
+            r#"{"cni":{"labels":"app=web","ips":["10.1.1.5"]},"other":{"x":1}}"#,
+            r#"{"cni":7}"#,
+            r#"[1,2]"#,
+            r#""a string""#,
+        ] {
+            let conf = format!(r#"{{"cniVersion":"1.0.0","name":"n","args":{args}}}"#);
+            let cfg = NetworkConfig::parse(conf.as_bytes())
+                .unwrap_or_else(|e| panic!("args {args} refused: {}", e.msg));
+            assert!(
+                cfg.labels.is_empty()
+                    || cfg.labels == BTreeMap::from([("app".into(), "web".into())]),
+                "args {args}: {:?}",
+                cfg.labels
+            );
+        }
         let cfg = NetworkConfig::parse(br#"{"cniVersion":"0.3.1","name":"n","type":"contivk8s"}"#)
             .unwrap();
         assert_eq!(cfg.socket_path, PathBuf::from(api::DEFAULT_SOCKET));
@@ -377,15 +417,6 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidConfig);
         assert!(err.msg.contains("socketPath"), "{}", err.msg);
-        let err = NetworkConfig::parse(
-            br#"{"cniVersion":"1.0.0","name":"n","args":{"cni":{"labels":{"io.contiv.tenant":3}}}}"#,
-        )
-        .unwrap_err();
-        assert!(
-            err.msg.contains("args.cni.labels.io.contiv.tenant"),
-            "{}",
-            err.msg
-        );
         assert_eq!(
             code_of(r#"{"cniVersion":"1.0.0","name":"n","socketPath":"rel.sock"}"#),
             7

@@ -3,11 +3,12 @@
 
 use std::io::Write;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use master::netctl::{self, Cli, NetctlError};
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let args = netctl::go_style(&Cli::command(), std::env::args_os());
+    let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();

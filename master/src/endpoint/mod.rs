@@ -107,10 +107,8 @@ pub struct UpdateEndpointResponse {
 
 /// Contiv's `EndpointOper` JSON for one endpoint (empty fields omitted).
 pub fn endpoint_oper(ep: &CfgEndpointState) -> Value {
-    let mut ips = vec![ep.ip_address.clone()];
-    if !ep.ipv6_address.is_empty() {
-        ips.push(ep.ipv6_address.clone());
-    }
+    // `[ipv4, ipv6]`, the IPv6 slot empty when there is none (as Contiv answers).
+    let ips = [ep.ip_address.clone(), ep.ipv6_address.clone()];
     let labels = if ep.labels.is_empty() {
         String::new()
     } else {

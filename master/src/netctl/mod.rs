@@ -4,10 +4,12 @@
 //! Exit codes: 0 ok, 1 usage, 2 netmaster unreachable, 3 netmaster refused the request (its message is
 //! printed), 4 local I/O.
 
+mod argv;
 mod cli;
 mod commands;
 mod table;
 
+pub use argv::go_style;
 pub use cli::*;
 pub use commands::{NetctlError, run};
 
