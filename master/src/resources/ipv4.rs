@@ -48,7 +48,22 @@ impl SubnetSpec {
         };
         let (first, range) = match addr_part.split_once('-') {
             Some((a, b)) => {
-                let (a, b) = (parse_ip(a)?, parse_ip(b)?);
+                let a = parse_ip(a)?;
+                // `a.b.c.20-44/24` (Contiv refuses it too): say how to write it.
+                let b = match b.parse::<u8>() {
+                    Ok(last) => {
+                        let [o1, o2, o3, _] = a.octets();
+                        return Err(Error::invalid(
+                            field,
+                            format!(
+                                "range end {b:?} must be a full address, \
+                                 e.g. {a}-{}/{len_part}",
+                                Ipv4Addr::new(o1, o2, o3, last)
+                            ),
+                        ));
+                    }
+                    Err(_) => parse_ip(b)?,
+                };
                 (a, Some((a, b)))
             }
             None => (parse_ip(addr_part)?, None),
