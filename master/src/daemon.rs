@@ -330,6 +330,7 @@ pub async fn run_with_store(
         control_addr: control.clone(),
         http,
         endpoints,
+        reasons: Default::default(),
     });
     let app_state = state.clone();
     let mut server = actix_web::HttpServer::new(move || rest::app(app_state.clone()))

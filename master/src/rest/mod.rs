@@ -5,19 +5,22 @@
 //! * [`misc`]: `/version`, `/info`, `/services`, `/service/{id}`, `/debug/epcleanup/...`.
 //! * [`proxy`]: a follower forwards every request except `/version` and `/info` to the leader.
 //!
-//! Errors are answered with the status of [`Error::http_status`] and the message as a plain-text body
-//! (contiv clients print the body).
+//! Errors are answered with the status of [`Error::http_status`], the message as a plain-text body,
+//! and the message again as the status line's reason phrase ([`reason`]): Contiv's Go client
+//! prints the body of a 500 only, and the status line otherwise.
 
 pub mod misc;
 pub mod objects;
 pub mod plugin;
 pub mod proxy;
+pub mod reason;
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
 
 use actix_web::body::BoxBody;
+use actix_web::dev::Service;
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError, web};
 
@@ -36,6 +39,8 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// Group commit of endpoint creates and deletes.
     pub endpoints: crate::endpoint::batch::Batcher,
+    /// Error messages as reason phrases (for Contiv's Go client, which prints the status line).
+    pub reasons: reason::ReasonPhrases,
 }
 
 impl ResponseError for Error {
@@ -47,6 +52,16 @@ impl ResponseError for Error {
         HttpResponse::build(self.status_code())
             .content_type("text/plain; charset=utf-8")
             .body(self.to_string())
+    }
+}
+
+/// The state, for the reason-phrase middleware.
+#[derive(Clone)]
+struct ReasonsOf(Arc<AppState>);
+
+impl ReasonsOf {
+    fn state(&self) -> &AppState {
+        &self.0
     }
 }
 
@@ -90,6 +105,7 @@ pub fn app(
     >,
 > {
     let data = web::Data::from(state.clone());
+    let reasons = ReasonsOf(state.clone());
     actix_web::App::new()
         .app_data(data)
         .app_data(web::PayloadConfig::new(16 * 1024 * 1024))
@@ -98,4 +114,20 @@ pub fn app(
             HttpResponse::NotFound().body("no such route")
         }))
         .wrap_fn(move |req, srv| proxy::leader_or_proxy(state.clone(), req, srv))
+        .wrap_fn(move |req, srv| {
+            let reasons = reasons.clone();
+            let call = srv.call(req);
+            async move {
+                let mut res = call.await?;
+                let message = res
+                    .response()
+                    .error()
+                    .and_then(|e| e.as_error::<Error>())
+                    .map(Error::to_string);
+                if let Some(message) = message {
+                    reasons.state().reasons.apply(res.response_mut(), &message);
+                }
+                Ok(res)
+            }
+        })
 }

@@ -41,7 +41,11 @@ where
         };
         let resp = match forward(&state, view.leader.as_deref(), &http_req, body).await {
             Ok(r) => r,
-            Err(e) => actix_web::ResponseError::error_response(&e),
+            Err(e) => {
+                let mut resp = actix_web::ResponseError::error_response(&e);
+                state.reasons.apply(&mut resp, &e.to_string());
+                resp
+            }
         };
         Ok(ServiceResponse::new(http_req, resp))
     })
@@ -100,7 +104,14 @@ async fn forward(
         .bytes()
         .await
         .map_err(|e| Error::NoLeader(format!("leader {leader} reply cut short: {e}")))?;
-    Ok(HttpResponse::build(status)
+    let mut reply = HttpResponse::build(status)
         .content_type(content_type)
-        .body(bytes.to_vec()))
+        .body(bytes.to_vec());
+    if status.is_client_error() || status.is_server_error() {
+        // The leader's message as the reason phrase, as the leader itself answers.
+        state
+            .reasons
+            .apply(&mut reply, &String::from_utf8_lossy(&bytes));
+    }
+    Ok(reply)
 }

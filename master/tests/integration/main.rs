@@ -7,6 +7,7 @@ mod common;
 
 mod bench;
 mod big_policy;
+mod contiv_client;
 mod contiv_docs;
 mod election;
 mod endpoints;
