@@ -62,9 +62,16 @@ impl Config {
     }
 }
 
+/// Why `--netmode vxlan --fwdmode bridge` is refused, in netmaster's and netplugin's words alike.
+pub const VXLAN_BRIDGE_REFUSED: &str = "--netmode vxlan cannot run with --fwdmode bridge: \
+     use --fwdmode routing for VXLAN, or --netmode vlan for bridging";
+
 /// Why netmaster could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
+    /// `--netmode vxlan --fwdmode bridge`, refused as netplugin refuses it.
+    #[error("{}", VXLAN_BRIDGE_REFUSED)]
+    VxlanBridge,
     #[error("invalid option {option}: {reason}")]
     Option {
         option: &'static str,
@@ -108,6 +115,9 @@ fn check(config: &Config) -> Result<(), DaemonError> {
     )?;
     one_of("--netmode", &config.netmode, &["vlan", "vxlan"])?;
     one_of("--fwdmode", &config.fwdmode, &["bridge", "routing"])?;
+    if config.netmode == "vxlan" && config.fwdmode == "bridge" {
+        return Err(DaemonError::VxlanBridge);
+    }
     one_of("--infra", &config.infra, &["default", "aci", "aci-opflex"])?;
     if config.etcd_endpoints.is_empty() {
         return Err(DaemonError::Option {

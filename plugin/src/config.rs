@@ -122,7 +122,7 @@ pub struct Args {
     /// OVS datapath type of the bridges: `system` (kernel) or `netdev` (userspace).
     #[arg(long, env = "CONTIV_NETPLUGIN_OVS_DATAPATH", default_value = "system")]
     pub ovs_datapath: String,
-    /// Kubernetes mode: the Contiv config file naming the Kubernetes API (reference §7.4).
+    /// Kubernetes mode: the Contiv config file naming the Kubernetes API server and its token.
     /// Absent, or without `K8S_API_SERVER`: pod labels come from the CNI request only.
     #[arg(long, env = "CONTIV_NETPLUGIN_KUBE_CONFIG", default_value = crate::kubeapi::DEFAULT_CONFIG_PATH)]
     pub kube_config: PathBuf,
@@ -203,7 +203,7 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("consul is not supported; use --etcd-endpoints")]
     Consul,
-    #[error("network mode vxlan needs forward mode routing (reference §3)")]
+    #[error("{}", master::daemon::VXLAN_BRIDGE_REFUSED)]
     VxlanBridge,
 }
 

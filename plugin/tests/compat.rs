@@ -106,3 +106,37 @@ fn cni_conventions_label_list_selects_network_group_and_service() {
     c.del_pod(&a).unwrap();
     c.del_pod(&b).unwrap();
 }
+
+/// `--netmode vxlan --fwdmode bridge`: netmaster refuses to start as netplugin does, with the
+/// same message and Contiv's bad-option exit code 22.
+#[test]
+fn vxlan_with_bridge_is_refused_by_netmaster_and_netplugin_alike() {
+    let bins = binaries();
+    let args = [
+        "--mode",
+        "test",
+        "--netmode",
+        "vxlan",
+        "--fwdmode",
+        "bridge",
+        "--etcd",
+        "http://127.0.0.1:1",
+    ];
+    let refusal = |exe: &std::path::Path, prefix: &str| {
+        let out = std::process::Command::new(exe).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        assert_eq!(out.status.code(), Some(22), "{}: {stderr}", exe.display());
+        stderr
+            .strip_prefix(prefix)
+            .unwrap_or_else(|| panic!("{stderr}"))
+            .to_string()
+    };
+    let master = refusal(&bins.netmaster, "netmaster: ");
+    let plugin = refusal(&bins.netplugin, "netplugin: ");
+    assert_eq!(master, plugin);
+    assert!(
+        master.contains("--netmode vxlan") && master.contains("--fwdmode routing"),
+        "{master}"
+    );
+    assert!(!master.contains('§'), "{master}");
+}

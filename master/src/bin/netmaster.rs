@@ -167,7 +167,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(daemon::run(config, shutdown_signal()));
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ daemon::DaemonError::Option { .. }) => {
+        Err(e @ (daemon::DaemonError::Option { .. } | daemon::DaemonError::VxlanBridge)) => {
             eprintln!("netmaster: {e}");
             ExitCode::from(EXIT_BAD_OPTION)
         }

@@ -123,7 +123,7 @@ async fn leader_repairs_a_cut_short_attach_once_the_store_answers() {
         is_leader: true,
         leader: None,
     });
-    let config = crate::daemon::Config::new("http://127.0.0.1:1", "test", "vxlan", "bridge");
+    let config = crate::daemon::Config::new("http://127.0.0.1:1", "test", "vlan", "bridge");
     let duties = crate::daemon::leader_duties(db.clone(), config, role, Vec::new());
     let body = async {
         // Let the leader start (defaults, repair of an already consistent store) finish.

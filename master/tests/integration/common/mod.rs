@@ -15,7 +15,7 @@ pub struct InProcess {
 }
 
 pub fn config(etcd_url: &str, port: u16, lock_ttl_secs: u64) -> Config {
-    let mut c = Config::new(etcd_url, "test", "vxlan", "bridge");
+    let mut c = Config::new(etcd_url, "test", "vlan", "bridge");
     c.listen_url = format!("127.0.0.1:{port}");
     c.control_url = format!("127.0.0.1:{port}");
     c.lock_ttl = Duration::from_secs(lock_ttl_secs);
@@ -103,14 +103,7 @@ impl Subprocess {
         let port = testbed::free_port().unwrap();
         let addr = format!("127.0.0.1:{port}");
         let child = Command::new(env!("CARGO_BIN_EXE_netmaster"))
-            .args([
-                "--mode",
-                "test",
-                "--netmode",
-                "vxlan",
-                "--fwdmode",
-                "bridge",
-            ])
+            .args(["--mode", "test", "--netmode", "vlan", "--fwdmode", "bridge"])
             .args([
                 "--etcd",
                 etcd_url,
