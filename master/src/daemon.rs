@@ -340,6 +340,7 @@ pub async fn run_with_store(
         control_addr: control.clone(),
         http,
         endpoints,
+        cluster_mode: config.mode.clone(),
         reasons: Default::default(),
     });
     let app_state = state.clone();

@@ -99,7 +99,15 @@ impl Object for AciGw {
     async fn update(_tx: &mut Tx<'_>, _old: &Self, _new: &mut Self) -> Result<()> {
         Ok(())
     }
-    async fn delete(_tx: &mut Tx<'_>, _obj: &Self) -> Result<()> {
+    /// Refused while app profiles exist (as Contiv does): they are what the gateway serves.
+    async fn delete(tx: &mut Tx<'_>, _obj: &Self) -> Result<()> {
+        let profiles = list_with_prefix::<AppProfile>(tx, "").await?.len();
+        if profiles > 0 {
+            return Err(Error::conflict(format!(
+                "the ACI gateway settings cannot be deleted while {profiles} app profile(s) \
+                 exist; delete the app profiles first"
+            )));
+        }
         Ok(())
     }
     async fn oper(tx: &mut Tx<'_>, _obj: &Self) -> Result<Value> {

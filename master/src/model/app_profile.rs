@@ -1,11 +1,16 @@
 //! `appProfile` (key `tenantName:appProfileName`): a set of EPGs of one tenant. Outside ACI mode it only
-//! maintains links (an EPG in an app profile cannot be deleted).
+//! maintains links (an EPG in an app profile cannot be deleted). A group may be in several app
+//! profiles (as in Contiv); its one `AppProfile` link names one of them, and moves to another
+//! profile listing the group when that one drops it.
 
 use serde::{Deserialize, Serialize};
 
 use super::link::{self, Link, LinkSet};
-use super::{EndpointGroup, Object, Tenant, load_required, modify, modify_if_present, validate};
-use crate::error::{Error, Result};
+use super::{
+    EndpointGroup, Object, Tenant, list_with_prefix, load_required, modify, modify_if_present,
+    validate,
+};
+use crate::error::Result;
 use crate::store::Tx;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -42,28 +47,44 @@ async fn link_groups(tx: &mut Tx<'_>, ap: &mut AppProfile) -> Result<()> {
     ap.link_sets.endpoint_groups.clear();
     for g in ap.endpoint_groups.clone() {
         let gk = format!("{}:{g}", ap.tenant_name);
-        let group = load_required::<EndpointGroup>(tx, &gk).await?;
-        if !group.links.app_profile.is_empty() && group.links.app_profile.key != ap.key {
-            return Err(Error::conflict(format!(
-                "endpoint group {g} already belongs to app profile {}",
-                group.links.app_profile.key
-            )));
-        }
+        load_required::<EndpointGroup>(tx, &gk).await?;
         link::add(&mut ap.link_sets.endpoint_groups, EndpointGroup::TYPE, &gk);
         let key = ap.key.clone();
         modify::<EndpointGroup>(tx, &gk, |e| {
-            e.links.app_profile = Link::to(AppProfile::TYPE, &key)
+            if e.links.app_profile.is_empty() {
+                e.links.app_profile = Link::to(AppProfile::TYPE, &key);
+            }
         })
         .await?;
     }
     Ok(())
 }
 
+/// Drop `ap`'s claim on its groups: a group linked to `ap` is linked to another app profile of
+/// the tenant that lists it, or to none.
 async fn unlink_groups(tx: &mut Tx<'_>, ap: &AppProfile) -> Result<()> {
+    if ap.endpoint_groups.is_empty() {
+        return Ok(());
+    }
+    let others: Vec<AppProfile> =
+        list_with_prefix::<AppProfile>(tx, &format!("{}:", ap.tenant_name))
+            .await?
+            .into_iter()
+            .filter(|o| o.key != ap.key)
+            .collect();
     for g in &ap.endpoint_groups {
         let gk = format!("{}:{g}", ap.tenant_name);
-        modify_if_present::<EndpointGroup>(tx, &gk, |e| e.links.app_profile = Link::default())
-            .await?;
+        let next = others
+            .iter()
+            .find(|o| o.endpoint_groups.contains(g))
+            .map(|o| Link::to(AppProfile::TYPE, &o.key))
+            .unwrap_or_default();
+        modify_if_present::<EndpointGroup>(tx, &gk, |e| {
+            if e.links.app_profile.key == ap.key {
+                e.links.app_profile = next;
+            }
+        })
+        .await?;
     }
     Ok(())
 }

@@ -361,12 +361,14 @@ impl Object for Network {
     async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {
         let state = load_state(tx, &obj.tenant_name, &obj.network_name).await?;
         let (allocated, available) = allocated_and_available(&state)?;
+        let gateway = state.gateway.parse::<Ipv4Addr>().ok();
         let eps = endpoints_of(tx, &state.id).await?;
         Ok(json!({
             "pktTag": state.pkt_tag,
             "externalPktTag": state.ext_pkt_tag,
             "numEndpoints": state.ep_count,
-            "allocatedAddressesCount": allocated.len(),
+            // Endpoint addresses, as Contiv counts them: the gateway is listed, not counted.
+            "allocatedAddressesCount": allocated.iter().filter(|a| Some(**a) != gateway).count(),
             "allocatedIPAddresses": format_ip_list(allocated),
             "availableIPAddresses": format_ip_list(available),
             "networkTag": state.network_tag,

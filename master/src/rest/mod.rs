@@ -39,6 +39,8 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// Group commit of endpoint creates and deletes.
     pub endpoints: crate::endpoint::batch::Batcher,
+    /// `--mode` (docker, kubernetes, swarm-mode, test): global inspect's `clusterMode`.
+    pub cluster_mode: String,
     /// Error messages as reason phrases (for Contiv's Go client, which prints the status line).
     pub reasons: reason::ReasonPhrases,
 }
@@ -68,6 +70,13 @@ impl ReasonsOf {
 /// Register every route on `cfg`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     use crate::model::*;
+    // Before the generic Global routes, which it shadows for inspect.
+    for path in [
+        "/api/v1/inspect/globals/{key}/",
+        "/api/v1/inspect/globals/{key}",
+    ] {
+        cfg.route(path, web::get().to(objects::inspect_global));
+    }
     objects::routes::<Tenant>(cfg);
     objects::routes::<Network>(cfg);
     objects::routes::<EndpointGroup>(cfg);

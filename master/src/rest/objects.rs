@@ -70,6 +70,19 @@ async fn inspect<T: Object>(
     Ok(HttpResponse::Ok().json(ops::inspect::<T>(&state.db, &key).await?))
 }
 
+/// Global inspect: the stored object's oper plus this netmaster's `clusterMode`, as Contiv
+/// answers.
+pub async fn inspect_global(
+    state: web::Data<AppState>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, Error> {
+    let mut reply = ops::inspect::<crate::model::Global>(&state.db, &key).await?;
+    if let Some(oper) = reply.get_mut("Oper").and_then(|o| o.as_object_mut()) {
+        oper.insert("clusterMode".into(), state.cluster_mode.clone().into());
+    }
+    Ok(HttpResponse::Ok().json(reply))
+}
+
 pub async fn inspect_endpoint(
     state: web::Data<AppState>,
     key: web::Path<String>,

@@ -8,6 +8,7 @@ mod common;
 mod bench;
 mod big_policy;
 mod contiv_client;
+mod contiv_compat;
 mod contiv_docs;
 mod election;
 mod endpoints;
