@@ -148,11 +148,8 @@ async fn network(c: &Client, cmd: &NetworkCmd) -> Out {
                     n.network_name.clone(),
                     n.nw_type.clone(),
                     n.encap.clone(),
-                    if n.pkt_tag == 0 {
-                        "--".into()
-                    } else {
-                        n.pkt_tag.to_string()
-                    },
+                    // 0: allocated automatically (as Contiv prints it).
+                    n.pkt_tag.to_string(),
                     n.subnet.clone(),
                     n.gateway.clone(),
                     n.ipv6_subnet.clone(),
@@ -305,36 +302,30 @@ async fn netprofile(c: &Client, cmd: &NetprofileCmd) -> Out {
     }
 }
 
+/// Rows of `policy rule-ls`, Contiv's columns: incoming rules show the source group, network
+/// and address and also the destination address; outgoing ones the destination's. A port of 0
+/// (any) prints as `0`.
 fn rule_rows(rules: &[&Rule]) -> Vec<Vec<String>> {
     rules
         .iter()
         .map(|r| {
-            vec![
-                r.rule_id.clone(),
-                r.priority.to_string(),
-                if r.direction == "in" {
-                    r.from_endpoint_group.clone()
-                } else {
-                    r.to_endpoint_group.clone()
-                },
-                if r.direction == "in" {
-                    r.from_network.clone()
-                } else {
-                    r.to_network.clone()
-                },
-                if r.direction == "in" {
-                    r.from_ip_address.clone()
-                } else {
-                    r.to_ip_address.clone()
-                },
-                r.protocol.clone(),
-                if r.port == 0 {
-                    String::new()
-                } else {
-                    r.port.to_string()
-                },
-                r.action.clone(),
-            ]
+            let mut row = vec![r.rule_id.clone(), r.priority.to_string()];
+            if r.direction == "in" {
+                row.extend([
+                    r.from_endpoint_group.clone(),
+                    r.from_network.clone(),
+                    r.from_ip_address.clone(),
+                    r.to_ip_address.clone(),
+                ]);
+            } else {
+                row.extend([
+                    r.to_endpoint_group.clone(),
+                    r.to_network.clone(),
+                    r.to_ip_address.clone(),
+                ]);
+            }
+            row.extend([r.protocol.clone(), r.port.to_string(), r.action.clone()]);
+            row
         })
         .collect()
 }
@@ -442,6 +433,7 @@ async fn policy(c: &Client, cmd: &PolicyCmd) -> Out {
                     "From EndpointGroup",
                     "From Network",
                     "From IpAddress",
+                    "To IpAddress",
                     "Protocol",
                     "Port",
                     "Action",
@@ -693,18 +685,13 @@ async fn app_profile(c: &Client, cmd: &AppProfileCmd) -> Out {
         AppProfileCmd::GroupLs { name, l } => {
             let a = c.get::<AppProfile>(&format!("{}:{name}", l.tenant)).await?;
             if l.json {
-                return json(&a.endpoint_groups);
+                return json(&a);
             }
             if l.quiet {
                 return Ok(a.endpoint_groups.iter().map(|g| g.clone() + "\n").collect());
             }
-            Ok(table::render(
-                &["Tenant", "Group"],
-                &a.endpoint_groups
-                    .iter()
-                    .map(|g| vec![a.tenant_name.clone(), g.clone()])
-                    .collect::<Vec<_>>(),
-            ))
+            // Contiv's output: the groups joined by commas (we end the line).
+            Ok(a.endpoint_groups.join(",") + "\n")
         }
     }
 }

@@ -117,3 +117,91 @@ async fn netmaster_answers_as_contiv_does() {
     .await
     .unwrap();
 }
+
+/// The column of a table row under `header` (tables are aligned, cells have no spaces here).
+fn cell(table: &str, header: &str, row_starting: &str) -> String {
+    let mut lines = table.lines();
+    let head = lines
+        .find(|l| l.contains(header))
+        .unwrap_or_else(|| panic!("no {header:?} in\n{table}"));
+    let col = head.find(header).unwrap();
+    let row = lines
+        .find(|l| l.starts_with(row_starting))
+        .unwrap_or_else(|| panic!("no row {row_starting:?} in\n{table}"));
+    row.get(col..)
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Output a script written for Contiv's netctl can read the same way.
+#[tokio::test]
+async fn netctl_output_reads_as_contivs() {
+    testbed::require!(Etcd);
+    let etcd = testbed::Etcd::start().unwrap();
+    let nm = InProcess::start(&etcd.client_url(), 5).await;
+    let u = nm.url.clone();
+    tokio::task::spawn_blocking(move || {
+        // An automatic packet tag prints as 0.
+        ok(&u, &["net", "create", "-s", "10.6.0.0/24", "auto"]);
+        let nets = ok(&u, &["net", "ls"]);
+        assert_eq!(cell(&nets, "Packet tag", "default  auto"), "0", "{nets}");
+
+        // rule-ls: Contiv's columns, the To IpAddress of incoming rules, port 0 as 0.
+        ok(&u, &["policy", "create", "p"]);
+        // An incoming rule may name a destination address when one group uses the policy.
+        ok(&u, &["group", "create", "-policy=p", "auto", "g1"]);
+    })
+    .await
+    .unwrap();
+    // ... and the address is one of that group's endpoints.
+    let mut req = endpoint_request("auto", "c1");
+    req.ServiceName = "g1".into();
+    let dest = nm.client().create_endpoint(&req).await.unwrap().ip_address;
+    let u = nm.url.clone();
+    tokio::task::spawn_blocking(move || {
+        let to_ip = format!("-to-ip-address={dest}");
+        ok(
+            &u,
+            &[
+                "policy", "rule-add", "p", "1", "-direction=in", "-protocol=tcp",
+                "-from-ip-address=10.6.0.0/25", &to_ip, "-action=deny",
+            ],
+        );
+        ok(
+            &u,
+            &[
+                "policy", "rule-add", "p", "2", "-direction=out", "-protocol=udp", "-port=53",
+                "-to-ip-address=8.8.8.8",
+            ],
+        );
+        let rules = ok(&u, &["policy", "rule-ls", "p"]);
+        let (incoming, outgoing) = rules.split_once("Outgoing Rules:").unwrap();
+        assert!(
+            incoming.lines().nth(1).unwrap().split_whitespace().collect::<Vec<_>>().join(" ")
+                == "Rule Priority From EndpointGroup From Network From IpAddress To IpAddress Protocol Port Action",
+            "{rules}"
+        );
+        assert_eq!(cell(incoming, "To IpAddress", "1 "), dest, "{rules}");
+        assert_eq!(cell(incoming, "Port", "1 "), "0", "{rules}");
+        assert_eq!(cell(outgoing, "To IpAddress", "2 "), "8.8.8.8", "{rules}");
+        assert_eq!(cell(outgoing, "Port", "2 "), "53", "{rules}");
+
+        // app-profile group-ls: the groups joined by commas; --json the app profile.
+        ok(&u, &["group", "create", "auto", "g2"]);
+        ok(&u, &["app-profile", "create", "-group=g1,g2", "ap"]);
+        assert_eq!(ok(&u, &["app-profile", "group-ls", "ap"]), "g1,g2\n");
+        let as_json: Value =
+            serde_json::from_str(&ok(&u, &["app-profile", "group-ls", "-json", "ap"])).unwrap();
+        assert_eq!(as_json["endpointGroups"], json!(["g1", "g2"]), "{as_json}");
+
+        // inspect pretty-prints (indented, one field a line).
+        let inspect = ok(&u, &["net", "inspect", "auto"]);
+        assert!(inspect.starts_with("{\n  \"Config\": {\n    "), "{inspect}");
+        assert!(inspect.lines().count() > 10, "{inspect}");
+    })
+    .await
+    .unwrap();
+}
