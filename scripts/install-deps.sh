@@ -11,6 +11,7 @@ packages=(
   iproute2                     # ip netns, veth pairs
   iputils-ping                 # reachability checks in tests
   netcat-openbsd               # TCP/UDP reachability checks (policy tests)
+  iperf3                       # QoS: a netprofile's bandwidth limit measured with traffic
   tcpdump                      # DSCP marking and ARP-proxy checks
   openssl                      # test certificates for the Kubernetes API client over https
   ethtool                      # pod veths: transmit checksum offload off (userspace datapath)

@@ -140,3 +140,123 @@ fn vxlan_with_bridge_is_refused_by_netmaster_and_netplugin_alike() {
     );
     assert!(!master.contains('§'), "{master}");
 }
+
+/// `iperf3` for `secs` seconds (the first one omitted: slow start, the policer's initial
+/// bucket) from `from` to `to`; the rate the receiver saw, in Mbit/s.
+fn iperf_mbps(from: &testbed::demo::CniPod, to: &testbed::demo::CniPod, secs: u32) -> f64 {
+    let mut server = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            to.netns.name(),
+            "iperf3",
+            "-s",
+            "-1",
+            "-p",
+            "5201",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let report = loop {
+        let run = from.netns.exec(&[
+            "iperf3",
+            "-c",
+            &to.ip,
+            "-p",
+            "5201",
+            "-t",
+            &secs.to_string(),
+            "-O",
+            "1",
+            "-J",
+        ]);
+        match run {
+            Ok(out) => break out,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "iperf3 never ran: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    let report: Value = serde_json::from_str(&report).unwrap();
+    report["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no receiver rate in {report}"))
+        / 1e6
+}
+
+/// A netprofile's bandwidth, measured with traffic: a pod in a group with a 10 Mbps profile
+/// sends TCP at full speed; the receiver sees 10 Mbps ±20%. Taking the profile off the group
+/// lifts the limit.
+///
+/// Fails today: netplugin sets the port's `ingress_policing_rate` (checked below), but Open
+/// vSwitch enforces it with a kernel tc policer, and the userspace datapath reads the veth
+/// through a packet socket ahead of tc, so nothing is dropped (measured ~1000 Mbit/s with the
+/// 10 Mbps profile). Run with `--run-ignored only` once policing is an OpenFlow meter on the
+/// endpoint's table-1 flow.
+#[test]
+#[ignore = "userspace datapath ignores ingress_policing; needs OpenFlow meters in ofnet"]
+fn netprofile_bandwidth_limits_what_a_pod_sends() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping, Iperf3);
+    let c = cluster();
+    create_network(&c, "qos", "vxlan", "10.62.0.0/24", "10.62.0.1");
+    c.netctl(&[
+        "netprofile",
+        "create",
+        "-bandwidth",
+        "10Mbps",
+        "-burst",
+        "1000",
+        "ten",
+    ])
+    .unwrap();
+    c.netctl(&[
+        "group",
+        "create",
+        "-networkprofile",
+        "ten",
+        "qos",
+        "limited",
+    ])
+    .unwrap();
+    c.netctl(&["group", "create", "qos", "free"]).unwrap();
+    let sender = c
+        .add_pod(&c.conflist("limited", "qos", "limited").unwrap())
+        .unwrap();
+    let receiver = c
+        .add_pod(&c.conflist("free", "qos", "free").unwrap())
+        .unwrap();
+    assert!(reaches(&sender, &receiver.ip));
+    let port = pod_port(&c, &sender.container_id);
+    let rate_of = |port: &str| {
+        c.ovs
+            .vsctl(&["get", "Interface", port, "ingress_policing_rate"])
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(rate_of(&port), "10000");
+
+    let limited = iperf_mbps(&sender, &receiver, 4);
+    println!("with the 10 Mbps profile: {limited:.2} Mbit/s");
+    assert!(
+        (8.0..=12.0).contains(&limited),
+        "{limited:.2} Mbit/s is not within 20% of 10 Mbit/s"
+    );
+
+    // The group without its profile: no policing, the pod sends at the datapath's speed.
+    c.netctl(&["group", "create", "qos", "limited"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rate_of(&port) != "0" {
+        assert!(Instant::now() < deadline, "policing stayed on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let free = iperf_mbps(&sender, &receiver, 4);
+    println!("without the profile: {free:.2} Mbit/s");
+    assert!(free > 20.0, "{free:.2} Mbit/s: the limit was not lifted");
+}

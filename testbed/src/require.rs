@@ -24,6 +24,8 @@ pub enum Need {
     Netcat,
     /// `etcdctl` (etcd-client), to write records another host would have written.
     Etcdctl,
+    /// `iperf3`, to measure a rate limit with traffic.
+    Iperf3,
 }
 
 const OVS_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
@@ -48,6 +50,7 @@ impl Need {
             Need::Ping => &["ping"],
             Need::Netcat => &["nc"],
             Need::Etcdctl => &["etcdctl"],
+            Need::Iperf3 => &["iperf3"],
         };
         let package = match self {
             Need::Root => "",
@@ -57,6 +60,7 @@ impl Need {
             Need::Ping => "iputils-ping",
             Need::Netcat => "netcat-openbsd",
             Need::Etcdctl => "etcd-client",
+            Need::Iperf3 => "iperf3",
         };
         let absent: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
         if !absent.is_empty() {
