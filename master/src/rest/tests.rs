@@ -252,6 +252,8 @@ async fn follower_without_leader_answers_503_but_serves_info() {
         .to_request();
     let resp = test::call_service(&svc, req).await;
     assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // The follower's own refusal also carries its message in the status line.
+    assert_eq!(resp.response().head().reason(), "Leader not found");
     assert_eq!(body_text(resp).await, "Leader not found");
     let req = test::TestRequest::get().uri("/info").to_request();
     let info: Value = test::call_and_read_body_json(&svc, req).await;

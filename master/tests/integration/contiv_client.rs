@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use crate::common::*;
 
 /// One request; the status code, the status line after the protocol, and the body.
-fn request(url: &str, method: &str, path: &str, body: &str) -> (u16, String, String) {
+pub fn request(url: &str, method: &str, path: &str, body: &str) -> (u16, String, String) {
     let addr = url.trim_start_matches("http://");
     let mut conn = TcpStream::connect(addr).unwrap();
     write!(

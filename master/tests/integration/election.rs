@@ -59,6 +59,16 @@ async fn two_netmasters_elect_one_leader_follower_proxies_and_takes_over() {
         .await
         .unwrap_err();
     assert_eq!(err.status(), Some(404), "{err}");
+    // The leader's message reaches the follower's status line too (Contiv's client prints it).
+    let url = follower.url.clone();
+    let (code, status, body) = tokio::task::spawn_blocking(move || {
+        let wrong_key = r#"{"key":"x","tenantName":"y"}"#;
+        crate::contiv_client::request(&url, "POST", "/api/v1/tenants/x/", wrong_key)
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 400, "{status} {body}");
+    assert_eq!(status, format!("400 {}", body.trim()));
     // Both are registered.
     let masters = info["netmaster-nodes"].as_array().unwrap().len();
     assert!(masters >= 1);
