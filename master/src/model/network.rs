@@ -7,10 +7,9 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::link::{self, Link, LinkSet};
+use super::link::{Link, LinkSet};
 use super::{
-    EndpointGroup, Object, ServiceLb, Tenant, list_with_prefix, load, load_required, modify,
-    modify_if_present, validate,
+    EndpointGroup, Object, ServiceLb, Tenant, list_with_prefix, load, load_required, validate,
 };
 use crate::endpoint::endpoint_oper;
 use crate::error::{Error, Result};
@@ -188,6 +187,13 @@ impl Object for Network {
         self.links = stored.links.clone();
     }
 
+    async fn derive_links(tx: &mut Tx<'_>, objs: &mut [Self]) -> Result<()> {
+        super::derived::networks(tx, objs).await
+    }
+    fn strip_derived(&mut self) {
+        super::derived::strip_network(self);
+    }
+
     async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {
         let glob = global::current(tx).await?.ok_or_else(|| {
             Error::conflict("Global configuration is not ready: create the global object first")
@@ -292,11 +298,9 @@ impl Object for Network {
         }
         save_state(tx, &state)?;
         obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
-        let key = obj.key.clone();
-        modify::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::add(&mut t.link_sets.networks, Network::TYPE, &key)
-        })
-        .await
+        load_required::<Tenant>(tx, &obj.tenant_name)
+            .await
+            .map(|_| ())
     }
 
     async fn update(_tx: &mut Tx<'_>, old: &Self, _new: &mut Self) -> Result<()> {
@@ -351,11 +355,7 @@ impl Object for Network {
             global::save_vxlan_pool(tx, &pool)?;
         }
         tx.delete(&CfgNetworkState::key_for(&state.id));
-        let key = obj.key.clone();
-        modify_if_present::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::remove(&mut t.link_sets.networks, &key)
-        })
-        .await
+        Ok(())
     }
 
     async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {
