@@ -19,6 +19,71 @@ use crate::resources::ipv6::Ipv6Subnet;
 use crate::state::{CfgEndpointState, CfgNetworkState};
 use crate::store::{Tx, keys};
 
+/// Upgrade: give every network stored before the subnet index its index key (leader start).
+pub async fn index_subnets(db: &crate::store::txn::Db) -> Result<usize> {
+    db.write(async |tx| {
+        let mut added = 0;
+        let have: std::collections::BTreeSet<String> = tx
+            .list_derived(&keys::state_prefix(keys::category::SUBNETS))
+            .await?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        for n in tx
+            .list::<Network>(&keys::model_prefix(Network::TYPE), Network::TYPE)
+            .await?
+        {
+            let Ok(subnet) = SubnetSpec::parse("subnet", &n.subnet) else {
+                continue;
+            };
+            let key = subnet_index_key(&n.tenant_name, &subnet);
+            if !have.contains(&key) {
+                tx.put_derived(&key, "subnet index", &n.network_name)?;
+                added += 1;
+            }
+        }
+        Ok::<_, Error>(added)
+    })
+    .await
+}
+
+/// The subnet index key of `subnet` in `tenant` (see `keys::category::SUBNETS`).
+pub fn subnet_index_key(tenant: &str, subnet: &SubnetSpec) -> String {
+    let bits = u32::from(subnet.network);
+    let prefix: String = (0..subnet.len)
+        .map(|i| {
+            if bits & (1 << (31 - i)) != 0 {
+                '1'
+            } else {
+                '0'
+            }
+        })
+        .collect();
+    keys::state(keys::category::SUBNETS, &format!("{tenant}/{prefix}"))
+}
+
+/// The network of `tenant` whose IPv4 subnet overlaps `subnet`, if any: two subnets overlap
+/// when one's prefix bits start the other's, so this reads the index keys under ours (one
+/// listing) and the ones ours starts with (one key per shorter length, read together).
+async fn subnet_overlap(
+    tx: &mut Tx<'_>,
+    tenant: &str,
+    subnet: &SubnetSpec,
+) -> Result<Option<String>> {
+    let own = subnet_index_key(tenant, subnet);
+    if let Some((_, v)) = tx.list_raw(&own).await?.into_iter().next() {
+        return Ok(Some(serde_json::from_slice(&v).unwrap_or_default()));
+    }
+    let cut = own.len() - usize::from(subnet.len);
+    let shorter: Vec<String> = (crate::resources::ipv4::MIN_PREFIX_LEN..subnet.len)
+        .map(|l| own[..cut + usize::from(l)].to_string())
+        .collect();
+    for v in tx.get_many(&shorter).await?.into_iter().flatten() {
+        return Ok(Some(serde_json::from_slice(&v).unwrap_or_default()));
+    }
+    Ok(None)
+}
+
 /// Largest packet tag accepted for a VXLAN network (24-bit VNI).
 pub const MAX_PKT_TAG: i64 = 16_777_216;
 
@@ -227,24 +292,29 @@ impl Object for Network {
         } else {
             Some(Ipv6Subnet::parse("ipv6Subnet", &obj.ipv6_subnet)?)
         };
-        for other in list_with_prefix::<Network>(tx, &format!("{}:", obj.tenant_name)).await? {
-            if other.network_name == obj.network_name {
-                continue;
-            }
-            if SubnetSpec::parse("subnet", &other.subnet)?.overlaps(&subnet) {
-                return Err(Error::conflict(format!(
-                    "network {} conflicts with subnet {}",
-                    other.network_name, obj.subnet
-                )));
-            }
-            if let Some(s6) = &subnet6
-                && !other.ipv6_subnet.is_empty()
-                && Ipv6Subnet::parse("ipv6Subnet", &other.ipv6_subnet)?.overlaps(s6)
-            {
-                return Err(Error::conflict(format!(
-                    "network {} conflicts with subnet {}",
-                    other.network_name, obj.ipv6_subnet
-                )));
+        if let Some(other) = subnet_overlap(tx, &obj.tenant_name, &subnet).await? {
+            return Err(Error::conflict(format!(
+                "network {other} conflicts with subnet {}",
+                obj.subnet
+            )));
+        }
+        tx.put(
+            &subnet_index_key(&obj.tenant_name, &subnet),
+            "subnet index",
+            &obj.network_name,
+        )?;
+        // IPv6 subnets are rare: compared against every network of the tenant.
+        if let Some(s6) = &subnet6 {
+            for other in list_with_prefix::<Network>(tx, &format!("{}:", obj.tenant_name)).await? {
+                if other.network_name != obj.network_name
+                    && !other.ipv6_subnet.is_empty()
+                    && Ipv6Subnet::parse("ipv6Subnet", &other.ipv6_subnet)?.overlaps(s6)
+                {
+                    return Err(Error::conflict(format!(
+                        "network {} conflicts with subnet {}",
+                        other.network_name, obj.ipv6_subnet
+                    )));
+                }
             }
         }
 
@@ -311,6 +381,9 @@ impl Object for Network {
     }
 
     async fn delete(tx: &mut Tx<'_>, obj: &Self) -> Result<()> {
+        if let Ok(subnet) = SubnetSpec::parse("subnet", &obj.subnet) {
+            tx.delete(&subnet_index_key(&obj.tenant_name, &subnet));
+        }
         let epgs: Vec<String> =
             list_with_prefix::<EndpointGroup>(tx, &format!("{}:", obj.tenant_name))
                 .await?

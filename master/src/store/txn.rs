@@ -120,6 +120,27 @@ impl<'s> Tx<'s> {
         Ok(value)
     }
 
+    /// Read several keys at once (concurrently from the store), seeing this transaction's own
+    /// writes; each read is guarded like [`Tx::get_raw`].
+    pub async fn get_many(&mut self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        let missing: Vec<&String> = keys
+            .iter()
+            .filter(|k| !self.writes.contains_key(*k) && !self.reads.contains_key(*k))
+            .collect();
+        let store = self.store;
+        let fetched =
+            futures::future::join_all(missing.iter().map(|k| store.get(k.as_str()))).await;
+        for (key, kv) in missing.into_iter().zip(fetched) {
+            let (rev, value) = kv?.map_or((0, None), |kv| (kv.mod_revision, Some(kv.value)));
+            self.reads.insert(key.clone(), (rev, value));
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            out.push(self.get_raw(k).await?);
+        }
+        Ok(out)
+    }
+
     /// Read and decode one JSON value; `kind` names the type in errors.
     pub async fn get<T: DeserializeOwned>(
         &mut self,
