@@ -161,7 +161,7 @@ async fn apply_policy_batch(driver: &Driver, events: Vec<PolicyEvent>) {
 
 /// Apply the current state of `topic`; returns the revision it was read at.
 pub async fn replay(driver: &Driver, topic: Topic) -> Result<i64> {
-    let listing = driver.store.list(&topic.prefix()).await?;
+    let listing = master::store::list_all(driver.store.as_ref(), &topic.prefix()).await?;
     if topic == Topic::PolicyRules {
         let events = listing
             .entries

@@ -55,26 +55,14 @@ pub async fn resolve(tx: &mut Tx<'_>, epg_id: u32, rule: &Rule) -> Result<Resolv
     Ok(r)
 }
 
-/// Write the compiled rules of `rule` in attachment `id` (EPG id `epg_id`), deleting any earlier
-/// compilation of it that the new one does not repeat.
+/// Write the compiled rules of a new `rule` in attachment `id` (EPG id `epg_id`). Rules cannot
+/// change once created, so there is no earlier compilation to replace (leftovers of a cut-short
+/// write are the repair's).
 async fn write_rule(tx: &mut Tx<'_>, id: &str, epg_id: u32, rule: &Rule) -> Result<()> {
     let resolved = resolve(tx, epg_id, rule).await?;
-    let compiled = compile(id, rule, &resolved)?;
-    let new_keys: Vec<String> = compiled
-        .iter()
-        .map(|r| CfgPolicyRule::key_for(&r.RuleId))
-        .collect();
-    for (key, _) in tx
-        .list_derived(&EpgPolicy::rule_prefix(id, &rule.key))
-        .await?
-    {
-        if !new_keys.contains(&key) {
-            tx.delete_derived(&key);
-        }
-    }
-    for (key, r) in new_keys.iter().zip(compiled) {
+    for r in compile(id, rule, &resolved)? {
         tx.put_derived(
-            key,
+            &CfgPolicyRule::key_for(&r.RuleId),
             CfgPolicyRule::KIND,
             &CfgPolicyRule {
                 id: r.RuleId.clone(),

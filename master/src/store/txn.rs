@@ -155,7 +155,7 @@ impl<'s> Tx<'s> {
 
     /// Read every key under `prefix` (sorted), seeing this transaction's own writes.
     pub async fn list_raw(&mut self, prefix: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
-        let listing = self.store.list(prefix).await?;
+        let listing = super::list_all(self.store, prefix).await?;
         self.prefixes.push((prefix.to_string(), listing.revision));
         let mut merged: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for kv in listing.entries {
@@ -184,7 +184,7 @@ impl<'s> Tx<'s> {
     /// ones, which the transaction guards; a guard here would fail on the transaction's own
     /// pre-writes). Sees this transaction's own writes.
     pub async fn list_derived(&mut self, prefix: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
-        let listing = self.store.list(prefix).await?;
+        let listing = super::list_all(self.store, prefix).await?;
         let mut merged: BTreeMap<String, Vec<u8>> = listing
             .entries
             .into_iter()
