@@ -3,8 +3,10 @@
 //! * 10,000 rules in one policy attached to a group, 16 creates in flight: every create answers,
 //!   each rule is two compiled keys, the policy's JSON lists all 10,000 rules, a rule deleted
 //!   from the middle takes exactly its keys, detach removes all 20,000;
-//! * 4,000 networks (Contiv's tag space holds about 4,000: each takes a VLAN or a local VLAN) and
-//!   10,000 groups in one tenant, 16 in flight: all created, the tenant's JSON lists them all;
+//! * 1,000 networks and 10,000 groups in one tenant, 16 in flight: all created, the tenant's and
+//!   a network's JSON list them all, an overlapping subnet is still refused (Contiv's tag space
+//!   holds ~4,000 networks: each takes a VLAN or a local VLAN; `testbed bench objects` creates
+//!   4,000);
 //! * after each, the largest value stored under `/contiv.io/` is below 64 KiB.
 //!
 //! Each prints its creates/s for the first and the last 1,000 (a debug build on a shared machine:
@@ -177,9 +179,9 @@ async fn ten_thousand_rules_in_one_policy() {
 }
 
 #[tokio::test]
-async fn thousands_of_networks_and_ten_thousand_groups_in_one_tenant() {
+async fn a_thousand_networks_and_ten_thousand_groups_in_one_tenant() {
     testbed::require!(Etcd);
-    const NETWORKS: usize = 4_000;
+    const NETWORKS: usize = 1_000;
     const GROUPS: usize = 10_000;
     let etcd = testbed::Etcd::start().unwrap();
     let nm = InProcess::start(&etcd.client_url(), 10).await;
@@ -217,10 +219,10 @@ async fn thousands_of_networks_and_ten_thousand_groups_in_one_tenant() {
     let t: Tenant = c.get("default").await.unwrap();
     assert_eq!(t.link_sets.networks.len(), NETWORKS);
     assert_eq!(t.link_sets.endpoint_groups.len(), GROUPS);
-    assert!(t.link_sets.networks.contains_key("default:n3999"));
+    assert!(t.link_sets.networks.contains_key("default:n999"));
     assert!(t.link_sets.endpoint_groups.contains_key("default:g9999"));
     let n: master::model::Network = c.get("default:n7").await.unwrap();
-    assert_eq!(n.link_sets.endpoint_groups.len(), GROUPS / NETWORKS + 1);
+    assert_eq!(n.link_sets.endpoint_groups.len(), GROUPS / NETWORKS);
     let raw = store
         .get(&keys::model("tenant", "default"))
         .await
