@@ -78,10 +78,13 @@ async fn subnet_overlap(
     let shorter: Vec<String> = (crate::resources::ipv4::MIN_PREFIX_LEN..subnet.len)
         .map(|l| own[..cut + usize::from(l)].to_string())
         .collect();
-    for v in tx.get_many(&shorter).await?.into_iter().flatten() {
-        return Ok(Some(serde_json::from_slice(&v).unwrap_or_default()));
-    }
-    Ok(None)
+    Ok(tx
+        .get_many(&shorter)
+        .await?
+        .into_iter()
+        .flatten()
+        .next()
+        .map(|v| serde_json::from_slice(&v).unwrap_or_default()))
 }
 
 /// Largest packet tag accepted for a VXLAN network (24-bit VNI).

@@ -253,7 +253,7 @@ async fn previous_layout_is_converted_at_leader_start() {
         .entries;
     for (i, kv) in compiled_now.iter().enumerate() {
         let c: CfgPolicyRule = serde_json::from_slice(&kv.value).unwrap();
-        let rule_key = c.id.rsplitn(2, ':').nth(1).unwrap()[id.len() + 1..].to_string();
+        let rule_key = c.id.rsplit_once(':').unwrap().0[id.len() + 1..].to_string();
         let map = old
             .RuleMaps
             .entry(rule_key.clone())
