@@ -101,8 +101,11 @@ impl Object for Policy {
                 names.join(", ")
             )));
         }
+        // A policy's rules go with it, after it when there are more than a transaction holds
+        // (derived deletes: no group uses the policy, so no compiled rule refers to them; one
+        // left by an outage is deleted by the repair, which drops rules of missing policies).
         for rule in list_with_prefix::<Rule>(tx, &format!("{}:", obj.key)).await? {
-            tx.delete(&Rule::store_key(&rule.key));
+            tx.delete_derived(&Rule::store_key(&rule.key));
         }
         Ok(())
     }

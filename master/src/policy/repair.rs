@@ -5,6 +5,9 @@
 //! one whose attachment does not exist (an attach cut short before its `EpgPolicy` was written, a
 //! detach cut short after) or whose rule is gone is deleted.
 //!
+//! Rule objects whose policy is gone (a policy delete whose rules did not all fit its transaction,
+//! cut short) are deleted.
+//!
 //! Upgrade: an `EpgPolicy` of the previous layout (every rule and compiled rule embedded in
 //! `RuleMaps`) is rewritten as the small record; its compiled rules are recompiled from the model.
 //!
@@ -18,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Resolved, compile};
 use crate::error::Result;
-use crate::model::{Network, Object, Rule, list_with_prefix};
+use crate::model::{Network, Object, Policy, Rule, list_with_prefix};
 use crate::resources::ipv4::SubnetSpec;
 use crate::state::{CfgPolicyRule, EndpointGroupState, EpgPolicy};
 use crate::store::keys::{self, category};
@@ -37,6 +40,8 @@ pub struct Repair {
     pub converted: usize,
     /// Rules that could not be compiled (a group or network they name is gone); left out.
     pub uncompiled: usize,
+    /// Rule objects of a deleted policy (a policy delete cut short), deleted.
+    pub orphan_rules: usize,
 }
 
 /// The (EPG key, policy key) of an attachment id `<tenant>:<group>:<tenant>:<policy>`.
@@ -70,8 +75,20 @@ pub async fn reconcile(db: &Db) -> Result<Repair> {
                     }
                 }
             }
+            let policies: BTreeSet<String> = list_with_prefix::<Policy>(tx, "")
+                .await?
+                .into_iter()
+                .map(|p| p.key)
+                .collect();
             let mut rules: BTreeMap<String, Vec<Rule>> = BTreeMap::new();
             for rule in list_with_prefix::<Rule>(tx, "").await? {
+                let policy_key = format!("{}:{}", rule.tenant_name, rule.policy_name);
+                if !policies.contains(&policy_key) {
+                    // Left by a policy delete cut short.
+                    tx.delete_derived(&Rule::store_key(&rule.key));
+                    repair.orphan_rules += 1;
+                    continue;
+                }
                 rules
                     .entry(format!("{}:{}", rule.tenant_name, rule.policy_name))
                     .or_default()
@@ -178,6 +195,7 @@ pub async fn reconcile(db: &Db) -> Result<Repair> {
             corrupt = repair.corrupt,
             converted = repair.converted,
             uncompiled = repair.uncompiled,
+            orphan_rules = repair.orphan_rules,
             "compiled policy rules repaired"
         );
     }

@@ -298,3 +298,62 @@ async fn previous_layout_is_converted_at_leader_start() {
     let again = crate::policy::repair::reconcile(&db).await.unwrap();
     assert_eq!(again, crate::policy::repair::Repair::default());
 }
+
+/// A policy of more rules than a transaction holds can be deleted (its rules follow it), and
+/// rule objects a cut-short delete left behind are removed by the repair.
+#[tokio::test]
+async fn deleting_a_big_policy_takes_its_rules() {
+    let store = FailFollowUps::new();
+    store.fail.store(false, Ordering::SeqCst);
+    let db = Db::new(Arc::new(store.clone()));
+    big_policy(&db).await;
+    let rules = || async {
+        store
+            .inner
+            .list(&keys::model_prefix("rule"))
+            .await
+            .unwrap()
+            .entries
+            .len()
+    };
+    assert_eq!(rules().await, RULES);
+    store.fail.store(true, Ordering::SeqCst);
+    let err = ops::delete::<Policy>(&db, "default:p1").await.unwrap_err();
+    assert_eq!(err.http_status(), 503);
+    assert!(ops::get::<Policy>(&db, "default:p1").await.is_err());
+    let left = rules().await;
+    assert!(left > 0 && left < RULES, "{left}");
+    store.fail.store(false, Ordering::SeqCst);
+    let repair = crate::policy::repair::reconcile(&db).await.unwrap();
+    assert_eq!(repair.orphan_rules, left);
+    assert_eq!(rules().await, 0);
+
+    big_policy_again(&db).await;
+    assert_eq!(rules().await, RULES);
+    ops::delete::<Policy>(&db, "default:p1").await.unwrap();
+    assert_eq!(rules().await, 0);
+}
+
+async fn big_policy_again(db: &Db) {
+    let p = Policy {
+        policy_name: "p1".into(),
+        tenant_name: "default".into(),
+        ..Default::default()
+    };
+    ops::upsert(db, "default:p1", p).await.unwrap();
+    for i in 0..RULES {
+        let r = Rule {
+            rule_id: i.to_string(),
+            tenant_name: "default".into(),
+            policy_name: "p1".into(),
+            direction: "in".into(),
+            protocol: "tcp".into(),
+            port: 1000 + i64::try_from(i).unwrap(),
+            action: "allow".into(),
+            ..Default::default()
+        };
+        ops::upsert(db, &format!("default:p1:{i}"), r)
+            .await
+            .unwrap();
+    }
+}
