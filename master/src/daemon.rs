@@ -217,12 +217,13 @@ pub(crate) async fn leader_duties(
     }
 }
 
-/// Defaults and the policy-rule repair; retried until it works or leadership moves on (a store
+/// Defaults, the subnet index of networks stored before it existed, and the policy-rule repair; retried until it works or leadership moves on (a store
 /// outage must not skip it).
 async fn leader_start(db: &Db, config: &Config, role: &RoleView) {
     while role.current().is_leader {
         let start = async {
             leader_defaults(db, config).await?;
+            crate::model::network::index_subnets(db).await?;
             crate::policy::repair::reconcile(db).await
         };
         match start.await {

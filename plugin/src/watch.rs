@@ -12,12 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use master::state::{
-    CfgNetworkState, CfgPolicyRule, CfgServiceLbState, EndpointGroupState, GlobConfig,
-};
+use master::state::{CfgNetworkState, CfgServiceLbState, EndpointGroupState, GlobConfig};
 use master::store::{WatchEvent, keys};
 
 use crate::driver::Driver;
+use crate::driver::policy::PolicyEvent;
 use crate::error::Result;
 use crate::oper::OperEndpointState;
 
@@ -30,7 +29,8 @@ pub enum Topic {
     /// Endpoints' oper state: other hosts' endpoints (this host's are re-adopted by
     /// [`Driver::reconcile`]).
     Endpoints,
-    /// Compiled policy rules.
+    /// Compiled policy rules and the attachments that make them count (`state/policy/` and
+    /// `state/policyRule/`, one prefix, so their order is the store's).
     PolicyRules,
     /// Service load balancers: VIP, ports and providers.
     Services,
@@ -53,7 +53,9 @@ impl Topic {
             Topic::Groups => keys::state_prefix(keys::category::EPGS),
             Topic::Global => GlobConfig::key(),
             Topic::Endpoints => OperEndpointState::prefix(),
-            Topic::PolicyRules => keys::state_prefix(keys::category::POLICY_RULE),
+            Topic::PolicyRules => keys::state_prefix(keys::category::POLICY)
+                .trim_end_matches('/')
+                .to_string(),
             Topic::Services => keys::state_prefix(keys::category::SERVICE_LB),
         }
     }
@@ -85,13 +87,13 @@ async fn apply_put(driver: &Driver, topic: Topic, key: &str, value: &[u8]) {
                 Ok(())
             }
         },
-        Topic::PolicyRules => match serde_json::from_slice::<CfgPolicyRule>(value) {
-            Ok(rule) => driver.apply_rule(&rule.rule).await,
-            Err(e) => {
-                tracing::warn!(%key, error = %e, "policy rule does not parse");
-                Ok(())
-            }
-        },
+        Topic::PolicyRules => {
+            let event = PolicyEvent::Put {
+                key: key.to_string(),
+                value: value.to_vec(),
+            };
+            driver.apply_policy(vec![event], false).await
+        }
         Topic::Endpoints => match serde_json::from_slice::<OperEndpointState>(value) {
             Ok(oper) => driver.add_remote(&oper).await.map(|_| ()),
             Err(e) => {
@@ -125,7 +127,10 @@ async fn apply_delete(driver: &Driver, topic: Topic, key: &str) {
         Topic::Groups => driver.remove_group(id),
         Topic::Global => {}
         Topic::PolicyRules => {
-            if let Err(e) = driver.remove_rule(id).await {
+            let event = PolicyEvent::Delete {
+                key: key.to_string(),
+            };
+            if let Err(e) = driver.apply_policy(vec![event], false).await {
                 tracing::warn!(rule = %id, error = %e, "removing a policy rule");
             }
         }
@@ -142,9 +147,35 @@ async fn apply_delete(driver: &Driver, topic: Topic, key: &str) {
     }
 }
 
+/// Most watch events handled as one batch.
+const BATCH: usize = 16_384;
+
+async fn apply_policy_batch(driver: &Driver, events: Vec<PolicyEvent>) {
+    if events.is_empty() {
+        return;
+    }
+    if let Err(e) = driver.apply_policy(events, false).await {
+        tracing::warn!(error = %e, "applying policy rules failed");
+    }
+}
+
 /// Apply the current state of `topic`; returns the revision it was read at.
 pub async fn replay(driver: &Driver, topic: Topic) -> Result<i64> {
-    let listing = driver.store.list(&topic.prefix()).await?;
+    let listing = master::store::list_all(driver.store.as_ref(), &topic.prefix()).await?;
+    if topic == Topic::PolicyRules {
+        let events = listing
+            .entries
+            .into_iter()
+            .map(|kv| PolicyEvent::Put {
+                key: kv.key,
+                value: kv.value,
+            })
+            .collect();
+        if let Err(e) = driver.apply_policy(events, true).await {
+            tracing::warn!(error = %e, "applying the policy rules failed");
+        }
+        return Ok(listing.revision);
+    }
     for kv in &listing.entries {
         apply_put(driver, topic, &kv.key, &kv.value).await;
     }
@@ -155,22 +186,41 @@ pub async fn replay(driver: &Driver, topic: Topic) -> Result<i64> {
 pub async fn follow(driver: Arc<Driver>, topic: Topic, mut revision: i64) {
     loop {
         match driver.store.watch(topic.prefix(), revision + 1).await {
-            Ok(mut events) => {
-                while let Some(event) = events.next().await {
-                    match event {
-                        Ok(WatchEvent::Put { kv }) => {
-                            revision = revision.max(kv.mod_revision);
-                            apply_put(&driver, topic, &kv.key, &kv.value).await;
-                        }
-                        Ok(WatchEvent::Delete { key, revision: r }) => {
-                            revision = revision.max(r);
-                            apply_delete(&driver, topic, &key).await;
-                        }
-                        Err(e) => {
-                            tracing::warn!(?topic, error = %e, "watch broke");
-                            break;
+            Ok(events) => {
+                // Events already waiting are taken together: policy rules go to the agents
+                // as one change per batch (a 10,000-rule attach is a few bundles, not 10,000).
+                let mut batches = events.ready_chunks(BATCH);
+                'watch: while let Some(batch) = batches.next().await {
+                    let mut policy = Vec::new();
+                    for event in batch {
+                        match event {
+                            Ok(WatchEvent::Put { kv }) => {
+                                revision = revision.max(kv.mod_revision);
+                                if topic == Topic::PolicyRules {
+                                    policy.push(PolicyEvent::Put {
+                                        key: kv.key,
+                                        value: kv.value,
+                                    });
+                                } else {
+                                    apply_put(&driver, topic, &kv.key, &kv.value).await;
+                                }
+                            }
+                            Ok(WatchEvent::Delete { key, revision: r }) => {
+                                revision = revision.max(r);
+                                if topic == Topic::PolicyRules {
+                                    policy.push(PolicyEvent::Delete { key });
+                                } else {
+                                    apply_delete(&driver, topic, &key).await;
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(?topic, error = %e, "watch broke");
+                                apply_policy_batch(&driver, policy).await;
+                                break 'watch;
+                            }
                         }
                     }
+                    apply_policy_batch(&driver, policy).await;
                 }
             }
             Err(e) => tracing::warn!(?topic, error = %e, "cannot watch"),

@@ -478,6 +478,14 @@ impl Cluster {
         }
     }
 
+    /// Process ids of netmaster and netplugin (for RSS readings).
+    pub fn pids(&self) -> (Option<u32>, Option<u32>) {
+        (
+            self.netmaster.pid(),
+            self.netplugin.as_ref().and_then(|d| d.pid()),
+        )
+    }
+
     pub fn netplugin_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("netplugin.log")).unwrap_or_default()
     }

@@ -119,11 +119,9 @@ impl Object for AppProfile {
         load_required::<Tenant>(tx, &obj.tenant_name).await?;
         link_groups(tx, obj).await?;
         obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
-        let key = obj.key.clone();
-        modify::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::add(&mut t.link_sets.app_profiles, AppProfile::TYPE, &key)
-        })
-        .await
+        load_required::<Tenant>(tx, &obj.tenant_name)
+            .await
+            .map(|_| ())
     }
 
     async fn update(tx: &mut Tx<'_>, old: &Self, new: &mut Self) -> Result<()> {
@@ -133,10 +131,6 @@ impl Object for AppProfile {
 
     async fn delete(tx: &mut Tx<'_>, obj: &Self) -> Result<()> {
         unlink_groups(tx, obj).await?;
-        let key = obj.key.clone();
-        modify_if_present::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::remove(&mut t.link_sets.app_profiles, &key)
-        })
-        .await
+        Ok(())
     }
 }

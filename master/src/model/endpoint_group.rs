@@ -214,22 +214,14 @@ async fn add_policy(
     }
     attach::attach(tx, &g.key, epg_id, &pk).await?;
     link::add(&mut g.link_sets.policies, Policy::TYPE, &pk);
-    let key = g.key.clone();
-    modify::<Policy>(tx, &pk, |p| {
-        link::add(&mut p.link_sets.endpoint_groups, EndpointGroup::TYPE, &key)
-    })
-    .await
+    load_required::<Policy>(tx, &pk).await.map(|_| ())
 }
 
 async fn remove_policy(tx: &mut Tx<'_>, g: &mut EndpointGroup, policy: &str) -> Result<()> {
     let pk = g.scoped(policy);
     attach::detach(tx, &g.key, &pk).await?;
     link::remove(&mut g.link_sets.policies, &pk);
-    let key = g.key.clone();
-    modify_if_present::<Policy>(tx, &pk, |p| {
-        link::remove(&mut p.link_sets.endpoint_groups, &key)
-    })
-    .await
+    Ok(())
 }
 
 fn unique(field: &str, names: &[String]) -> Result<()> {
@@ -355,15 +347,12 @@ impl Object for EndpointGroup {
 
         obj.links.network = Link::to(Network::TYPE, &obj.network_key());
         obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
-        let key = obj.key.clone();
-        modify::<Network>(tx, &obj.network_key(), |n| {
-            link::add(&mut n.link_sets.endpoint_groups, EndpointGroup::TYPE, &key)
-        })
-        .await?;
-        modify::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::add(&mut t.link_sets.endpoint_groups, EndpointGroup::TYPE, &key)
-        })
-        .await
+        load_required::<Network>(tx, &obj.network_key())
+            .await
+            .map(|_| ())?;
+        load_required::<Tenant>(tx, &obj.tenant_name)
+            .await
+            .map(|_| ())
     }
 
     async fn update(tx: &mut Tx<'_>, old: &Self, new: &mut Self) -> Result<()> {
@@ -454,15 +443,7 @@ impl Object for EndpointGroup {
             network_model::save_state(tx, &net)?;
         }
         tx.delete(&EndpointGroupState::key_for(&state.id));
-        let key = obj.key.clone();
-        modify_if_present::<Network>(tx, &obj.network_key(), |n| {
-            link::remove(&mut n.link_sets.endpoint_groups, &key)
-        })
-        .await?;
-        modify_if_present::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::remove(&mut t.link_sets.endpoint_groups, &key)
-        })
-        .await
+        Ok(())
     }
 
     async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {

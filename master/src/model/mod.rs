@@ -9,6 +9,7 @@
 pub mod aci_gw;
 pub mod app_profile;
 pub mod bgp;
+pub mod derived;
 pub mod endpoint_group;
 pub mod ext_contracts_group;
 pub mod global;
@@ -74,6 +75,15 @@ pub trait Object: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync
         async { Ok(serde_json::json!({})) }
     }
 
+    /// Fill in the link sets that are computed when read instead of stored (they would list every
+    /// network of a tenant or every rule of a policy in one value), for each of `objs`.
+    fn derive_links(tx: &mut Tx<'_>, objs: &mut [Self]) -> impl Future<Output = Result<()>> {
+        let _ = (tx, objs);
+        async { Ok(()) }
+    }
+    /// Clear the computed link sets (they are never stored).
+    fn strip_derived(&mut self) {}
+
     /// The object's store key.
     fn store_key(key: &str) -> String {
         keys::model(Self::TYPE, key)
@@ -92,9 +102,11 @@ pub async fn load_required<T: Object>(tx: &mut Tx<'_>, key: &str) -> Result<T> {
         .ok_or_else(|| crate::Error::not_found(format!("{} {key} not found", T::TYPE)))
 }
 
-/// Write an object inside a transaction.
+/// Write an object inside a transaction, without its computed link sets.
 pub fn save<T: Object>(tx: &mut Tx<'_>, obj: &T) -> Result<()> {
-    Ok(tx.put(&T::store_key(obj.key()), T::TYPE, obj)?)
+    let mut stored = obj.clone();
+    stored.strip_derived();
+    Ok(tx.put(&T::store_key(obj.key()), T::TYPE, &stored)?)
 }
 
 /// All objects of a type whose key starts with `key_prefix` (e.g. `"tenant:"`).

@@ -4,12 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::endpoint_group::{load_state, save_state};
-use super::link::{self, Link, LinkSet};
+use super::link::{Link, LinkSet};
 use super::network::is_zero;
-use super::{
-    EndpointGroup, Object, Tenant, list_with_prefix, load_required, modify, modify_if_present,
-    validate,
-};
+use super::{EndpointGroup, Object, Tenant, list_with_prefix, load_required, validate};
 use crate::error::{Error, Result};
 use crate::store::Tx;
 
@@ -132,11 +129,9 @@ impl Object for Netprofile {
     async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {
         load_required::<Tenant>(tx, &obj.tenant_name).await?;
         obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
-        let key = obj.key.clone();
-        modify::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::add(&mut t.link_sets.net_profiles, Netprofile::TYPE, &key)
-        })
-        .await
+        load_required::<Tenant>(tx, &obj.tenant_name)
+            .await
+            .map(|_| ())
     }
 
     async fn update(tx: &mut Tx<'_>, _old: &Self, new: &mut Self) -> Result<()> {
@@ -168,11 +163,7 @@ impl Object for Netprofile {
                 users.join(", ")
             )));
         }
-        let key = obj.key.clone();
-        modify_if_present::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::remove(&mut t.link_sets.net_profiles, &key)
-        })
-        .await
+        Ok(())
     }
 }
 

@@ -7,10 +7,9 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::link::{self, Link, LinkSet};
+use super::link::{Link, LinkSet};
 use super::{
-    EndpointGroup, Object, ServiceLb, Tenant, list_with_prefix, load, load_required, modify,
-    modify_if_present, validate,
+    EndpointGroup, Object, ServiceLb, Tenant, list_with_prefix, load, load_required, validate,
 };
 use crate::endpoint::endpoint_oper;
 use crate::error::{Error, Result};
@@ -19,6 +18,74 @@ use crate::resources::ipv4::{SubnetSpec, format_ip_list};
 use crate::resources::ipv6::Ipv6Subnet;
 use crate::state::{CfgEndpointState, CfgNetworkState};
 use crate::store::{Tx, keys};
+
+/// Upgrade: give every network stored before the subnet index its index key (leader start).
+pub async fn index_subnets(db: &crate::store::txn::Db) -> Result<usize> {
+    db.write(async |tx| {
+        let mut added = 0;
+        let have: std::collections::BTreeSet<String> = tx
+            .list_derived(&keys::state_prefix(keys::category::SUBNETS))
+            .await?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        for n in tx
+            .list::<Network>(&keys::model_prefix(Network::TYPE), Network::TYPE)
+            .await?
+        {
+            let Ok(subnet) = SubnetSpec::parse("subnet", &n.subnet) else {
+                continue;
+            };
+            let key = subnet_index_key(&n.tenant_name, &subnet);
+            if !have.contains(&key) {
+                tx.put_derived(&key, "subnet index", &n.network_name)?;
+                added += 1;
+            }
+        }
+        Ok::<_, Error>(added)
+    })
+    .await
+}
+
+/// The subnet index key of `subnet` in `tenant` (see `keys::category::SUBNETS`).
+pub fn subnet_index_key(tenant: &str, subnet: &SubnetSpec) -> String {
+    let bits = u32::from(subnet.network);
+    let prefix: String = (0..subnet.len)
+        .map(|i| {
+            if bits & (1 << (31 - i)) != 0 {
+                '1'
+            } else {
+                '0'
+            }
+        })
+        .collect();
+    keys::state(keys::category::SUBNETS, &format!("{tenant}/{prefix}"))
+}
+
+/// The network of `tenant` whose IPv4 subnet overlaps `subnet`, if any: two subnets overlap
+/// when one's prefix bits start the other's, so this reads the index keys under ours (one
+/// listing) and the ones ours starts with (one key per shorter length, read together).
+async fn subnet_overlap(
+    tx: &mut Tx<'_>,
+    tenant: &str,
+    subnet: &SubnetSpec,
+) -> Result<Option<String>> {
+    let own = subnet_index_key(tenant, subnet);
+    if let Some((_, v)) = tx.list_raw(&own).await?.into_iter().next() {
+        return Ok(Some(serde_json::from_slice(&v).unwrap_or_default()));
+    }
+    let cut = own.len() - usize::from(subnet.len);
+    let shorter: Vec<String> = (crate::resources::ipv4::MIN_PREFIX_LEN..subnet.len)
+        .map(|l| own[..cut + usize::from(l)].to_string())
+        .collect();
+    Ok(tx
+        .get_many(&shorter)
+        .await?
+        .into_iter()
+        .flatten()
+        .next()
+        .map(|v| serde_json::from_slice(&v).unwrap_or_default()))
+}
 
 /// Largest packet tag accepted for a VXLAN network (24-bit VNI).
 pub const MAX_PKT_TAG: i64 = 16_777_216;
@@ -188,6 +255,13 @@ impl Object for Network {
         self.links = stored.links.clone();
     }
 
+    async fn derive_links(tx: &mut Tx<'_>, objs: &mut [Self]) -> Result<()> {
+        super::derived::networks(tx, objs).await
+    }
+    fn strip_derived(&mut self) {
+        super::derived::strip_network(self);
+    }
+
     async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {
         let glob = global::current(tx).await?.ok_or_else(|| {
             Error::conflict("Global configuration is not ready: create the global object first")
@@ -221,24 +295,29 @@ impl Object for Network {
         } else {
             Some(Ipv6Subnet::parse("ipv6Subnet", &obj.ipv6_subnet)?)
         };
-        for other in list_with_prefix::<Network>(tx, &format!("{}:", obj.tenant_name)).await? {
-            if other.network_name == obj.network_name {
-                continue;
-            }
-            if SubnetSpec::parse("subnet", &other.subnet)?.overlaps(&subnet) {
-                return Err(Error::conflict(format!(
-                    "network {} conflicts with subnet {}",
-                    other.network_name, obj.subnet
-                )));
-            }
-            if let Some(s6) = &subnet6
-                && !other.ipv6_subnet.is_empty()
-                && Ipv6Subnet::parse("ipv6Subnet", &other.ipv6_subnet)?.overlaps(s6)
-            {
-                return Err(Error::conflict(format!(
-                    "network {} conflicts with subnet {}",
-                    other.network_name, obj.ipv6_subnet
-                )));
+        if let Some(other) = subnet_overlap(tx, &obj.tenant_name, &subnet).await? {
+            return Err(Error::conflict(format!(
+                "network {other} conflicts with subnet {}",
+                obj.subnet
+            )));
+        }
+        tx.put(
+            &subnet_index_key(&obj.tenant_name, &subnet),
+            "subnet index",
+            &obj.network_name,
+        )?;
+        // IPv6 subnets are rare: compared against every network of the tenant.
+        if let Some(s6) = &subnet6 {
+            for other in list_with_prefix::<Network>(tx, &format!("{}:", obj.tenant_name)).await? {
+                if other.network_name != obj.network_name
+                    && !other.ipv6_subnet.is_empty()
+                    && Ipv6Subnet::parse("ipv6Subnet", &other.ipv6_subnet)?.overlaps(s6)
+                {
+                    return Err(Error::conflict(format!(
+                        "network {} conflicts with subnet {}",
+                        other.network_name, obj.ipv6_subnet
+                    )));
+                }
             }
         }
 
@@ -292,11 +371,9 @@ impl Object for Network {
         }
         save_state(tx, &state)?;
         obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
-        let key = obj.key.clone();
-        modify::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::add(&mut t.link_sets.networks, Network::TYPE, &key)
-        })
-        .await
+        load_required::<Tenant>(tx, &obj.tenant_name)
+            .await
+            .map(|_| ())
     }
 
     async fn update(_tx: &mut Tx<'_>, old: &Self, _new: &mut Self) -> Result<()> {
@@ -307,6 +384,9 @@ impl Object for Network {
     }
 
     async fn delete(tx: &mut Tx<'_>, obj: &Self) -> Result<()> {
+        if let Ok(subnet) = SubnetSpec::parse("subnet", &obj.subnet) {
+            tx.delete(&subnet_index_key(&obj.tenant_name, &subnet));
+        }
         let epgs: Vec<String> =
             list_with_prefix::<EndpointGroup>(tx, &format!("{}:", obj.tenant_name))
                 .await?
@@ -351,11 +431,7 @@ impl Object for Network {
             global::save_vxlan_pool(tx, &pool)?;
         }
         tx.delete(&CfgNetworkState::key_for(&state.id));
-        let key = obj.key.clone();
-        modify_if_present::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::remove(&mut t.link_sets.networks, &key)
-        })
-        .await
+        Ok(())
     }
 
     async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {

@@ -12,36 +12,64 @@ use crate::error::{Error, Result};
 use crate::store::keys;
 use crate::store::txn::Db;
 
-/// Every stored object of a type, sorted by key.
+/// Every stored object of a type, sorted by key, with its computed link sets.
 pub async fn list<T: Object>(db: &Db) -> Result<Vec<T>> {
-    db.read(async |tx| Ok::<_, Error>(tx.list::<T>(&keys::model_prefix(T::TYPE), T::TYPE).await?))
-        .await
+    db.read(async |tx| {
+        let mut objs = tx.list::<T>(&keys::model_prefix(T::TYPE), T::TYPE).await?;
+        T::derive_links(tx, &mut objs).await?;
+        Ok::<_, Error>(objs)
+    })
+    .await
 }
 
-/// One object, or `NotFound`.
+/// One object with its computed link sets, or `NotFound`.
 pub async fn get<T: Object>(db: &Db, key: &str) -> Result<T> {
-    db.read(async |tx| load_required::<T>(tx, key).await).await
+    db.read(async |tx| {
+        let obj = load_required::<T>(tx, key).await?;
+        let mut one = [obj];
+        T::derive_links(tx, &mut one).await?;
+        let [obj] = one;
+        Ok(obj)
+    })
+    .await
 }
 
-/// Create or update an object; returns the stored object.
+/// Create or update an object; returns the stored object (after an update, with its computed link
+/// sets; a new object has none: nothing can name it yet).
 pub async fn upsert<T: Object>(db: &Db, key: &str, body: T) -> Result<T> {
-    db.write(async |tx| {
-        let mut obj = body.clone();
-        obj.set_key(key.to_string());
-        obj.normalize();
-        validate::key_matches(key, &obj.derived_key())?;
-        obj.validate()?;
-        match load::<T>(tx, key).await? {
-            Some(old) => {
-                obj.keep_links(&old);
-                if obj == old {
-                    return Ok(old);
+    let (obj, updated) = db
+        .write(async |tx| {
+            let mut obj = body.clone();
+            obj.set_key(key.to_string());
+            obj.normalize();
+            validate::key_matches(key, &obj.derived_key())?;
+            obj.validate()?;
+            let updated = match load::<T>(tx, key).await? {
+                Some(old) => {
+                    obj.keep_links(&old);
+                    if obj == old {
+                        return Ok::<_, Error>((old, true));
+                    }
+                    T::update(tx, &old, &mut obj).await?;
+                    true
                 }
-                T::update(tx, &old, &mut obj).await?;
-            }
-            None => T::create(tx, &mut obj).await?,
-        }
-        save(tx, &obj)?;
+                None => {
+                    T::create(tx, &mut obj).await?;
+                    false
+                }
+            };
+            save(tx, &obj)?;
+            obj.strip_derived();
+            Ok((obj, updated))
+        })
+        .await?;
+    if !updated {
+        return Ok(obj);
+    }
+    db.read(async |tx| {
+        let mut one = [obj.clone()];
+        T::derive_links(tx, &mut one).await?;
+        let [obj] = one;
         Ok(obj)
     })
     .await
@@ -63,6 +91,9 @@ pub async fn inspect<T: Object>(db: &Db, key: &str) -> Result<Value> {
     db.read(async |tx| {
         let obj = load_required::<T>(tx, key).await?;
         let oper = T::oper(tx, &obj).await?;
+        let mut one = [obj];
+        T::derive_links(tx, &mut one).await?;
+        let [obj] = one;
         Ok(json!({ "Config": obj, "Oper": oper }))
     })
     .await

@@ -4,11 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::link::{self, Link, LinkSet};
-use super::{
-    EndpointGroup, Object, Rule, Tenant, list_with_prefix, load_required, modify,
-    modify_if_present, validate,
-};
+use super::link::{Link, LinkSet};
+use super::{EndpointGroup, Object, Rule, Tenant, list_with_prefix, load_required, validate};
 use crate::error::{Error, Result};
 use crate::store::Tx;
 
@@ -74,14 +71,19 @@ impl Object for Policy {
         self.links = stored.links.clone();
     }
 
+    async fn derive_links(tx: &mut Tx<'_>, objs: &mut [Self]) -> Result<()> {
+        super::derived::policies(tx, objs).await
+    }
+    fn strip_derived(&mut self) {
+        super::derived::strip_policy(self);
+    }
+
     async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {
         load_required::<Tenant>(tx, &obj.tenant_name).await?;
         obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
-        let key = obj.key.clone();
-        modify::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::add(&mut t.link_sets.policies, Policy::TYPE, &key)
-        })
-        .await
+        load_required::<Tenant>(tx, &obj.tenant_name)
+            .await
+            .map(|_| ())
     }
 
     async fn update(_tx: &mut Tx<'_>, _old: &Self, _new: &mut Self) -> Result<()> {
@@ -99,14 +101,13 @@ impl Object for Policy {
                 names.join(", ")
             )));
         }
+        // A policy's rules go with it, after it when there are more than a transaction holds
+        // (derived deletes: no group uses the policy, so no compiled rule refers to them; one
+        // left by an outage is deleted by the repair, which drops rules of missing policies).
         for rule in list_with_prefix::<Rule>(tx, &format!("{}:", obj.key)).await? {
-            tx.delete(&Rule::store_key(&rule.key));
+            tx.delete_derived(&Rule::store_key(&rule.key));
         }
-        let key = obj.key.clone();
-        modify_if_present::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::remove(&mut t.link_sets.policies, &key)
-        })
-        .await
+        Ok(())
     }
 
     async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {

@@ -5,10 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::link::{self, Link, LinkSet};
 use super::network::is_zero;
-use super::{
-    EndpointGroup, Network, Object, Policy, load, load_required, modify, modify_if_present,
-    validate,
-};
+use super::{EndpointGroup, Network, Object, Policy, load, load_required, validate};
 use crate::error::{Error, Result};
 use crate::policy::{attach, protocol_number};
 use crate::store::Tx;
@@ -234,11 +231,6 @@ impl Object for Rule {
             )));
         }
         link::add(&mut obj.link_sets.policies, Policy::TYPE, &policy_key);
-        let key = obj.key.clone();
-        modify::<Policy>(tx, &policy_key, |p| {
-            link::add(&mut p.link_sets.rules, Rule::TYPE, &key)
-        })
-        .await?;
         attach::rule_added(tx, obj).await
     }
 
@@ -250,12 +242,6 @@ impl Object for Rule {
     }
 
     async fn delete(tx: &mut Tx<'_>, obj: &Self) -> Result<()> {
-        attach::rule_removed(tx, obj).await?;
-        let policy_key = format!("{}:{}", obj.tenant_name, obj.policy_name);
-        let key = obj.key.clone();
-        modify_if_present::<Policy>(tx, &policy_key, |p| {
-            link::remove(&mut p.link_sets.rules, &key)
-        })
-        .await
+        attach::rule_removed(tx, obj).await
     }
 }

@@ -11,9 +11,9 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::link::{self, Link};
+use super::link::Link;
 use super::network::{load_state as load_net_state, save_state as save_net_state};
-use super::{Network, Object, Tenant, load_required, modify, modify_if_present, validate};
+use super::{Network, Object, Tenant, load_required, validate};
 use crate::endpoint::endpoint_oper;
 use crate::error::{Error, Result};
 use crate::resources::ipv4;
@@ -251,15 +251,12 @@ impl Object for ServiceLb {
         refresh_providers(tx, &mut state).await?;
         obj.links.network = Link::to(Network::TYPE, &obj.network_key());
         obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
-        let key = obj.key.clone();
-        modify::<Network>(tx, &obj.network_key(), |n| {
-            link::add(&mut n.link_sets.servicelbs, ServiceLb::TYPE, &key)
-        })
-        .await?;
-        modify::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::add(&mut t.link_sets.servicelbs, ServiceLb::TYPE, &key)
-        })
-        .await
+        load_required::<Network>(tx, &obj.network_key())
+            .await
+            .map(|_| ())?;
+        load_required::<Tenant>(tx, &obj.tenant_name)
+            .await
+            .map(|_| ())
     }
 
     async fn update(tx: &mut Tx<'_>, old: &Self, new: &mut Self) -> Result<()> {
@@ -289,15 +286,7 @@ impl Object for ServiceLb {
         }
         tx.delete(&CfgServiceLbState::key_for(&obj.state_id()));
         tx.delete(&SvcProvider::key_for(&obj.state_id()));
-        let key = obj.key.clone();
-        modify_if_present::<Network>(tx, &obj.network_key(), |n| {
-            link::remove(&mut n.link_sets.servicelbs, &key)
-        })
-        .await?;
-        modify_if_present::<Tenant>(tx, &obj.tenant_name, |t| {
-            link::remove(&mut t.link_sets.servicelbs, &key)
-        })
-        .await
+        Ok(())
     }
 
     async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {

@@ -104,6 +104,13 @@ impl Object for Tenant {
         self.link_sets = stored.link_sets.clone();
     }
 
+    async fn derive_links(tx: &mut Tx<'_>, objs: &mut [Self]) -> Result<()> {
+        super::derived::tenants(tx, objs).await
+    }
+    fn strip_derived(&mut self) {
+        super::derived::strip_tenant(self);
+    }
+
     async fn create(_tx: &mut Tx<'_>, _obj: &mut Self) -> Result<()> {
         Ok(())
     }

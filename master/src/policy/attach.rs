@@ -2,15 +2,17 @@
 //! in step with the model: a policy attached to an EPG compiles all its rules; a rule added to or
 //! removed from a policy is compiled into, or removed from, every EPG that uses the policy.
 //!
-//! The `CfgPolicyRule` records are written as derived writes ([`Tx::put_derived`]): the `EpgPolicy`
-//! record lists every compiled rule, so a policy of any size commits (etcd's 128-operation limit only
-//! bounds the guarded part), and [`super::repair`] can rebuild them from the `EpgPolicy` records.
+//! Stored layout: one small `EpgPolicy` record per attachment (names the EPG, the policy and the EPG
+//! id) and one `CfgPolicyRule` per compiled rule, keyed `<attachment id>:<rule key>:<direction>` so
+//! the rules of an attachment, or of one rule in it, are a key prefix. The compiled rules are
+//! derived writes ([`Tx::put_derived`]): a policy of any size commits (etcd's 128-operation limit
+//! only bounds the guarded part), they are written before the `EpgPolicy` that makes them count and
+//! deleted after it, and [`super::repair`] rebuilds them from the model.
 
 use super::{Resolved, compile};
 use crate::error::{Error, Result};
 use crate::model::{EndpointGroup, Network, Rule, list_with_prefix, load};
 use crate::resources::ipv4::SubnetSpec;
-use crate::state::policy::RuleMap;
 use crate::state::{CfgPolicyRule, EndpointGroupState, EpgPolicy};
 use crate::store::Tx;
 
@@ -53,60 +55,69 @@ pub async fn resolve(tx: &mut Tx<'_>, epg_id: u32, rule: &Rule) -> Result<Resolv
     Ok(r)
 }
 
-fn delete_compiled(tx: &mut Tx<'_>, map: &RuleMap) {
-    for rule_id in map.OfnetRules.keys() {
-        tx.delete_derived(&CfgPolicyRule::key_for(rule_id));
-    }
-}
-
-/// Compile `rule` into `ep` (replacing a previous compilation) and write its `CfgPolicyRule`s.
-async fn write_rule(tx: &mut Tx<'_>, ep: &mut EpgPolicy, rule: &Rule) -> Result<()> {
-    if let Some(old) = ep.RuleMaps.remove(&rule.key) {
-        delete_compiled(tx, &old);
-    }
-    let resolved = resolve(tx, ep.EndpointGroupID, rule).await?;
-    let compiled = compile(&ep.EpgPolicyKey, rule, &resolved)?;
-    let mut map = RuleMap {
-        Rule: rule.clone(),
-        OfnetRules: Default::default(),
-    };
-    for r in compiled {
+/// Write the compiled rules of a new `rule` in attachment `id` (EPG id `epg_id`). Rules cannot
+/// change once created, so there is no earlier compilation to replace (leftovers of a cut-short
+/// write are the repair's).
+async fn write_rule(tx: &mut Tx<'_>, id: &str, epg_id: u32, rule: &Rule) -> Result<()> {
+    let resolved = resolve(tx, epg_id, rule).await?;
+    for r in compile(id, rule, &resolved)? {
         tx.put_derived(
             &CfgPolicyRule::key_for(&r.RuleId),
             CfgPolicyRule::KIND,
             &CfgPolicyRule {
                 id: r.RuleId.clone(),
-                rule: r.clone(),
+                rule: r,
             },
         )?;
-        map.OfnetRules.insert(r.RuleId.clone(), r);
     }
-    ep.RuleMaps.insert(rule.key.clone(), map);
     Ok(())
 }
 
-/// Attach policy `policy_key` (`tenant:policy`) to the EPG `epg_key` (`tenant:group`) with id `epg_id`.
+/// Attach policy `policy_key` (`tenant:policy`) to the EPG `epg_key` (`tenant:group`) with id `epg_id`:
+/// every rule's compiled records, then the small `EpgPolicy` record that makes them count (the
+/// transaction writes the compiled records that do not fit it first; see `store::txn`).
 pub async fn attach(tx: &mut Tx<'_>, epg_key: &str, epg_id: u32, policy_key: &str) -> Result<()> {
     let id = EpgPolicy::id_for(epg_key, policy_key);
-    let mut ep = EpgPolicy {
+    let rules = list_with_prefix::<Rule>(tx, &format!("{policy_key}:")).await?;
+    let mut wanted = std::collections::BTreeSet::new();
+    for rule in &rules {
+        let resolved = resolve(tx, epg_id, rule).await?;
+        for r in compile(&id, rule, &resolved)? {
+            let key = CfgPolicyRule::key_for(&r.RuleId);
+            tx.put_derived(
+                &key,
+                CfgPolicyRule::KIND,
+                &CfgPolicyRule {
+                    id: r.RuleId.clone(),
+                    rule: r,
+                },
+            )?;
+            wanted.insert(key);
+        }
+    }
+    // Leftovers of an earlier attachment cut short (normally none).
+    for (key, _) in tx.list_derived(&EpgPolicy::rules_prefix(&id)).await? {
+        if !wanted.contains(&key) {
+            tx.delete_derived(&key);
+        }
+    }
+    let ep = EpgPolicy {
         id: id.clone(),
         EpgPolicyKey: id,
         EndpointGroupID: epg_id,
         RuleMaps: Default::default(),
     };
-    for rule in list_with_prefix::<Rule>(tx, &format!("{policy_key}:")).await? {
-        write_rule(tx, &mut ep, &rule).await?;
-    }
     tx.put(&EpgPolicy::key_for(&ep.id), EpgPolicy::KIND, &ep)?;
     Ok(())
 }
 
-/// Detach a policy from an EPG, deleting its compiled rules.
+/// Detach a policy from an EPG: the `EpgPolicy` record goes first, then its compiled rules.
 pub async fn detach(tx: &mut Tx<'_>, epg_key: &str, policy_key: &str) -> Result<()> {
-    let key = EpgPolicy::key_for(&EpgPolicy::id_for(epg_key, policy_key));
-    if let Some(ep) = tx.get::<EpgPolicy>(&key, EpgPolicy::KIND).await? {
-        for map in ep.RuleMaps.values() {
-            delete_compiled(tx, map);
+    let id = EpgPolicy::id_for(epg_key, policy_key);
+    let key = EpgPolicy::key_for(&id);
+    if tx.get_raw(&key).await?.is_some() {
+        for (rule_key, _) in tx.list_derived(&EpgPolicy::rules_prefix(&id)).await? {
+            tx.delete_derived(&rule_key);
         }
         tx.delete(&key);
     }
@@ -123,29 +134,33 @@ async fn users(tx: &mut Tx<'_>, tenant: &str, policy: &str) -> Result<Vec<String
         .collect())
 }
 
-/// A rule was added to its policy: compile it into every EPG using the policy.
+/// A rule was added to its policy: compile it into every EPG using the policy. Writes only the
+/// rule's own compiled records (O(1) whatever the policy's size); the `EpgPolicy` records are read,
+/// not rewritten, so concurrent creates of different rules do not conflict.
 pub async fn rule_added(tx: &mut Tx<'_>, rule: &Rule) -> Result<()> {
     let policy_key = format!("{}:{}", rule.tenant_name, rule.policy_name);
     for epg_key in users(tx, &rule.tenant_name, &rule.policy_name).await? {
-        let key = EpgPolicy::key_for(&EpgPolicy::id_for(&epg_key, &policy_key));
-        if let Some(mut ep) = tx.get::<EpgPolicy>(&key, EpgPolicy::KIND).await? {
-            write_rule(tx, &mut ep, rule).await?;
-            tx.put(&key, EpgPolicy::KIND, &ep)?;
+        let id = EpgPolicy::id_for(&epg_key, &policy_key);
+        if let Some(ep) = tx
+            .get::<EpgPolicy>(&EpgPolicy::key_for(&id), EpgPolicy::KIND)
+            .await?
+        {
+            write_rule(tx, &id, ep.EndpointGroupID, rule).await?;
         }
     }
     Ok(())
 }
 
-/// A rule was removed from its policy: remove it from every EPG using the policy.
+/// A rule was removed from its policy: remove its compiled records from every EPG using the policy.
 pub async fn rule_removed(tx: &mut Tx<'_>, rule: &Rule) -> Result<()> {
     let policy_key = format!("{}:{}", rule.tenant_name, rule.policy_name);
     for epg_key in users(tx, &rule.tenant_name, &rule.policy_name).await? {
-        let key = EpgPolicy::key_for(&EpgPolicy::id_for(&epg_key, &policy_key));
-        if let Some(mut ep) = tx.get::<EpgPolicy>(&key, EpgPolicy::KIND).await? {
-            if let Some(map) = ep.RuleMaps.remove(&rule.key) {
-                delete_compiled(tx, &map);
-            }
-            tx.put(&key, EpgPolicy::KIND, &ep)?;
+        let id = EpgPolicy::id_for(&epg_key, &policy_key);
+        for (key, _) in tx
+            .list_derived(&EpgPolicy::rule_prefix(&id, &rule.key))
+            .await?
+        {
+            tx.delete_derived(&key);
         }
     }
     Ok(())

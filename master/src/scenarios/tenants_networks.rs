@@ -93,6 +93,37 @@ async fn overlapping_subnets() {
     add_net(&db, net("t2", "n1", "vxlan", "10.1.5.0/24", 0))
         .await
         .unwrap();
+    // A larger subnet around an existing one is refused too (the index keys under it).
+    let err = add_net(&db, net("default", "n4", "vxlan", "10.0.0.0/14", 0))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("network n1 conflicts"), "{err}");
+    // Deleting a network frees its range.
+    ops::delete::<Network>(&db, "default:n3").await.unwrap();
+    add_net(&db, net("default", "n5", "vxlan", "10.2.1.0/24", 0))
+        .await
+        .unwrap();
+}
+
+/// Networks stored before the subnet index get their index key at leader start, so overlap
+/// checks keep working after an upgrade.
+#[tokio::test]
+async fn networks_stored_before_the_subnet_index_are_indexed() {
+    let db = db();
+    setup(&db).await;
+    add_net(&db, net("default", "n1", "vxlan", "10.1.0.0/16", 0))
+        .await
+        .unwrap();
+    let prefix = keys::state_prefix(keys::category::SUBNETS);
+    for kv in db.store().list(&prefix).await.unwrap().entries {
+        db.store().delete(&kv.key).await.unwrap();
+    }
+    assert_eq!(crate::model::network::index_subnets(&db).await.unwrap(), 1);
+    assert_eq!(crate::model::network::index_subnets(&db).await.unwrap(), 0);
+    let err = add_net(&db, net("default", "n2", "vxlan", "10.1.5.0/24", 0))
+        .await
+        .unwrap_err();
+    assert_eq!(err.http_status(), 409);
 }
 
 #[tokio::test]

@@ -44,7 +44,7 @@ pub fn follow(store: Arc<dyn StateStore>, prefix: String) -> BoxStream<'static, 
     futures::stream::unfold((store, prefix, Phase::List), |(store, prefix, mut phase)| async move {
         loop {
             phase = match phase {
-                Phase::List => match store.list(&prefix).await {
+                Phase::List => match super::list_all(store.as_ref(), &prefix).await {
                     Ok(listing) => {
                         let next = Phase::Watch(listing.revision + 1);
                         let event = StateEvent::Snapshot { entries: listing.entries, revision: listing.revision };

@@ -58,4 +58,7 @@ pub mod category {
     pub const AUTO_VXLAN: &str = "auto-vxlan";
     /// Not in Contiv: persisted EPG id pool (Contiv kept an in-memory counter, §2.6).
     pub const EPG_IDS: &str = "epg-ids";
+    /// Not in Contiv: one key per network's IPv4 subnet, `<tenant>/<the subnet's prefix bits as
+    /// 0/1>`, so an overlap check reads a few keys instead of every network of the tenant.
+    pub const SUBNETS: &str = "subnets";
 }

@@ -182,3 +182,37 @@ pub trait StateStore: Send + Sync + 'static {
     /// Revoke a lease, deleting its keys.
     fn revoke_lease(&self, lease: LeaseId) -> BoxFuture<'_, StoreResult<()>>;
 }
+
+/// What etcd's client answers when a listing is larger than the gRPC message limit (4 MiB).
+const TOO_LARGE: &str = "message length too large";
+
+/// List `prefix` even when its values together pass the store client's message limit (20,000
+/// compiled policy rules are ~7 MB): a listing refused as too large is split by the next key
+/// character (printable ASCII; keys are built from names), recursively, and merged. The revision
+/// is the oldest of the partial listings, so a watch from it + 1 misses nothing and a prefix
+/// guard on it stays conservative.
+pub fn list_all<'a>(
+    store: &'a dyn StateStore,
+    prefix: &'a str,
+) -> BoxFuture<'a, StoreResult<Listing>> {
+    Box::pin(async move {
+        match store.list(prefix).await {
+            Err(e) if e.to_string().contains(TOO_LARGE) => {
+                let mut out = Listing {
+                    entries: Vec::new(),
+                    revision: i64::MAX,
+                };
+                if let Some(kv) = store.get(prefix).await? {
+                    out.entries.push(kv);
+                }
+                for c in ' '..='~' {
+                    let part = list_all(store, &format!("{prefix}{c}")).await?;
+                    out.entries.extend(part.entries);
+                    out.revision = out.revision.min(part.revision);
+                }
+                Ok(out)
+            }
+            other => other,
+        }
+    })
+}

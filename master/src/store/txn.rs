@@ -12,17 +12,21 @@
 //! safer.
 //!
 //! Derived writes ([`Tx::put_derived`], [`Tx::delete_derived`]) are records computed entirely from
-//! an ordinary record written in the same transaction (compiled `CfgPolicyRule`s, listed by their
-//! `EpgPolicy`). etcd refuses a transaction of more than [`MAX_TXN_OPS`] compares or writes, so at
-//! commit the guarded transaction carries every compare, every ordinary write and as many derived
-//! writes as fit; the rest follow in plain (unguarded, idempotent) transactions of at most
-//! [`MAX_TXN_OPS`] writes each, before [`run`] returns. Order: derived deletes before derived puts,
-//! both in the guarded transaction and after it, so a record the new owner no longer lists disappears
-//! as early as possible (with the owner when they fit) and new ones appear right after. A reader can
-//! see a derived record its owner does not list (or miss one it lists) only while the call runs. If a
-//! follow-up fails, `run` answers [`StoreError::DerivedIncomplete`] (the change itself is saved) and
-//! `policy::repair` rebuilds the records: the leader runs it when [`Db::repair_wanted`] fires and at
-//! every leader start.
+//! ordinary records (compiled `CfgPolicyRule`s, from the rules of a policy attached by an
+//! `EpgPolicy`), which readers only act on while their owner exists. etcd refuses a transaction of
+//! more than [`MAX_TXN_OPS`] compares or writes, so at commit the guarded transaction carries every
+//! compare, every ordinary write and as many derived writes as fit (deletes first); the derived
+//! *puts* that do not fit are written *before* it (pre-writes) and the derived *deletes* that do not
+//! fit *after* it (follow-ups), in plain (unguarded, idempotent) transactions of at most
+//! [`MAX_TXN_OPS`] writes each, before [`run`] returns. So the small owner record flips last on the
+//! way in and first on the way out: a reader that honours owners never sees half of a change.
+//!
+//! Pre-writes of an attempt whose guarded commit then fails stay behind as orphans (their owner
+//! was never written); so do follow-ups cut short by an outage ([`StoreError::DerivedIncomplete`],
+//! the change itself is saved). Either way [`Db::repair_wanted`] fires and `policy::repair` makes
+//! the derived records match their owners again; the leader also runs it at every leader start.
+//! A transaction must not read derived keys through guards (they would fail on its own
+//! pre-writes): derived records are listed with [`Tx::list_derived`].
 //!
 //! [`Db`] adds a local writer lock: inside one process writers queue instead of conflicting (500
 //! concurrent endpoint creates on one network would otherwise retry quadratically); the revision
@@ -80,12 +84,15 @@ pub struct Tx<'s> {
     writes: BTreeMap<String, Write>,
 }
 
-/// A transaction split for the store: the guarded part and the derived writes that follow it.
+/// A transaction split for the store: the derived puts written before it, the guarded part and
+/// the derived deletes that follow it.
 struct Commit {
+    /// Derived puts that did not fit the guarded transaction.
+    pre_writes: Vec<Op>,
     guards: Vec<Guard>,
     /// Ordinary writes plus the derived writes that fit.
     ops: Vec<Op>,
-    /// Derived writes left for follow-up transactions, deletes first.
+    /// Derived deletes that did not fit the guarded transaction.
     follow_ups: Vec<Op>,
 }
 
@@ -113,6 +120,27 @@ impl<'s> Tx<'s> {
         Ok(value)
     }
 
+    /// Read several keys at once (concurrently from the store), seeing this transaction's own
+    /// writes; each read is guarded like [`Tx::get_raw`].
+    pub async fn get_many(&mut self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        let missing: Vec<&String> = keys
+            .iter()
+            .filter(|k| !self.writes.contains_key(*k) && !self.reads.contains_key(*k))
+            .collect();
+        let store = self.store;
+        let fetched =
+            futures::future::join_all(missing.iter().map(|k| store.get(k.as_str()))).await;
+        for (key, kv) in missing.into_iter().zip(fetched) {
+            let (rev, value) = kv?.map_or((0, None), |kv| (kv.mod_revision, Some(kv.value)));
+            self.reads.insert(key.clone(), (rev, value));
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            out.push(self.get_raw(k).await?);
+        }
+        Ok(out)
+    }
+
     /// Read and decode one JSON value; `kind` names the type in errors.
     pub async fn get<T: DeserializeOwned>(
         &mut self,
@@ -127,7 +155,7 @@ impl<'s> Tx<'s> {
 
     /// Read every key under `prefix` (sorted), seeing this transaction's own writes.
     pub async fn list_raw(&mut self, prefix: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
-        let listing = self.store.list(prefix).await?;
+        let listing = super::list_all(self.store, prefix).await?;
         self.prefixes.push((prefix.to_string(), listing.revision));
         let mut merged: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for kv in listing.entries {
@@ -139,6 +167,29 @@ impl<'s> Tx<'s> {
             };
             merged.insert(kv.key, value);
         }
+        for (key, write) in self
+            .writes
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+        {
+            match &write.value {
+                Some(v) => merged.insert(key.clone(), v.clone()),
+                None => merged.remove(key),
+            };
+        }
+        Ok(merged.into_iter().collect())
+    }
+
+    /// Read every derived record under `prefix` without a guard (derived records follow ordinary
+    /// ones, which the transaction guards; a guard here would fail on the transaction's own
+    /// pre-writes). Sees this transaction's own writes.
+    pub async fn list_derived(&mut self, prefix: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
+        let listing = super::list_all(self.store, prefix).await?;
+        let mut merged: BTreeMap<String, Vec<u8>> = listing
+            .entries
+            .into_iter()
+            .map(|kv| (kv.key, kv.value))
+            .collect();
         for (key, write) in self
             .writes
             .range(prefix.to_string()..)
@@ -280,12 +331,16 @@ impl<'s> Tx<'s> {
                 limit: MAX_TXN_OPS,
             });
         }
-        let mut derived = derived_deletes;
-        derived.append(&mut derived_puts);
-        let room = (MAX_TXN_OPS - ops.len()).min(derived.len());
-        let follow_ups = derived.split_off(room);
-        ops.append(&mut derived);
+        // Deletes take the room first (an owner that goes away takes as many as fit with it),
+        // then puts (an owner that appears brings as many as fit).
+        let room = MAX_TXN_OPS - ops.len();
+        let follow_ups = derived_deletes.split_off(room.min(derived_deletes.len()));
+        let room = room - derived_deletes.len();
+        ops.append(&mut derived_deletes);
+        let pre_writes = derived_puts.split_off(room.min(derived_puts.len()));
+        ops.append(&mut derived_puts);
         Ok(Commit {
+            pre_writes,
             guards,
             ops,
             follow_ups,
@@ -307,14 +362,29 @@ pub fn decode<T: DeserializeOwned>(key: &str, kind: &'static str, bytes: &[u8]) 
 
 /// Run `body` as an optimistic transaction, retrying on conflict (and, briefly, on an unreachable
 /// store). Read-only bodies commit nothing.
-pub async fn run<T, E, F>(store: &dyn StateStore, mut body: F) -> Result<T, E>
+pub async fn run<T, E, F>(store: &dyn StateStore, body: F) -> Result<T, E>
+where
+    F: AsyncFnMut(&mut Tx<'_>) -> Result<T, E>,
+    E: From<StoreError> + StoreFailure,
+{
+    let mut orphans = false;
+    run_tracked(store, body, &mut orphans).await
+}
+
+/// [`run`], setting `orphans` when pre-written derived records were left without the commit
+/// that makes them count (the repair removes them).
+async fn run_tracked<T, E, F>(
+    store: &dyn StateStore,
+    mut body: F,
+    orphans: &mut bool,
+) -> Result<T, E>
 where
     F: AsyncFnMut(&mut Tx<'_>) -> Result<T, E>,
     E: From<StoreError> + StoreFailure,
 {
     let mut outages = 0;
     loop {
-        match attempt(store, &mut body).await {
+        match attempt(store, &mut body, orphans).await {
             Err(e) if e.is_unavailable() && outages < UNAVAILABLE_RETRIES => {
                 outages += 1;
                 tracing::debug!(outages, "state store unavailable; retrying the transaction");
@@ -325,7 +395,7 @@ where
     }
 }
 
-async fn attempt<T, E, F>(store: &dyn StateStore, body: &mut F) -> Result<T, E>
+async fn attempt<T, E, F>(store: &dyn StateStore, body: &mut F, orphans: &mut bool) -> Result<T, E>
 where
     F: AsyncFnMut(&mut Tx<'_>) -> Result<T, E>,
     E: From<StoreError>,
@@ -341,9 +411,22 @@ where
             first_key.clone_from(k);
         }
         let commit = tx.into_commit(&first_key)?;
-        if store.txn(commit.guards, commit.ops).await?.succeeded {
-            follow_up(store, &first_key, commit.follow_ups).await?;
-            return Ok(out);
+        let pre_written = !commit.pre_writes.is_empty();
+        if pre_written && let Err(e) = pre_write(store, commit.pre_writes).await {
+            *orphans = true;
+            return Err(e.into());
+        }
+        match store.txn(commit.guards, commit.ops).await {
+            Ok(r) if r.succeeded => {
+                follow_up(store, &first_key, commit.follow_ups).await?;
+                return Ok(out);
+            }
+            // This attempt's pre-writes have no owner; the next attempt may not rewrite them all.
+            Ok(_) => *orphans |= pre_written,
+            Err(e) => {
+                *orphans |= pre_written;
+                return Err(e.into());
+            }
         }
         tracing::debug!(attempt, key = %first_key, "state transaction conflicted; retrying");
         // Back off a little so two processes do not keep colliding in lock step.
@@ -354,6 +437,18 @@ where
         attempts: MAX_ATTEMPTS,
     }
     .into())
+}
+
+/// Write the derived puts that did not fit the guarded transaction, before it, [`MAX_TXN_OPS`] at
+/// a time. Nothing counts them until their owner is committed.
+async fn pre_write(store: &dyn StateStore, ops: Vec<Op>) -> StoreResult<()> {
+    let mut rest = ops;
+    while !rest.is_empty() {
+        let tail = rest.split_off(MAX_TXN_OPS.min(rest.len()));
+        let chunk = std::mem::replace(&mut rest, tail);
+        store.txn(Vec::new(), chunk).await?;
+    }
+    Ok(())
 }
 
 /// Apply the derived writes that did not fit the guarded transaction, [`MAX_TXN_OPS`] at a time, in
@@ -434,10 +529,9 @@ impl Db {
         E: From<StoreError> + StoreFailure,
     {
         let _turn = self.writer.lock().await;
-        let out = run(self.store.as_ref(), body).await;
-        if let Err(e) = &out
-            && e.is_derived_incomplete()
-        {
+        let mut orphans = false;
+        let out = run_tracked(self.store.as_ref(), body, &mut orphans).await;
+        if orphans || out.as_ref().is_err_and(|e| e.is_derived_incomplete()) {
             self.repair.notify_one();
         }
         out
@@ -542,7 +636,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn derived_writes_beyond_the_limit_follow_the_guarded_commit() {
+    async fn derived_puts_beyond_the_limit_precede_the_guarded_commit() {
         let store = MemoryStore::new();
         for i in 0..50 {
             store
@@ -572,20 +666,65 @@ mod tests {
                 .iter()
                 .all(|kv| kv.key.starts_with("/d/new"))
         );
-        // 351 writes: the guarded one (owner + 50 deletes + 77 puts), then 128 and 95 puts.
+        // 351 writes: 223 puts before (128 + 95), then the guarded one (owner + 50 deletes + 77
+        // puts): the owner appears last, with the deletes.
         assert_eq!(listing.revision - before, 3);
-        let owner = store.get("/owner").await.unwrap().unwrap();
-        assert_eq!(owner.mod_revision, before + 1);
-        let deleted_with_owner = store.get("/d/new076").await.unwrap().unwrap();
-        assert_eq!(deleted_with_owner.mod_revision, before + 1);
-        assert_eq!(
-            store.get("/d/new077").await.unwrap().unwrap().mod_revision,
-            before + 2
-        );
-        assert_eq!(
-            store.get("/d/new299").await.unwrap().unwrap().mod_revision,
-            before + 3
-        );
+        let rev = |k: &str| {
+            let store = store.clone();
+            let k = k.to_string();
+            async move { store.get(&k).await.unwrap().unwrap().mod_revision }
+        };
+        assert_eq!(rev("/d/new077").await, before + 1);
+        assert_eq!(rev("/d/new299").await, before + 2);
+        assert_eq!(rev("/d/new076").await, before + 3);
+        assert_eq!(rev("/owner").await, before + 3);
+    }
+
+    #[tokio::test]
+    async fn derived_deletes_beyond_the_limit_follow_the_guarded_commit() {
+        let store = MemoryStore::new();
+        store.put("/owner", b"1".to_vec()).await.unwrap();
+        for i in 0..300 {
+            store
+                .put(&format!("/d/{i:03}"), b"x".to_vec())
+                .await
+                .unwrap();
+        }
+        let before = store.list("/").await.unwrap().revision;
+        let out: Result<(), StoreError> = run(&store, async |tx: &mut Tx<'_>| {
+            tx.get_raw("/owner").await?;
+            tx.delete("/owner");
+            for (key, _) in tx.list_derived("/d/").await? {
+                tx.delete_derived(&key);
+            }
+            Ok(())
+        })
+        .await;
+        out.unwrap();
+        // The owner goes first with 127 of its records, the rest follow in 128 + 45.
+        assert_eq!(store.list("/").await.unwrap().revision - before, 3);
+        assert!(store.list("/").await.unwrap().entries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn failed_pre_writes_leave_no_owner_and_ask_for_a_repair() {
+        let store = crate::store::failing::FailFollowUps::new();
+        let db = Db::new(Arc::new(store.clone()));
+        let out: Result<(), StoreError> = db
+            .write(async |tx: &mut Tx<'_>| {
+                tx.get_raw("/owner").await?;
+                tx.put("/owner", "owner", &1)?;
+                for i in 0..200 {
+                    tx.put_derived(&format!("/d/{i:03}"), "n", &i)?;
+                }
+                Ok(())
+            })
+            .await;
+        assert!(out.unwrap_err().is_unavailable());
+        assert!(store.inner.get("/owner").await.unwrap().is_none());
+        tokio::time::timeout(std::time::Duration::from_secs(1), db.repair_wanted())
+            .await
+            .expect("a repair is asked for");
     }
 
     #[tokio::test]
@@ -629,13 +768,21 @@ mod tests {
     #[tokio::test]
     async fn failed_follow_up_is_reported_and_the_body_not_rerun() {
         let store = crate::store::failing::FailFollowUps::new();
+        store.inner.put("/owner", b"1".to_vec()).await.unwrap();
+        for i in 0..200 {
+            store
+                .inner
+                .put(&format!("/d/{i:03}"), b"x".to_vec())
+                .await
+                .unwrap();
+        }
         let mut runs = 0;
         let out: Result<(), StoreError> = run(&store, async |tx: &mut Tx<'_>| {
             runs += 1;
             tx.get_raw("/owner").await?;
-            tx.put("/owner", "owner", &1)?;
+            tx.delete("/owner");
             for i in 0..200 {
-                tx.put_derived(&format!("/d/{i:03}"), "n", &i)?;
+                tx.delete_derived(&format!("/d/{i:03}"));
             }
             Ok(())
         })
@@ -657,8 +804,8 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert!(err.to_string().contains("repairs them"), "{err}");
-        // The guarded part committed: the owner and the first 127 derived records.
-        assert!(store.inner.get("/owner").await.unwrap().is_some());
-        assert_eq!(store.inner.list("/d/").await.unwrap().entries.len(), 127);
+        // The guarded part committed: the owner and the first 127 derived records are gone.
+        assert!(store.inner.get("/owner").await.unwrap().is_none());
+        assert_eq!(store.inner.list("/d/").await.unwrap().entries.len(), 73);
     }
 }

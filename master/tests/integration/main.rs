@@ -16,4 +16,5 @@ mod flags;
 mod netctl_cli;
 mod outage;
 mod restart;
+mod scale;
 mod store_contract;

@@ -161,6 +161,16 @@ impl AgentHandle {
         self.update(AgentOp::RemoveRule(id.into())).await
     }
 
+    /// Remove `remove` (unknown ids are fine), then add or replace `add`, as one switch
+    /// transaction (one bundle); all or nothing.
+    pub async fn set_rules(
+        &self,
+        add: Vec<PolicyRule>,
+        remove: Vec<String>,
+    ) -> Result<(), AgentError> {
+        self.update(AgentOp::SetRules { add, remove }).await
+    }
+
     /// Add or replace a load-balanced service. Clients keep their providers; their flows
     /// follow the new ports. Refused ([`AgentError::Service`]): a VIP another service has, a
     /// port listed twice, port 0.

@@ -30,6 +30,12 @@ pub enum AgentOp {
     SetArpMode(ArpMode),
     AddRule(PolicyRule),
     RemoveRule(String),
+    /// Many rules in one change (one switch transaction): remove `remove` (unknown ids are
+    /// fine), then add or replace `add`. Refused as a whole if one rule is invalid.
+    SetRules {
+        add: Vec<PolicyRule>,
+        remove: Vec<String>,
+    },
     /// Add or replace a load-balanced service.
     AddService {
         name: String,
@@ -144,6 +150,12 @@ fn endpoint_owners(
         AgentOp::SetArpMode(_) => vec![Owner::Input],
         AgentOp::AddRule(r) => vec![Owner::Rule(r.rule_id.clone())],
         AgentOp::RemoveRule(id) => vec![Owner::Rule(id.clone())],
+        AgentOp::SetRules { add, remove } => remove
+            .iter()
+            .cloned()
+            .chain(add.iter().map(|r| r.rule_id.clone()))
+            .map(Owner::Rule)
+            .collect(),
         AgentOp::AddService { .. }
         | AgentOp::RemoveService(_)
         | AgentOp::SetServiceProviders { .. }
@@ -260,6 +272,22 @@ pub(super) fn apply_settings(
             s.rules
                 .remove(rid)
                 .ok_or_else(|| AgentError::NoRule(rid.clone()))?;
+        }
+        AgentOp::SetRules { add, remove } => {
+            let table = datapath
+                .pipeline()
+                .table(id::POLICY)
+                .map_err(DatapathError::from)?;
+            // Validate every rule before changing anything: on error `s` is unchanged.
+            for r in add {
+                rule_flow(table, r, id::SERVICE_SNAT).map_err(DatapathError::from)?;
+            }
+            for rid in remove {
+                s.rules.remove(rid);
+            }
+            for r in add {
+                s.rules.insert(r.rule_id.clone(), r.clone());
+            }
         }
         AgentOp::AddService { name, spec } => s.services.set_spec(name, spec.clone())?,
         AgentOp::RemoveService(name) => {

@@ -57,6 +57,8 @@ struct State {
     remote: BTreeMap<String, remote::RemoteEndpoint>,
     vteps: remote::Vteps,
     arp_mode: ArpMode,
+    /// Compiled policy rules and attachments seen in the store.
+    policy: policy::PolicyBook,
 }
 
 /// See the module documentation.

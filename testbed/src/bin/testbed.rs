@@ -59,6 +59,19 @@ enum Bench {
         #[arg(long, default_value_t = 50)]
         pods: usize,
     },
+    /// Rules created through REST into one policy (1 and 16 in flight) until their flows are
+    /// in OVS; netplugin and netmaster RSS.
+    Policy {
+        #[arg(long, default_value_t = 10_000)]
+        rules: usize,
+    },
+    /// Networks and groups created through REST in one tenant, 16 in flight.
+    Objects {
+        #[arg(long, default_value_t = 4_000)]
+        networks: usize,
+        #[arg(long, default_value_t = 10_000)]
+        groups: usize,
+    },
 }
 
 fn main() -> Result<()> {
@@ -69,6 +82,16 @@ fn main() -> Result<()> {
         Command::Status => status(&cli.state),
         Command::Bench(Bench::FlowPush { flows, change }) => {
             let report = testbed::bench::flow_push::run(flows, change)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Command::Bench(Bench::Policy { rules }) => {
+            let report = testbed::bench::scale::run_policy(rules)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Command::Bench(Bench::Objects { networks, groups }) => {
+            let report = testbed::bench::scale::run_objects(networks, groups)?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }

@@ -1,0 +1,332 @@
+//! No stored record grows with the cluster (issue 20), against a real etcd through REST:
+//!
+//! * 10,000 rules in one policy attached to a group, 16 creates in flight: every create answers,
+//!   each rule is two compiled keys, the policy's JSON lists all 10,000 rules, a rule deleted
+//!   from the middle takes exactly its keys, detach removes all 20,000;
+//! * 500 networks and 2,000 groups in one tenant, 16 in flight: all created, the tenant's and a
+//!   network's JSON list them all, an overlapping subnet is still refused, the tenant record stays
+//!   small. (Kept small for CI's time: a debug build on the shared 2-core machine creates ~20-50
+//!   objects/s. `testbed bench objects` creates 4,000 networks, about as many as Contiv's tag
+//!   space holds, each taking a VLAN or a local VLAN, and 10,000 groups.)
+//! * after each, the largest value stored under `/contiv.io/` is below 64 KiB.
+//!
+//! Each prints its creates/s for the first and the last 1,000 (a debug build on a shared machine:
+//! the numbers that count come from `testbed bench policy` / `testbed bench objects`).
+
+use std::time::{Duration, Instant};
+
+use master::client::Client;
+
+use futures::StreamExt;
+use master::model::{EndpointGroup, Policy, Rule, Tenant};
+use master::state::EpgPolicy;
+use master::store::keys::{self, category};
+use master::store::{EtcdStore, StateStore};
+
+use crate::common::*;
+
+const LIMIT: usize = 64 * 1024;
+
+/// The largest value under `/contiv.io/`, with its key.
+async fn largest_value(store: &EtcdStore) -> (usize, String) {
+    master::store::list_all(store, "/contiv.io/")
+        .await
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|kv| (kv.value.len(), kv.key))
+        .max()
+        .unwrap_or_default()
+}
+
+/// Run `make(i)` for `range` with `in_flight` at a time; every answer must be a success.
+/// Returns creates/s of the first and the last 1,000.
+async fn create_all<F, Fut>(range: std::ops::Range<usize>, in_flight: usize, make: F) -> (f64, f64)
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let total = range.len();
+    let started = Instant::now();
+    let mut done = 0usize;
+    let mut first = None;
+    let mut last_start = None;
+    let mut results = futures::stream::iter(range.map(make)).buffer_unordered(in_flight);
+    while let Some(r) = results.next().await {
+        if let Err(e) = r {
+            panic!("create {done} of {total} failed: {e}");
+        }
+        done += 1;
+        if done == total.min(1000) {
+            first = Some(started.elapsed());
+        }
+        if done == total.saturating_sub(1000) {
+            last_start = Some(started.elapsed());
+        }
+    }
+    let end = started.elapsed();
+    let k = total.min(1000) as f64;
+    let first = k / first.unwrap_or(end).as_secs_f64();
+    let last = k / (end - last_start.unwrap_or_default()).as_secs_f64();
+    (first, last)
+}
+
+fn rule(i: usize) -> Rule {
+    Rule {
+        rule_id: i.to_string(),
+        tenant_name: "default".into(),
+        policy_name: "p1".into(),
+        direction: "in".into(),
+        protocol: "tcp".into(),
+        port: 1 + i64::try_from(i).unwrap(),
+        action: "allow".into(),
+        ..Default::default()
+    }
+}
+
+fn group(name: &str, network: &str, policies: &[&str]) -> EndpointGroup {
+    EndpointGroup {
+        group_name: name.into(),
+        tenant_name: "default".into(),
+        network_name: network.into(),
+        policies: policies.iter().map(|p| p.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+async fn compiled_count(store: &EtcdStore, prefix: &str) -> usize {
+    master::store::list_all(store, prefix)
+        .await
+        .unwrap()
+        .entries
+        .len()
+}
+
+#[tokio::test]
+async fn ten_thousand_rules_in_one_policy() {
+    testbed::require!(Etcd);
+    const RULES: usize = 10_000;
+    let etcd = testbed::Etcd::start().unwrap();
+    let nm = InProcess::start(&etcd.client_url(), 10).await;
+    let c = nm.client();
+    let store = EtcdStore::connect(&[etcd.client_url()]).await.unwrap();
+    c.post(&network("default", "n1", "10.1.0.0/16"))
+        .await
+        .unwrap();
+    c.post(&Policy {
+        policy_name: "p1".into(),
+        tenant_name: "default".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.post(&group("g1", "n1", &["p1"])).await.unwrap();
+
+    let client = &c;
+    let (first, last) = create_all(0..RULES, 16, |i| async move {
+        client
+            .post(&rule(i))
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    println!("{RULES} rules, 16 in flight: first 1000 at {first:.0}/s, last 1000 at {last:.0}/s");
+
+    let att = EpgPolicy::id_for("default:g1", "default:p1");
+    let prefix = EpgPolicy::rules_prefix(&att);
+    assert_eq!(compiled_count(&store, &prefix).await, 2 * RULES);
+    let p: Policy = c.get("default:p1").await.unwrap();
+    assert_eq!(p.link_sets.rules.len(), RULES);
+    assert!(p.link_sets.endpoint_groups.contains_key("default:g1"));
+    let (size, key) = largest_value(&store).await;
+    println!("largest stored value: {size} bytes ({key})");
+    assert!(size < LIMIT, "{key} holds {size} bytes");
+
+    // A rule from the middle: exactly its two compiled keys go.
+    c.delete::<Rule>("default:p1:5000").await.unwrap();
+    assert_eq!(
+        compiled_count(&store, &EpgPolicy::rule_prefix(&att, "default:p1:5000")).await,
+        0
+    );
+    assert_eq!(compiled_count(&store, &prefix).await, 2 * RULES - 2);
+
+    // Detach, then attach again: all or nothing each time.
+    let started = Instant::now();
+    c.post(&group("g1", "n1", &[])).await.unwrap();
+    println!(
+        "detach of {} compiled rules: {:?}",
+        2 * RULES - 2,
+        started.elapsed()
+    );
+    assert_eq!(
+        compiled_count(&store, &keys::state_prefix(category::POLICY_RULE)).await,
+        0
+    );
+    assert!(
+        store
+            .get(&EpgPolicy::key_for(&att))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let started = Instant::now();
+    c.post(&group("g1", "n1", &["p1"])).await.unwrap();
+    println!(
+        "attach of {} compiled rules: {:?}",
+        2 * RULES - 2,
+        started.elapsed()
+    );
+    assert_eq!(compiled_count(&store, &prefix).await, 2 * RULES - 2);
+    let (size, key) = largest_value(&store).await;
+    assert!(size < LIMIT, "{key} holds {size} bytes");
+}
+
+#[tokio::test]
+async fn networks_and_groups_in_one_tenant_are_listed_not_stored() {
+    testbed::require!(Etcd);
+    const NETWORKS: usize = 500;
+    const GROUPS: usize = 2_000;
+    let etcd = testbed::Etcd::start().unwrap();
+    let nm = InProcess::start(&etcd.client_url(), 10).await;
+    let c = nm.client();
+    let store = EtcdStore::connect(&[etcd.client_url()]).await.unwrap();
+    let client = &c;
+    let (first, last) = create_all(0..NETWORKS, 16, |i| async move {
+        let subnet = format!("10.{}.{}.0/24", i / 256, i % 256);
+        client
+            .post(&network("default", &format!("n{i}"), &subnet))
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    println!(
+        "{NETWORKS} networks, 16 in flight: first 1000 at {first:.0}/s, last 1000 at {last:.0}/s"
+    );
+    // Overlaps are still refused.
+    let err = c
+        .post(&network("default", "over", "10.0.0.0/16"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("conflicts with subnet"), "{err}");
+    let (first, last) = create_all(0..GROUPS, 16, |i| async move {
+        client
+            .post(&group(&format!("g{i}"), &format!("n{}", i % NETWORKS), &[]))
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    println!("{GROUPS} groups, 16 in flight: first 1000 at {first:.0}/s, last 1000 at {last:.0}/s");
+
+    let t: Tenant = c.get("default").await.unwrap();
+    assert_eq!(t.link_sets.networks.len(), NETWORKS);
+    assert_eq!(t.link_sets.endpoint_groups.len(), GROUPS);
+    assert!(t.link_sets.networks.contains_key("default:n499"));
+    assert!(t.link_sets.endpoint_groups.contains_key("default:g1999"));
+    let n: master::model::Network = c.get("default:n7").await.unwrap();
+    assert_eq!(n.link_sets.endpoint_groups.len(), GROUPS / NETWORKS);
+    let raw = store
+        .get(&keys::model("tenant", "default"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        raw.value.len() < 512,
+        "tenant record: {} bytes",
+        raw.value.len()
+    );
+    let (size, key) = largest_value(&store).await;
+    println!("largest stored value: {size} bytes ({key})");
+    assert!(size < LIMIT, "{key} holds {size} bytes");
+}
+
+/// All or nothing under SIGKILL: a real netmaster is killed at several points during the attach
+/// (then the detach) of a 3,000-rule policy (6,000 compiled rules, ~50 transactions); after a
+/// restart (whose leader start runs the repair) either the attachment and all its compiled rules
+/// exist and the group lists the policy, or none of them do and it does not.
+#[tokio::test]
+async fn attach_and_detach_are_all_or_nothing_under_sigkill() {
+    testbed::require!(Etcd);
+    const RULES: usize = 3_000;
+    let etcd = testbed::Etcd::start().unwrap();
+    let store = EtcdStore::connect(&[etcd.client_url()]).await.unwrap();
+    let mut nm = Subprocess::spawn(&etcd.client_url(), 2);
+    wait_ready(&nm.url, Duration::from_secs(20)).await;
+    let c = nm.client();
+    c.post(&network("default", "n1", "10.1.0.0/16"))
+        .await
+        .unwrap();
+    c.post(&Policy {
+        policy_name: "p1".into(),
+        tenant_name: "default".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    c.post(&group("g1", "n1", &[])).await.unwrap();
+    let client = &c;
+    create_all(0..RULES, 16, |i| async move {
+        client
+            .post(&rule(i))
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let att = EpgPolicy::id_for("default:g1", "default:p1");
+    let all_prefix = keys::state_prefix(category::POLICY_RULE);
+
+    // (attached, compiled rules, the group's policies) once netmaster is back.
+    let state = async |url: &str| {
+        let c = Client::new(url).unwrap();
+        let g: EndpointGroup = c.get("default:g1").await.unwrap();
+        let attached = store
+            .get(&EpgPolicy::key_for(&att))
+            .await
+            .unwrap()
+            .is_some();
+        (
+            attached,
+            compiled_count(&store, &all_prefix).await,
+            g.policies,
+        )
+    };
+    let mut outcomes = Vec::new();
+    for (round, kill_after_ms) in [5u64, 150, 400, 1500].into_iter().enumerate() {
+        for attach in [true, false] {
+            let policies: &[&str] = if attach { &["p1"] } else { &[] };
+            let url = nm.url.clone();
+            let body = group("g1", "n1", policies);
+            let call = tokio::spawn(async move { Client::new(&url).unwrap().post(&body).await });
+            tokio::time::sleep(Duration::from_millis(kill_after_ms)).await;
+            nm.kill();
+            let _ = call.await;
+            nm = Subprocess::spawn(&etcd.client_url(), 2);
+            wait_ready(&nm.url, Duration::from_secs(30)).await;
+            // The leader start's repair has run once the new leader answers; give it a moment
+            // to finish its writes.
+            let (attached, compiled, listed) = eventually(
+                "a consistent state after the restart",
+                Duration::from_secs(20),
+                || async {
+                    let s = state(&nm.url).await;
+                    let whole = (s.0 && s.1 == 2 * RULES && s.2 == ["p1"])
+                        || (!s.0 && s.1 == 0 && s.2.is_empty());
+                    whole.then_some(s)
+                },
+            )
+            .await;
+            outcomes.push((round, attach, attached, compiled, listed.len()));
+            // Make the next step start from the state this step meant to leave.
+            if attached != attach {
+                nm.client()
+                    .post(&group("g1", "n1", policies))
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    println!("(round, attaching, attached after restart, compiled, listed): {outcomes:?}");
+}
