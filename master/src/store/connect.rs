@@ -245,7 +245,11 @@ pub fn explain_tls(config: &EtcdConfig, chain: &str) -> Option<String> {
         Some(format!(
             "the server certificate does not name this endpoint's host ({chain})"
         ))
-    } else if lower.contains("certificaterequired") || lower.contains("certificate required") {
+    } else if lower.contains("certificaterequired")
+        || lower.contains("certificate required")
+        || (config.cert.is_none()
+            && (lower.contains("badcertificate") || lower.contains("bad certificate")))
+    {
         Some(format!(
             "the server requires a client certificate; give --etcd-cert and --etcd-key ({chain})"
         ))

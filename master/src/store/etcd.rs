@@ -24,6 +24,10 @@ use super::{
 
 /// How long the start-up TLS check waits for each member.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Attempts per member of the start-up TLS check.
+const PROBE_ATTEMPTS: usize = 6;
+/// Pause between those attempts (a fresh connection each time).
+const PROBE_PAUSE: Duration = Duration::from_millis(200);
 
 /// A connection to an etcd cluster. Cloning is cheap and shares the member set.
 #[derive(Clone)]
@@ -63,16 +67,24 @@ impl EtcdStore {
             let Some(member) = self.members.member(&endpoint) else {
                 continue;
             };
-            let mut client = member.client();
-            match tokio::time::timeout(PROBE_TIMEOUT, client.status()).await {
-                Ok(Err(e)) => {
-                    let text = error_chain(&e);
-                    if let Some(reason) = connect::explain_tls(config, &text) {
-                        return Err(ConnectError::Tls { endpoint, reason });
+            // With TLS 1.3 the server checks the client certificate after the client considers the
+            // handshake done, so the first failure may only say "connection closed"; the next
+            // attempt carries the server's alert.
+            let deadline = tokio::time::Instant::now() + PROBE_TIMEOUT;
+            for _ in 0..PROBE_ATTEMPTS {
+                let mut client = member.client();
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                match tokio::time::timeout(left, client.status()).await {
+                    Ok(Ok(_)) | Err(_) => break,
+                    Ok(Err(e)) => {
+                        let text = error_chain(&e);
+                        if let Some(reason) = connect::explain_tls(config, &text) {
+                            return Err(ConnectError::Tls { endpoint, reason });
+                        }
+                        tracing::debug!(%endpoint, error = %text, "etcd member not reachable at start");
+                        tokio::time::sleep(PROBE_PAUSE).await;
                     }
-                    tracing::debug!(%endpoint, error = %text, "etcd member not reachable at start");
                 }
-                Ok(Ok(_)) | Err(_) => {}
             }
         }
         Ok(())

@@ -29,6 +29,8 @@ use super::StoreError;
 
 /// Deadline for one attempt on one member when another member could answer instead.
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(1200);
+/// Deadline for one attempt when no member passed its last health check.
+pub const QUICK_TIMEOUT: Duration = Duration::from_millis(500);
 /// Deadline for a request when there is only one member (a loaded machine's fsync may be slow).
 pub const SINGLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a request keeps trying other members before it answers `Unavailable`.
@@ -198,9 +200,14 @@ impl Members {
         loop {
             let order = self.order();
             let single = order.len() <= 1;
+            // No member passed its last health check (quorum lost, or all down): one quick round
+            // in case one came back, then 503 at once instead of waiting out the budget.
+            let none_healthy = !order.iter().any(|(_, m)| m.healthy.load(Ordering::Relaxed));
             for (index, member) in order {
                 let budget = if single {
                     SINGLE_TIMEOUT
+                } else if none_healthy {
+                    QUICK_TIMEOUT
                 } else {
                     ATTEMPT_TIMEOUT
                 };
@@ -226,7 +233,7 @@ impl Members {
                     return Err(last.unwrap_or_else(no_member));
                 }
             }
-            if started.elapsed() + ROUND_PAUSE >= FAILOVER_BUDGET {
+            if none_healthy || started.elapsed() + ROUND_PAUSE >= FAILOVER_BUDGET {
                 return Err(last.unwrap_or_else(no_member));
             }
             tokio::time::sleep(ROUND_PAUSE).await;
@@ -286,7 +293,8 @@ impl Members {
         let known = self.snapshot();
         for m in &known {
             let keep = listed.contains(&m.endpoint) || self.configured.contains(&m.endpoint);
-            if m.retired.swap(!keep, Ordering::Relaxed) != !keep {
+            let was_retired = m.retired.swap(!keep, Ordering::Relaxed);
+            if was_retired == keep {
                 if keep {
                     tracing::info!(endpoint = %m.endpoint, "etcd member listed again");
                 } else {

@@ -9,6 +9,7 @@ mod bench;
 mod big_policy;
 mod election;
 mod endpoints;
+mod failover;
 mod flags;
 mod netctl_cli;
 mod outage;
