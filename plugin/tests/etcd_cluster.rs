@@ -23,7 +23,7 @@ fn cluster_with(etcd: EtcdOptions) -> Cluster {
 
 /// Both daemons start on member 0 (the first endpoint). Kill it: a policy rule added during the
 /// outage reaches the host's flow table through netplugin's watch (resumed on another member), and
-/// a pod ADD during the outage succeeds.
+/// a pod ADD during the outage succeeds. Then a second member goes (quorum lost) and comes back.
 #[test]
 fn watches_and_pod_add_survive_the_member_in_use_being_killed() {
     testbed::require!(Root, Ovs, Etcd, Ip, Ping);
@@ -67,7 +67,50 @@ fn watches_and_pod_add_survive_the_member_in_use_being_killed() {
         reaches(&second, &first.ip),
         "the pod added during the outage cannot reach the first"
     );
+
+    // Quorum lost (members 0 and 1 down): a pod ADD fails fast saying the store is unavailable,
+    // the pods already running still reach each other, and ADD works again once quorum is back.
+    c.etcd.kill_member(1);
+    let started = Instant::now();
+    let Err(err) = c.add_pod(&conf) else {
+        panic!("pod ADD succeeded without an etcd quorum");
+    };
+    let failed_after = started.elapsed();
+    assert!(
+        err.contains("state store unavailable") && err.contains("503"),
+        "{err}"
+    );
+    assert!(
+        failed_after < Duration::from_secs(15),
+        "ADD failed only after {failed_after:?}"
+    );
+    assert!(
+        reaches(&second, &first.ip),
+        "existing traffic broke when quorum was lost"
+    );
     c.etcd.start_member(0).unwrap();
+    let back = Instant::now();
+    let third = loop {
+        match c.add_pod(&conf) {
+            Ok(pod) => break pod,
+            Err(e) => assert!(
+                back.elapsed() < Duration::from_secs(15),
+                "pod ADD still failing {:?} after quorum returned: {e}",
+                back.elapsed()
+            ),
+        }
+    };
+    let recovered = back.elapsed();
+    println!(
+        "{}",
+        serde_json::json!({"test": "netplugin_quorum_loss", "add_failed_ms": failed_after.as_millis(), "add_ok_after_quorum_ms": recovered.as_millis()})
+    );
+    assert!(reaches(&third, &first.ip));
+    assert!(
+        recovered <= Duration::from_secs(5),
+        "recovery took {recovered:?}"
+    );
+    c.etcd.start_member(1).unwrap();
 }
 
 /// A TLS-only etcd that requires client certificates: netmaster and netplugin start with
