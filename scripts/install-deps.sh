@@ -12,7 +12,7 @@ packages=(
   iputils-ping                 # reachability checks in tests
   netcat-openbsd               # TCP/UDP reachability checks (policy tests)
   tcpdump                      # DSCP marking and ARP-proxy checks
-  openssl                      # test certificates for the Kubernetes API client over https
+  openssl                      # test certificates (Kubernetes API client, etcd TLS clusters)
   ethtool                      # pod veths: transmit checksum offload off (userspace datapath)
   containernetworking-plugins  # the reference `bridge` + `host-local` CNI plugins (benchmark)
   golang-go                    # builds cnirun, the libcni runtime driver

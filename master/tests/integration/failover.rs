@@ -414,3 +414,172 @@ fn wrong_ca_or_missing_client_cert_is_refused_at_start() {
         "{err}"
     );
 }
+
+/// Given only member 0, the store learns the others from `MemberList` and fails over to them when
+/// member 0 dies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_are_discovered_from_the_cluster() {
+    testbed::require!(Etcd);
+    let mut etcd = cluster(false);
+    let urls = etcd.client_urls();
+    let store = EtcdStore::connect(&urls[..1]).await.unwrap();
+    store.put("/d/a", b"1".to_vec()).await.unwrap();
+    let deadline = Instant::now() + master::store::members::REFRESH_EVERY * 3;
+    loop {
+        let known: Vec<String> = store
+            .member_endpoints()
+            .into_iter()
+            .map(|(e, _)| e)
+            .collect();
+        if urls.iter().all(|u| known.contains(u)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "members not discovered: {known:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    blocking(|| etcd.kill_member(0));
+    let t = Instant::now();
+    store.put("/d/b", b"2".to_vec()).await.unwrap();
+    assert!(t.elapsed() <= MAX_STALL, "write waited {:?}", t.elapsed());
+    assert_ne!(store.current_endpoint(), Some(urls[0].clone()));
+}
+
+/// A store whose first watch breaks at once and whose second waits for `gate`: the window in
+/// which the test compacts the revision the follower must resume from.
+struct GatedWatch {
+    inner: EtcdStore,
+    calls: std::sync::atomic::AtomicUsize,
+    gate: Arc<tokio::sync::Notify>,
+}
+
+impl StateStore for GatedWatch {
+    fn get<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> futures::future::BoxFuture<'a, master::store::StoreResult<Option<master::store::KeyValue>>>
+    {
+        self.inner.get(key)
+    }
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> futures::future::BoxFuture<'a, master::store::StoreResult<master::store::Listing>> {
+        self.inner.list(prefix)
+    }
+    fn put<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+    ) -> futures::future::BoxFuture<'a, master::store::StoreResult<i64>> {
+        self.inner.put(key, value)
+    }
+    fn delete<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> futures::future::BoxFuture<'a, master::store::StoreResult<bool>> {
+        self.inner.delete(key)
+    }
+    fn txn(
+        &self,
+        guards: Vec<master::store::Guard>,
+        ops: Vec<master::store::Op>,
+    ) -> futures::future::BoxFuture<'_, master::store::StoreResult<master::store::TxnOutcome>> {
+        self.inner.txn(guards, ops)
+    }
+    fn watch(
+        &self,
+        prefix: String,
+        from_revision: i64,
+    ) -> futures::future::BoxFuture<
+        '_,
+        master::store::StoreResult<
+            futures::stream::BoxStream<
+                'static,
+                master::store::StoreResult<master::store::WatchEvent>,
+            >,
+        >,
+    > {
+        Box::pin(async move {
+            match self.calls.fetch_add(1, Ordering::SeqCst) {
+                0 => Ok(
+                    futures::stream::iter(vec![Err(master::store::StoreError::Unavailable(
+                        "member went away".into(),
+                    ))])
+                    .boxed(),
+                ),
+                _ => {
+                    self.gate.notified().await;
+                    self.inner.watch(prefix, from_revision).await
+                }
+            }
+        })
+    }
+    fn grant_lease(
+        &self,
+        ttl: i64,
+    ) -> futures::future::BoxFuture<'_, master::store::StoreResult<master::store::LeaseId>> {
+        self.inner.grant_lease(ttl)
+    }
+    fn keep_alive(
+        &self,
+        lease: master::store::LeaseId,
+    ) -> futures::future::BoxFuture<'_, master::store::StoreResult<()>> {
+        self.inner.keep_alive(lease)
+    }
+    fn revoke_lease(
+        &self,
+        lease: master::store::LeaseId,
+    ) -> futures::future::BoxFuture<'_, master::store::StoreResult<()>> {
+        self.inner.revoke_lease(lease)
+    }
+}
+
+/// A watch resumed at a revision etcd has compacted away is answered by a fresh listing.
+#[tokio::test]
+async fn resume_after_compaction_relists() {
+    testbed::require!(Etcd);
+    let etcd = Etcd::start().unwrap();
+    let inner = EtcdStore::connect(&etcd.client_urls()).await.unwrap();
+    inner.put("/c/a", b"1".to_vec()).await.unwrap();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let store: Arc<dyn StateStore> = Arc::new(GatedWatch {
+        inner: inner.clone(),
+        calls: std::sync::atomic::AtomicUsize::new(0),
+        gate: gate.clone(),
+    });
+    let mut events = follow(store, "/c/".into());
+    let Some(StateEvent::Snapshot { revision, .. }) = events.next().await else {
+        panic!("no snapshot");
+    };
+    // While the follower waits to resume at revision + 1, history moves on and is compacted.
+    let next = tokio::spawn(async move { events.next().await });
+    inner.put("/c/b", b"2".to_vec()).await.unwrap();
+    inner.delete("/c/a").await.unwrap();
+    let last = inner.put("/c/c", b"3".to_vec()).await.unwrap();
+    assert!(last > revision + 1);
+    let mut client = etcd_client::Client::connect([etcd.client_url()], None)
+        .await
+        .unwrap();
+    client
+        .compact(
+            last,
+            Some(etcd_client::CompactionOptions::new().with_physical()),
+        )
+        .await
+        .unwrap();
+    gate.notify_one();
+    match tokio::time::timeout(Duration::from_secs(10), next).await {
+        Ok(Ok(Some(StateEvent::Snapshot {
+            entries,
+            revision: at,
+        }))) => {
+            let keys: Vec<&str> = entries.iter().map(|kv| kv.key.as_str()).collect();
+            assert_eq!(keys, ["/c/b", "/c/c"]);
+            assert!(at >= last);
+        }
+        other => panic!("expected a fresh snapshot after compaction, got {other:?}"),
+    }
+}
