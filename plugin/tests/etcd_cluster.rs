@@ -129,3 +129,57 @@ fn both_daemons_work_against_a_tls_only_etcd() {
     let b = c.add_pod(&conf).unwrap();
     assert!(reaches(&a, &b.ip), "{} cannot reach {}", a.ip, b.ip);
 }
+
+/// netplugin with a CA that did not sign the etcd server certificates: it stops at start, naming
+/// the file and the reason (no OVS needed: etcd is the first thing it connects to).
+#[test]
+fn netplugin_refuses_a_wrong_ca_at_start() {
+    testbed::require!(Etcd);
+    let etcd = testbed::Etcd::start_cluster(EtcdOptions {
+        members: 1,
+        tls: true,
+    })
+    .unwrap();
+    let tls = etcd.tls().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_netplugin"))
+        .args([
+            "--mode",
+            "test",
+            "--netmode",
+            "vxlan",
+            "--fwdmode",
+            "routing",
+        ])
+        .args(["--etcd-endpoints", &etcd.client_url()])
+        .arg("--etcd-cacert")
+        .arg(&tls.wrong_ca)
+        .arg("--etcd-cert")
+        .arg(&tls.cert)
+        .arg("--etcd-key")
+        .arg(&tls.key)
+        .args(["--cni-socket", "/nonexistent-contiv-test/cni.sock"])
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("netplugin still running with a wrong CA after 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains(&tls.wrong_ca.display().to_string()) && err.contains("not signed by the CA"),
+        "{err}"
+    );
+}
