@@ -3,8 +3,9 @@
 #   bash scripts/demo.sh          # up
 #   bash scripts/demo.sh down     # remove everything
 #   bash scripts/demo.sh status
+#   bash scripts/demo.sh up --etcd-members 3 --etcd-tls   # a 3-member etcd cluster, TLS only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cargo build -q -p testbed
-exec target/debug/testbed "${1:-up}"
+exec target/debug/testbed "${1:-up}" "${@:2}"

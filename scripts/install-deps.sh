@@ -13,7 +13,7 @@ packages=(
   netcat-openbsd               # TCP/UDP reachability checks (policy tests)
   iperf3                       # QoS: a netprofile's bandwidth limit measured with traffic
   tcpdump                      # DSCP marking and ARP-proxy checks
-  openssl                      # test certificates for the Kubernetes API client over https
+  openssl                      # test certificates (Kubernetes API client, etcd TLS clusters)
   ethtool                      # pod veths: transmit checksum offload off (userspace datapath)
   containernetworking-plugins  # the reference `bridge` + `host-local` CNI plugins (benchmark)
   golang-go                    # builds cnirun, the libcni runtime driver

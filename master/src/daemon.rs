@@ -4,6 +4,7 @@
 //! unwritten). [`run`] takes a shutdown future so tests can start and stop netmaster in-process.
 
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use crate::model::{Global, Tenant, ops};
 use crate::registry::{self, ServiceInfo};
 use crate::rest::{self, AppState};
 use crate::store::txn::Db;
-use crate::store::{EtcdStore, StateStore};
+use crate::store::{ConnectError, EtcdConfig, EtcdStore, StateStore};
 
 /// The ofnet master RPC port registered as `netmaster.rpc`.
 pub const OFNET_MASTER_PORT: u16 = 9001;
@@ -24,6 +25,10 @@ pub const OFNET_MASTER_PORT: u16 = 9001;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub etcd_endpoints: Vec<String>,
+    /// TLS to etcd: `--etcd-cacert`, `--etcd-cert`, `--etcd-key`.
+    pub etcd_ca: Option<PathBuf>,
+    pub etcd_cert: Option<PathBuf>,
+    pub etcd_key: Option<PathBuf>,
     /// External listener, `host:port` (default `0.0.0.0:9999`).
     pub listen_url: String,
     /// Control address `ip:port`: put in the leader lock and the registry; followers proxy to it.
@@ -49,6 +54,9 @@ impl Config {
     pub fn new(etcd: &str, mode: &str, netmode: &str, fwdmode: &str) -> Self {
         Config {
             etcd_endpoints: vec![etcd.to_string()],
+            etcd_ca: None,
+            etcd_cert: None,
+            etcd_key: None,
             listen_url: "0.0.0.0:9999".into(),
             control_url: String::new(),
             mode: mode.into(),
@@ -58,6 +66,16 @@ impl Config {
             lock_ttl: Duration::from_secs(30),
             service_ttl: 10,
             workers: 2,
+        }
+    }
+
+    /// The etcd part of the configuration.
+    pub fn etcd(&self) -> EtcdConfig {
+        EtcdConfig {
+            endpoints: self.etcd_endpoints.clone(),
+            ca: self.etcd_ca.clone(),
+            cert: self.etcd_cert.clone(),
+            key: self.etcd_key.clone(),
         }
     }
 }
@@ -82,6 +100,8 @@ pub enum DaemonError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Etcd(ConnectError),
     #[error("HTTP server failed: {0}")]
     Server(std::io::Error),
 }
@@ -150,16 +170,23 @@ pub fn control_addr(config: &Config) -> Result<String, DaemonError> {
     Ok(format!("{}:{port}", default_host_ip()))
 }
 
-async fn connect(config: &Config, cancel: &CancellationToken) -> Option<EtcdStore> {
+/// Connect to etcd; an unreachable cluster is retried, a configuration mistake (TLS files, bad
+/// endpoint) ends start-up with an error naming it.
+async fn connect(
+    config: &Config,
+    cancel: &CancellationToken,
+) -> Result<Option<EtcdStore>, DaemonError> {
+    let etcd = config.etcd();
     loop {
-        match EtcdStore::connect(&config.etcd_endpoints).await {
-            Ok(s) => return Some(s),
-            Err(e) => {
+        match EtcdStore::connect_with(&etcd).await {
+            Ok(s) => return Ok(Some(s)),
+            Err(e) if e.is_transient() => {
                 tracing::warn!(error = %e, endpoints = ?config.etcd_endpoints, "cannot reach etcd; retrying")
             }
+            Err(e) => return Err(DaemonError::Etcd(e)),
         }
         tokio::select! {
-            _ = cancel.cancelled() => return None,
+            _ = cancel.cancelled() => return Ok(None),
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
@@ -256,7 +283,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let cancel = CancellationToken::new();
     let mut shutdown = std::pin::pin!(shutdown);
     let store = tokio::select! {
-        s = connect(&config, &cancel) => s,
+        s = connect(&config, &cancel) => s?,
         _ = &mut shutdown => None,
     };
     let Some(store) = store else { return Ok(()) };

@@ -41,9 +41,18 @@ pub struct Args {
         env = "CONTIV_NETPLUGIN_FORWARD_MODE"
     )]
     pub fwdmode: String,
-    /// etcd endpoints, comma separated (the first is used).
+    /// etcd endpoints, comma separated (every member of the cluster; requests fail over between them).
     #[arg(long, visible_alias = "etcd", env = "CONTIV_NETPLUGIN_ETCD_ENDPOINTS")]
     pub etcd_endpoints: Option<String>,
+    /// CA certificate (PEM) the etcd server certificates are checked against; https:// endpoints.
+    #[arg(long, env = "CONTIV_NETPLUGIN_ETCD_CACERT")]
+    pub etcd_cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for an etcd that requires client certificates.
+    #[arg(long, env = "CONTIV_NETPLUGIN_ETCD_CERT")]
+    pub etcd_cert: Option<PathBuf>,
+    /// Private key (PEM) of --etcd-cert.
+    #[arg(long, env = "CONTIV_NETPLUGIN_ETCD_KEY")]
+    pub etcd_key: Option<PathBuf>,
     /// Consul is not supported; given, it is rejected.
     #[arg(
         long,
@@ -172,6 +181,10 @@ pub struct Config {
     pub netmode: String,
     pub fwdmode: String,
     pub etcd_endpoints: Vec<String>,
+    /// TLS to etcd (`--etcd-cacert`, `--etcd-cert`, `--etcd-key`).
+    pub etcd_ca: Option<PathBuf>,
+    pub etcd_cert: Option<PathBuf>,
+    pub etcd_key: Option<PathBuf>,
     pub host: String,
     pub vtep_ip: Ipv4Addr,
     pub ctrl_ip: Ipv4Addr,
@@ -313,6 +326,9 @@ impl Args {
             netmode,
             fwdmode,
             etcd_endpoints,
+            etcd_ca: self.etcd_cacert,
+            etcd_cert: self.etcd_cert,
+            etcd_key: self.etcd_key,
             host,
             vtep_ip,
             ctrl_ip,

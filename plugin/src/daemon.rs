@@ -132,7 +132,13 @@ fn kube_client(cfg: &Config) -> Result<Option<Arc<KubeClient>>> {
 pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
     // First: a broken Kubernetes config must stop us before anything is created.
     let kube = kube_client(&cfg)?;
-    let store: Arc<dyn StateStore> = Arc::new(EtcdStore::connect(&cfg.etcd_endpoints).await?);
+    let etcd = master::store::EtcdConfig {
+        endpoints: cfg.etcd_endpoints.clone(),
+        ca: cfg.etcd_ca.clone(),
+        cert: cfg.etcd_cert.clone(),
+        key: cfg.etcd_key.clone(),
+    };
+    let store: Arc<dyn StateStore> = Arc::new(EtcdStore::connect_with(&etcd).await?);
     let global = wait_global(store.as_ref()).await?;
     tracing::info!(fwd_mode = %global.fwd_mode, arp_mode = %global.arp_mode, "global config");
     let ovsdb = OvsdbClient::connect(&cfg.ovsdb_socket).await?;

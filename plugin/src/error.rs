@@ -18,6 +18,8 @@ pub enum PluginError {
     },
     #[error("state store: {0}")]
     Store(#[from] master::store::StoreError),
+    #[error("etcd: {0}")]
+    Etcd(#[from] master::store::ConnectError),
     #[error("{0}")]
     Kube(#[from] KubeError),
     #[error("netmaster: {0}")]
@@ -64,7 +66,7 @@ impl PluginError {
             PluginError::UnknownNetwork { .. }
             | PluginError::UnknownGroup { .. }
             | PluginError::Invalid { .. } => 7,
-            PluginError::NoNetmaster | PluginError::Store(_) => 11,
+            PluginError::NoNetmaster | PluginError::Store(_) | PluginError::Etcd(_) => 11,
             PluginError::Kube(e) => e.cni_code(),
             PluginError::Netmaster(e) if e.status().is_none() || e.status() == Some(503) => 11,
             PluginError::Netmaster(e) if e.status() == Some(404) => 7,

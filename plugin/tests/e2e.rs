@@ -583,6 +583,7 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
         ClusterOptions {
             netplugin_mode: Some("kubernetes".into()),
             kube_config: Some(kube_config),
+            ..ClusterOptions::default()
         },
     )
     .unwrap();

@@ -10,7 +10,7 @@
 
 use crate::names::{SandboxDir, free_port, temp_dir, unique_name};
 use crate::process::Daemon;
-use crate::{Datapath, Error, Etcd, Netns, Ovs, OvsOptions, Result, pid_alive, run};
+use crate::{Datapath, Error, Etcd, EtcdOptions, Netns, Ovs, OvsOptions, Result, pid_alive, run};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -146,6 +146,24 @@ pub struct ClusterOptions {
     pub netplugin_mode: Option<String>,
     /// `--kube-config`: the §7.4 config file (Kubernetes API server, `SVC_SUBNET`).
     pub kube_config: Option<PathBuf>,
+    /// The etcd cluster: members and TLS (default: one plain member).
+    pub etcd: EtcdOptions,
+}
+
+/// The etcd flags both daemons take: every member, and the TLS files of a TLS cluster.
+pub fn etcd_args(etcd: &Etcd) -> Vec<String> {
+    let mut argv = vec!["--etcd".to_string(), etcd.endpoints_arg()];
+    if let Some(tls) = etcd.tls() {
+        for (flag, path) in [
+            ("--etcd-cacert", &tls.ca),
+            ("--etcd-cert", &tls.cert),
+            ("--etcd-key", &tls.key),
+        ] {
+            argv.push(flag.into());
+            argv.push(path.to_string_lossy().into_owned());
+        }
+    }
+    argv
 }
 
 /// What one host's netplugin is started with.
@@ -176,8 +194,6 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         "bridge",
         "--vlan-uplinks",
         h.uplink,
-        "--etcd",
-        &c.etcd.client_url(),
         "--netmaster",
         &c.netmaster_url,
         "--host",
@@ -202,6 +218,7 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    argv.extend(etcd_args(&c.etcd));
     if let Some(path) = &c.options.kube_config {
         argv.push("--kube-config".into());
         argv.push(path.to_string_lossy().into_owned());
@@ -340,7 +357,7 @@ impl Cluster {
     /// against an API server).
     pub fn start_with(bins: Binaries, options: ClusterOptions) -> Result<Cluster> {
         let dir = temp_dir("cl")?;
-        let etcd = Etcd::start()?;
+        let etcd = Etcd::start_cluster(options.etcd)?;
         let host = Netns::new("hst")?;
         let ovs = Ovs::start(OvsOptions {
             netns: Some(&host),
@@ -359,26 +376,24 @@ impl Cluster {
         })?;
         let listen = format!("127.0.0.1:{port}");
         let netmaster_log = dir.path().join("netmaster.log");
-        let mut netmaster = Daemon::spawn(
-            "netmaster",
-            &[
-                bins.netmaster.to_string_lossy().as_ref(),
-                "--etcd",
-                &etcd.client_url(),
-                "--listen-url",
-                &listen,
-                "--control-url",
-                &listen,
-                "--mode",
-                "test",
-                "--netmode",
-                "vlan",
-                "--fwdmode",
-                "bridge",
-            ],
-            &[],
-            &netmaster_log,
-        )?;
+        let mut netmaster_argv: Vec<String> = [
+            bins.netmaster.to_string_lossy().as_ref(),
+            "--listen-url",
+            &listen,
+            "--control-url",
+            &listen,
+            "--mode",
+            "test",
+            "--netmode",
+            "vlan",
+            "--fwdmode",
+            "bridge",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        netmaster_argv.extend(etcd_args(&etcd));
+        let mut netmaster = Daemon::spawn("netmaster", &netmaster_argv, &[], &netmaster_log)?;
         netmaster.wait_ready(READY_TIMEOUT, || {
             http("GET", &listen, "/api/v1/globals/")
                 .is_some_and(|(s, b)| s == 200 && b.contains("global"))
@@ -593,10 +608,10 @@ impl Cluster {
         } = self;
         pids.extend(netmaster.detach());
         let ovsdb = ovs.db_target();
-        let etcd_url = etcd.client_url();
-        let (etcd_pid, etcd_dir) = etcd.detach();
+        let etcd_url = etcd.endpoints_arg();
+        let (etcd_pids, etcd_dir) = etcd.detach();
         let (ovs_pids, ovs_dir) = ovs.detach();
-        pids.extend(etcd_pid);
+        pids.extend(etcd_pids);
         pids.extend(ovs_pids);
         let mut namespaces = vec![host.detach()];
         let pods: Vec<PodState> = pods
@@ -676,8 +691,14 @@ pub struct PodState {
 
 impl Demo {
     /// Start everything and create the pods through the CNI plugin.
-    pub fn up(bins: Binaries) -> Result<Demo> {
-        let cluster = Cluster::start(bins)?;
+    pub fn up(bins: Binaries, etcd: EtcdOptions) -> Result<Demo> {
+        let cluster = Cluster::start_with(
+            bins,
+            ClusterOptions {
+                etcd,
+                ..ClusterOptions::default()
+            },
+        )?;
         cluster.netctl(&[
             "net",
             "create",
@@ -741,7 +762,16 @@ impl Demo {
     pub fn describe(&self) -> String {
         let c = &self.cluster;
         let mut s = String::new();
-        let _ = writeln!(s, "etcd:      {}", c.etcd.client_url());
+        let _ = writeln!(s, "etcd:      {}", c.etcd.endpoints_arg());
+        if let Some(tls) = c.etcd.tls() {
+            let _ = writeln!(
+                s,
+                "etcd TLS:  --etcd-cacert {} --etcd-cert {} --etcd-key {}",
+                tls.ca.display(),
+                tls.cert.display(),
+                tls.key.display()
+            );
+        }
         let _ = writeln!(
             s,
             "netmaster: {} (netctl --netmaster {0} net ls)",

@@ -32,7 +32,7 @@ pub mod require;
 
 pub use command::run;
 pub use error::Error;
-pub use etcd::Etcd;
+pub use etcd::{Etcd, EtcdOptions, EtcdTls};
 pub use names::{SandboxDir, free_port, temp_dir, unique_name};
 pub use netns::Netns;
 pub use ovs::{Datapath, DumpedFlow, Ovs, OvsOptions};

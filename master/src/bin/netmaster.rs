@@ -1,5 +1,6 @@
 //! netmaster: parse flags and environment (reference §3), then run the daemon until SIGINT/SIGTERM.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -36,6 +37,15 @@ struct Flags {
         default_value = "http://127.0.0.1:2379"
     )]
     etcd: Vec<String>,
+    /// CA certificate (PEM) the etcd server certificates are checked against; https:// endpoints.
+    #[arg(long = "etcd-cacert", env = "CONTIV_NETMASTER_ETCD_CACERT")]
+    etcd_cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for an etcd that requires client certificates.
+    #[arg(long = "etcd-cert", env = "CONTIV_NETMASTER_ETCD_CERT")]
+    etcd_cert: Option<PathBuf>,
+    /// Private key (PEM) of --etcd-cert.
+    #[arg(long = "etcd-key", env = "CONTIV_NETMASTER_ETCD_KEY")]
+    etcd_key: Option<PathBuf>,
     /// Fabric type: default, aci or aci-opflex.
     #[arg(
         long = "infra",
@@ -149,6 +159,9 @@ fn main() -> ExitCode {
 
     let mut config = Config::new("", &flags.mode, &flags.netmode, &flags.fwdmode);
     config.etcd_endpoints = flags.etcd;
+    config.etcd_ca = flags.etcd_cacert;
+    config.etcd_cert = flags.etcd_cert;
+    config.etcd_key = flags.etcd_key;
     config.infra = flags.infra;
     config.listen_url = flags.listen_url;
     config.control_url = flags.control_url;
@@ -167,7 +180,11 @@ fn main() -> ExitCode {
     let result = runtime.block_on(daemon::run(config, shutdown_signal()));
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ (daemon::DaemonError::Option { .. } | daemon::DaemonError::VxlanBridge)) => {
+        Err(
+            e @ (daemon::DaemonError::Option { .. }
+            | daemon::DaemonError::VxlanBridge
+            | daemon::DaemonError::Etcd(_)),
+        ) => {
             eprintln!("netmaster: {e}");
             ExitCode::from(EXIT_BAD_OPTION)
         }

@@ -1,83 +1,109 @@
-//! [`StateStore`] over etcd v3 (`etcd-client`).
+//! [`StateStore`] over an etcd v3 cluster (`etcd-client`).
 //!
-//! Transport and availability failures (connection refused, deadline exceeded, no leader) become
-//! [`StoreError::Unavailable`]; the client reconnects by itself, so the next call after etcd comes back
-//! succeeds without any restart. Every call has a deadline so an outage surfaces as an error quickly
-//! instead of hanging a REST request.
+//! Every request goes through [`Members`](super::members::Members), which picks the member in use,
+//! applies a per-attempt deadline and fails over to the next member; transport and availability
+//! failures that no member could answer become [`StoreError::Unavailable`] (HTTP 503). Nothing here
+//! retries by itself beyond that, and nothing needs a restart after an outage.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, PutOptions,
-    Txn, TxnOp, WatchOptions,
+    Compare, CompareOp, DeleteOptions, EventType, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
+use super::connect::{self, ConnectError, EtcdConfig};
+use super::members::{Members, map_err};
 use super::{
     Guard, KeyValue, LeaseId, Listing, Op, StateStore, StoreError, StoreResult, TxnOutcome,
     WatchEvent,
 };
 
-/// Per-request deadline. Long enough for a loaded CI machine's fsync, short enough that an outage
-/// answers 503 before a client gives up.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the start-up TLS check waits for each member.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Attempts per member of the start-up TLS check.
+const PROBE_ATTEMPTS: usize = 6;
+/// Pause between those attempts (a fresh connection each time).
+const PROBE_PAUSE: Duration = Duration::from_millis(200);
 
-/// A connection to etcd. Cloning is cheap and shares the underlying channel.
+/// A connection to an etcd cluster. Cloning is cheap and shares the member set.
 #[derive(Clone)]
 pub struct EtcdStore {
-    client: Client,
+    members: Arc<Members>,
 }
 
 impl EtcdStore {
-    /// Connect to the first reachable endpoint of `endpoints` (`http://host:port`).
+    /// Connect to plain-HTTP `endpoints` (`http://host:port`, `etcd://host:port`).
     ///
-    /// Connecting is lazy in the transport; an unreachable etcd is reported by the first request.
+    /// Connecting is lazy; an unreachable etcd is reported by the first request.
     pub async fn connect(endpoints: &[String]) -> StoreResult<Self> {
-        let endpoints: Vec<String> = endpoints
-            .iter()
-            .map(|e| {
-                e.strip_prefix("etcd://")
-                    .map_or_else(|| e.clone(), |rest| format!("http://{rest}"))
-            })
-            .collect();
-        let options = ConnectOptions::new()
-            .with_timeout(REQUEST_TIMEOUT)
-            .with_connect_timeout(CONNECT_TIMEOUT)
-            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3));
-        let client = Client::connect(&endpoints, Some(options))
+        Self::connect_with(&EtcdConfig::plain(endpoints))
             .await
-            .map_err(map_err)?;
-        Ok(EtcdStore { client })
+            .map_err(|e| match e {
+                ConnectError::Unavailable(e) => e,
+                other => StoreError::Other(other.to_string()),
+            })
+    }
+
+    /// Connect with the full configuration (TLS files included). With TLS, every reachable member
+    /// is asked once so that a wrong CA or a missing client certificate is a start-up error naming
+    /// the file; unreachable members are not an error (they are retried per request).
+    pub async fn connect_with(config: &EtcdConfig) -> Result<Self, ConnectError> {
+        let endpoints = connect::endpoints(config)?;
+        let options = connect::options(config)?;
+        let members = Members::start(endpoints, options).await?;
+        let store = EtcdStore { members };
+        if config.has_tls() {
+            store.probe_tls(config).await?;
+        }
+        Ok(store)
+    }
+
+    async fn probe_tls(&self, config: &EtcdConfig) -> Result<(), ConnectError> {
+        for (endpoint, _) in self.members.endpoints() {
+            let Some(member) = self.members.member(&endpoint) else {
+                continue;
+            };
+            // With TLS 1.3 the server checks the client certificate after the client considers the
+            // handshake done, so the first failure may only say "connection closed"; the next
+            // attempt carries the server's alert.
+            let deadline = tokio::time::Instant::now() + PROBE_TIMEOUT;
+            for _ in 0..PROBE_ATTEMPTS {
+                let mut client = member.client();
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                match tokio::time::timeout(left, client.status()).await {
+                    Ok(Ok(_)) | Err(_) => break,
+                    Ok(Err(e)) => {
+                        let text = error_chain(&e);
+                        if let Some(reason) = connect::explain_tls(config, &text) {
+                            return Err(ConnectError::Tls { endpoint, reason });
+                        }
+                        tracing::debug!(%endpoint, error = %text, "etcd member not reachable at start");
+                        tokio::time::sleep(PROBE_PAUSE).await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The endpoint requests are sent to now (tests and diagnostics).
+    pub fn current_endpoint(&self) -> Option<String> {
+        self.members.current_endpoint()
+    }
+
+    /// Every known member endpoint with whether it is considered healthy.
+    pub fn member_endpoints(&self) -> Vec<(String, bool)> {
+        self.members.endpoints()
     }
 }
 
-/// Classify an etcd-client error: anything that a retry after recovery can fix is `Unavailable`.
-fn map_err(err: etcd_client::Error) -> StoreError {
-    use etcd_client::Error as E;
-    match err {
-        E::TransportError(e) => StoreError::Unavailable(e.to_string()),
-        E::IoError(e) => StoreError::Unavailable(e.to_string()),
-        E::GRpcStatus(status) => match status.code() as i32 {
-            tonic_code::UNAVAILABLE
-            | tonic_code::DEADLINE_EXCEEDED
-            | tonic_code::CANCELLED
-            | tonic_code::UNKNOWN => StoreError::Unavailable(status.message().to_string()),
-            _ => StoreError::Other(status.message().to_string()),
-        },
-        E::LeaseKeepAliveError(msg) if msg.contains("not found") => StoreError::LeaseNotFound(0),
-        other => StoreError::Other(other.to_string()),
-    }
-}
-
-/// gRPC status codes compared by number (tonic is not a direct dependency).
-mod tonic_code {
-    pub const CANCELLED: i32 = 1;
-    pub const UNKNOWN: i32 = 2;
-    pub const DEADLINE_EXCEEDED: i32 = 4;
-    pub const UNAVAILABLE: i32 = 14;
+/// The error with every source, so TLS causes deep in the transport are visible.
+fn error_chain(e: &etcd_client::Error) -> String {
+    connect::chain(e)
 }
 
 fn kv_from(kv: &etcd_client::KeyValue) -> KeyValue {
@@ -95,19 +121,24 @@ fn revision_of(header: Option<&etcd_client::ResponseHeader>) -> i64 {
 impl StateStore for EtcdStore {
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<Option<KeyValue>>> {
         Box::pin(async move {
-            let mut kv = self.client.kv_client();
-            let resp = kv.get(key, None).await.map_err(map_err)?;
+            let (resp, _) = self
+                .members
+                .call(|c| async move { c.kv_client().get(key, None).await })
+                .await?;
             Ok(resp.kvs().first().map(kv_from))
         })
     }
 
     fn list<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, StoreResult<Listing>> {
         Box::pin(async move {
-            let mut kv = self.client.kv_client();
-            let resp = kv
-                .get(prefix, Some(GetOptions::new().with_prefix()))
-                .await
-                .map_err(map_err)?;
+            let (resp, _) = self
+                .members
+                .call(|c| async move {
+                    c.kv_client()
+                        .get(prefix, Some(GetOptions::new().with_prefix()))
+                        .await
+                })
+                .await?;
             Ok(Listing {
                 entries: resp.kvs().iter().map(kv_from).collect(),
                 revision: revision_of(resp.header()),
@@ -117,19 +148,21 @@ impl StateStore for EtcdStore {
 
     fn put<'a>(&'a self, key: &'a str, value: Vec<u8>) -> BoxFuture<'a, StoreResult<i64>> {
         Box::pin(async move {
-            let mut kv = self.client.kv_client();
-            let resp = kv.put(key, value, None).await.map_err(map_err)?;
+            let value = &value;
+            let (resp, _) = self
+                .members
+                .call(|c| async move { c.kv_client().put(key, value.clone(), None).await })
+                .await?;
             Ok(revision_of(resp.header()))
         })
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, StoreResult<bool>> {
         Box::pin(async move {
-            let mut kv = self.client.kv_client();
-            let resp = kv
-                .delete(key, None::<DeleteOptions>)
-                .await
-                .map_err(map_err)?;
+            let (resp, _) = self
+                .members
+                .call(|c| async move { c.kv_client().delete(key, None::<DeleteOptions>).await })
+                .await?;
             Ok(resp.deleted() > 0)
         })
     }
@@ -158,11 +191,13 @@ impl StateStore for EtcdStore {
                     Op::Delete { key } => TxnOp::delete(key, None),
                 })
                 .collect();
-            let mut kv = self.client.kv_client();
-            let resp = kv
-                .txn(Txn::new().when(compares).and_then(txn_ops))
-                .await
-                .map_err(map_err)?;
+            let txn = &Txn::new().when(compares).and_then(txn_ops);
+            // A retry on another member after a missed deadline may find its own earlier attempt
+            // applied: the guards then fail and `txn::run` re-reads, as for any other conflict.
+            let (resp, _) = self
+                .members
+                .call(|c| async move { c.kv_client().txn(txn.clone()).await })
+                .await?;
             Ok(TxnOutcome {
                 succeeded: resp.succeeded(),
                 revision: revision_of(resp.header()),
@@ -176,41 +211,69 @@ impl StateStore for EtcdStore {
         from_revision: i64,
     ) -> BoxFuture<'_, StoreResult<BoxStream<'static, StoreResult<WatchEvent>>>> {
         Box::pin(async move {
-            let mut wc = self.client.watch_client();
-            let options = WatchOptions::new()
-                .with_prefix()
-                .with_start_revision(from_revision);
-            let stream = wc.watch(prefix, Some(options)).await.map_err(map_err)?;
+            let prefix_ref = &prefix;
+            let (stream, member) = self
+                .members
+                .call(|c| async move {
+                    let options = WatchOptions::new()
+                        .with_prefix()
+                        .with_start_revision(from_revision);
+                    c.watch_client()
+                        .watch(prefix_ref.clone(), Some(options))
+                        .await
+                })
+                .await?;
+            let endpoint = member.endpoint.clone();
+            // Ends the stream when the member is marked down (hung or cut off), so the follower
+            // resumes on another member instead of waiting on this one.
+            let down: futures::future::BoxFuture<'static, ()> = Box::pin(member.went_down());
             // The WatchStream owns the request sender; keeping it in the state keeps the watch alive.
-            let events = futures::stream::unfold(Some(stream), move |state| async move {
-                let mut stream = state?;
-                match stream.message().await {
-                    Ok(Some(resp)) => {
-                        if resp.canceled() {
-                            let err = StoreError::Watch {
-                                revision: resp.compact_revision(),
-                                reason: format!("watch canceled: {}", resp.cancel_reason()),
-                            };
+            let events = futures::stream::unfold(Some((stream, down)), move |state| {
+                let endpoint = endpoint.clone();
+                async move {
+                    let (mut stream, mut down) = state?;
+                    let message = tokio::select! {
+                        m = stream.message() => m,
+                        () = &mut down => {
+                            let err = StoreError::Unavailable(format!(
+                                "etcd member {endpoint} went down under a watch"
+                            ));
                             return Some((vec![Err(err)], None));
                         }
-                        let items = resp
-                            .events()
-                            .iter()
-                            .filter_map(|ev| {
-                                let kv = ev.kv()?;
-                                Some(Ok(match ev.event_type() {
-                                    EventType::Put => WatchEvent::Put { kv: kv_from(kv) },
-                                    EventType::Delete => WatchEvent::Delete {
-                                        key: String::from_utf8_lossy(kv.key()).into_owned(),
-                                        revision: kv.mod_revision(),
-                                    },
-                                }))
-                            })
-                            .collect::<Vec<_>>();
-                        Some((items, Some(stream)))
+                    };
+                    match message {
+                        Ok(Some(resp)) => {
+                            if resp.canceled() {
+                                let err = StoreError::Watch {
+                                    revision: resp.compact_revision(),
+                                    reason: format!("watch canceled: {}", resp.cancel_reason()),
+                                };
+                                return Some((vec![Err(err)], None));
+                            }
+                            let items = resp
+                                .events()
+                                .iter()
+                                .filter_map(|ev| {
+                                    let kv = ev.kv()?;
+                                    Some(Ok(match ev.event_type() {
+                                        EventType::Put => WatchEvent::Put { kv: kv_from(kv) },
+                                        EventType::Delete => WatchEvent::Delete {
+                                            key: String::from_utf8_lossy(kv.key()).into_owned(),
+                                            revision: kv.mod_revision(),
+                                        },
+                                    }))
+                                })
+                                .collect::<Vec<_>>();
+                            Some((items, Some((stream, down))))
+                        }
+                        Ok(None) => Some((
+                            vec![Err(StoreError::Unavailable(format!(
+                                "etcd member {endpoint} closed a watch"
+                            )))],
+                            None,
+                        )),
+                        Err(e) => Some((vec![Err(map_err(e))], None)),
                     }
-                    Ok(None) => None,
-                    Err(e) => Some((vec![Err(map_err(e))], None)),
                 }
             })
             .flat_map(futures::stream::iter);
@@ -220,29 +283,34 @@ impl StateStore for EtcdStore {
 
     fn grant_lease(&self, ttl_secs: i64) -> BoxFuture<'_, StoreResult<LeaseId>> {
         Box::pin(async move {
-            let mut lc = self.client.lease_client();
-            let resp = lc.grant(ttl_secs, None).await.map_err(map_err)?;
+            let (resp, _) = self
+                .members
+                .call(|c| async move { c.lease_client().grant(ttl_secs, None).await })
+                .await?;
             Ok(LeaseId(resp.id()))
         })
     }
 
     fn keep_alive(&self, lease: LeaseId) -> BoxFuture<'_, StoreResult<()>> {
+        // A lease belongs to the cluster, not to a member: the keep-alive goes wherever requests go.
         Box::pin(async move {
-            let mut lc = self.client.lease_client();
-            match lc.keep_alive(lease.0).await {
+            match self
+                .members
+                .call(|c| async move { c.lease_client().keep_alive(lease.0).await })
+                .await
+            {
                 Ok(_) => Ok(()),
-                Err(e) => match map_err(e) {
-                    StoreError::LeaseNotFound(_) => Err(StoreError::LeaseNotFound(lease.0)),
-                    other => Err(other),
-                },
+                Err(StoreError::LeaseNotFound(_)) => Err(StoreError::LeaseNotFound(lease.0)),
+                Err(other) => Err(other),
             }
         })
     }
 
     fn revoke_lease(&self, lease: LeaseId) -> BoxFuture<'_, StoreResult<()>> {
         Box::pin(async move {
-            let mut lc = self.client.lease_client();
-            lc.revoke(lease.0).await.map_err(map_err)?;
+            self.members
+                .call(|c| async move { c.lease_client().revoke(lease.0).await })
+                .await?;
             Ok(())
         })
     }

@@ -13,8 +13,11 @@ use futures::stream::BoxStream;
 
 use super::{KeyValue, StateStore, StoreError, WatchEvent};
 
-/// Pause between attempts while the store is unreachable.
-const RETRY: Duration = Duration::from_secs(1);
+/// Pause between attempts while the store is unreachable (the store already tried every member).
+const RETRY: Duration = Duration::from_millis(500);
+/// Pause before resuming a watch that broke: the store moves to another member at once, so the
+/// watch is reopened almost immediately (the pause only keeps a flapping member from spinning).
+const RESUME: Duration = Duration::from_millis(50);
 
 /// What a follower of a prefix sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,12 +79,12 @@ pub fn follow(store: Arc<dyn StateStore>, prefix: String) -> BoxStream<'static, 
                     // etcd compacted the history we need: start over from a listing.
                     Some(Err(StoreError::Watch { revision, .. })) if revision > 0 => Phase::List,
                     Some(Err(e)) => {
-                        tracing::debug!(%prefix, error = %e, "follow: watch broke; resuming");
-                        tokio::time::sleep(RETRY).await;
+                        tracing::debug!(%prefix, error = %e, from, "follow: watch broke; resuming");
+                        tokio::time::sleep(RESUME).await;
                         Phase::Watch(from)
                     }
                     None => {
-                        tokio::time::sleep(RETRY).await;
+                        tokio::time::sleep(RESUME).await;
                         Phase::Watch(from)
                     }
                 },

@@ -11,17 +11,20 @@
 //! * Leases expire keys that are not kept alive (service registry, leader lock).
 //! * An unreachable store is [`StoreError::Unavailable`]; the REST layer turns it into HTTP 503.
 
+pub mod connect;
 pub mod etcd;
 #[cfg(test)]
 pub(crate) mod failing;
 pub mod follow;
 pub mod keys;
+pub mod members;
 pub mod memory;
 pub mod txn;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
+pub use connect::{ConnectError, EtcdConfig};
 pub use etcd::EtcdStore;
 pub use memory::MemoryStore;
 pub use txn::{Tx, run as run_txn};

@@ -12,6 +12,7 @@ mod contiv_compat;
 mod contiv_docs;
 mod election;
 mod endpoints;
+mod failover;
 mod flags;
 mod netctl_cli;
 mod outage;

@@ -31,6 +31,12 @@ enum Command {
         /// Use release builds of the daemons.
         #[arg(long)]
         release: bool,
+        /// Number of etcd members (every daemon is given all of them).
+        #[arg(long, default_value_t = 1)]
+        etcd_members: usize,
+        /// Serve etcd over TLS only, with client certificates generated into the run directory.
+        #[arg(long)]
+        etcd_tls: bool,
     },
     /// Stop and remove everything `up` started.
     Down,
@@ -77,7 +83,18 @@ enum Bench {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Up { release } => up(&cli.state, release),
+        Command::Up {
+            release,
+            etcd_members,
+            etcd_tls,
+        } => up(
+            &cli.state,
+            release,
+            testbed::EtcdOptions {
+                members: etcd_members,
+                tls: etcd_tls,
+            },
+        ),
         Command::Down => down(&cli.state),
         Command::Status => status(&cli.state),
         Command::Bench(Bench::FlowPush { flows, change }) => {
@@ -113,7 +130,13 @@ fn main() -> Result<()> {
     }
 }
 
-fn up(state: &PathBuf, release: bool) -> Result<()> {
+fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions) -> Result<()> {
+    if etcd.members == 0 || etcd.members.is_multiple_of(2) {
+        bail!(
+            "--etcd-members {}: use an odd number of members (1, 3, 5) so a majority survives a loss",
+            etcd.members
+        );
+    }
     if state.exists() {
         bail!(
             "a demo is already up (state in {}); run `testbed down` first",
@@ -130,7 +153,7 @@ fn up(state: &PathBuf, release: bool) -> Result<()> {
         bail!("cannot bring the demo up: {why}");
     }
     let bins = Binaries::build(release).context("building netmaster, netplugin and contivk8s")?;
-    let demo = Demo::up(bins).context("bringing the demo up")?;
+    let demo = Demo::up(bins, etcd).context("bringing the demo up")?;
     print!("{}", demo.describe());
     let recorded = demo.detach();
     if let Some(dir) = state.parent() {

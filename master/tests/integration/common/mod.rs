@@ -27,7 +27,12 @@ impl InProcess {
     /// Start and wait until it is the leader and has created the defaults.
     pub async fn start(etcd_url: &str, lock_ttl_secs: u64) -> InProcess {
         let port = testbed::free_port().unwrap();
-        let cfg = config(etcd_url, port, lock_ttl_secs);
+        InProcess::start_with(config(etcd_url, port, lock_ttl_secs)).await
+    }
+
+    /// Start with a full configuration (several etcd endpoints, TLS files).
+    pub async fn start_with(cfg: Config) -> InProcess {
+        let port: u16 = cfg.listen_url.rsplit_once(':').unwrap().1.parse().unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
