@@ -124,8 +124,14 @@ fn multicast_mac(a: Ipv6Addr) -> [u8; 6] {
     [0x33, 0x33, o[12], o[13], o[14], o[15]]
 }
 
-/// An Ethernet + IPv6 + ICMPv6 frame carrying `icmp` from `src` to `dst`.
-fn icmpv6_frame(eth: EthernetRepr, src: Ipv6Addr, dst: Ipv6Addr, icmp: &Icmpv6Repr<'_>) -> Vec<u8> {
+/// An Ethernet + IPv6 + ICMPv6 frame carrying `icmp` from `src` to `dst` (hop limit 255,
+/// checksum filled).
+pub fn icmpv6_frame(
+    eth: EthernetRepr,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    icmp: &Icmpv6Repr<'_>,
+) -> Vec<u8> {
     let ip = Ipv6Repr {
         src_addr: src,
         dst_addr: dst,
