@@ -5,6 +5,8 @@
 //! - the request's VLAN is its port's network for endpoint ports, the 802.1Q tag for uplinks,
 //!   the VNI's network for VTEPs; the VRF is that network's; sender and target are looked up as
 //!   `<ip>:<vrf>`;
+//! - from a local endpoint with a sender MAC (Ethernet or ARP) or address (other than 0.0.0.0,
+//!   a probe) that is not the endpoint's: ignored (the spoof guard for punted requests);
 //! - neither known: ignored;
 //! - from a VTEP or uplink, and the target is not local here: ignored (its own host answers);
 //! - from a local endpoint, for the VIP of an active service: answered with `02:02:<vip>`;
@@ -15,7 +17,7 @@
 
 use crate::datapath::{Datapath, PacketOut, Topology};
 use crate::flows::set_tun_id;
-use crate::model::Endpoint;
+use crate::model::{Endpoint, Network};
 use ofproto::action::Action;
 use ofproto::packet::arp::Operation;
 use ofproto::packet::ethernet::{EthernetAddress, VlanTag};
@@ -36,6 +38,8 @@ pub enum Outcome {
     NotLocalTarget,
     /// From a local port, target known elsewhere, sender unknown.
     UnknownSrc,
+    /// From a local endpoint, with a sender MAC or address that is not the endpoint's.
+    Spoofed,
 }
 
 impl Outcome {
@@ -51,6 +55,7 @@ impl Outcome {
             Outcome::UnknownSrcDst => "ArpRequestUnknownSrcDst",
             Outcome::NotLocalTarget => "ArpReqNonLocalTarget",
             Outcome::UnknownSrc => "ArpReqUnknownSrc",
+            Outcome::Spoofed => "ArpReqSpoofed",
         }
     }
 }
@@ -61,6 +66,44 @@ pub enum Ingress<'a> {
     Endpoint(&'a Endpoint),
     Uplink,
     Vtep { vni: u32 },
+}
+
+impl<'a> Ingress<'a> {
+    /// The kind of port `in_port` is (`tun_id`: the VNI a VTEP packet came with).
+    pub fn of(topo: &Topology<'a>, in_port: u32, tun_id: Option<u64>) -> Option<Ingress<'a>> {
+        let s = topo.settings;
+        if let Some(ep) = topo.endpoints.local(in_port) {
+            Some(Ingress::Endpoint(ep))
+        } else if s.uplinks.contains(&in_port) {
+            Some(Ingress::Uplink)
+        } else if s.vteps.values().any(|p| *p == in_port) {
+            Some(Ingress::Vtep {
+                vni: tun_id.unwrap_or(0) as u32,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// The network a packet from here belongs to: the endpoint's, the 802.1Q tag's (uplink),
+    /// the VNI's (VTEP).
+    pub fn network(self, topo: &Topology<'a>, tag: Option<VlanTag>) -> Option<&'a Network> {
+        match self {
+            Ingress::Endpoint(ep) => topo.endpoints.network(ep.vlan),
+            Ingress::Uplink => tag.and_then(|t| topo.endpoints.network(t.vid)),
+            Ingress::Vtep { vni } => topo.endpoints.network_by_vni(vni),
+        }
+    }
+
+    /// The actions sending a reply back where the request came from.
+    pub fn reply_actions(self, in_port: u32) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if let Ingress::Vtep { vni } = self {
+            actions.push(set_tun_id(vni));
+        }
+        actions.push(Action::output(in_port));
+        actions
+    }
 }
 
 /// Decide about one punted frame; returns the packets to send and what happened.
@@ -80,26 +123,24 @@ pub fn handle_request(
     if arp.source_protocol_addr == arp.target_protocol_addr {
         return (Vec::new(), Outcome::Gratuitous);
     }
-    let s = &topo.settings;
-    let ingress = if let Some(ep) = topo.endpoints.local(in_port) {
-        Ingress::Endpoint(ep)
-    } else if s.uplinks.contains(&in_port) {
-        Ingress::Uplink
-    } else if s.vteps.values().any(|p| *p == in_port) {
-        Ingress::Vtep {
-            vni: tun_id.unwrap_or(0) as u32,
-        }
-    } else {
+    let Some(ingress) = Ingress::of(topo, in_port, tun_id) else {
         return (Vec::new(), Outcome::UnknownPort);
     };
-    let network = match ingress {
-        Ingress::Endpoint(ep) => topo.endpoints.network(ep.vlan),
-        Ingress::Uplink => eth.vlan.and_then(|t| topo.endpoints.network(t.vid)),
-        Ingress::Vtep { vni } => topo.endpoints.network_by_vni(vni),
-    };
-    let Some(network) = network else {
+    let Some(network) = ingress.network(topo, eth.vlan) else {
         return (Vec::new(), Outcome::UnknownNetwork);
     };
+    if let Ingress::Endpoint(ep) = ingress {
+        // Table 1's spoof guard never sees punted requests: check the sender here. A probe
+        // (sender address 0.0.0.0) claims no address.
+        let mac = ep.mac.octets();
+        let spa = arp.source_protocol_addr;
+        if eth.src_addr.0 != mac
+            || arp.source_hardware_addr.0 != mac
+            || !(spa.is_unspecified() || Some(spa) == ep.ip_addr)
+        {
+            return (Vec::new(), Outcome::Spoofed);
+        }
+    }
     let from_local = matches!(ingress, Ingress::Endpoint(_));
     if from_local && topo.settings.services.is_vip(arp.target_protocol_addr) {
         let mac = crate::service::vip_mac(arp.target_protocol_addr);
@@ -127,14 +168,9 @@ pub fn handle_request(
     match (src, dst) {
         (_, Some(d)) if src.is_some() || d.is_local() => {
             let reply = frame::arp_reply(&arp, EthernetAddress(d.mac.octets()), eth.vlan);
-            let mut actions = Vec::new();
-            if let Ingress::Vtep { vni } = ingress {
-                actions.push(set_tun_id(vni));
-            }
-            actions.push(Action::output(in_port));
             (
                 vec![PacketOut {
-                    actions,
+                    actions: ingress.reply_actions(in_port),
                     data: reply,
                 }],
                 Outcome::Replied,
@@ -313,7 +349,12 @@ mod tests {
     fn garps_unknown_pairs_replies_and_strange_ports_are_ignored() {
         assert_eq!(run(3, None, &request(A, A)).1, Outcome::Gratuitous);
         assert_eq!(
-            run(3, None, &request(STRANGER, Ipv4Addr::new(10, 1, 1, 201))).1,
+            run(
+                9,
+                Some(5000),
+                &request(STRANGER, Ipv4Addr::new(10, 1, 1, 201))
+            )
+            .1,
             Outcome::UnknownSrcDst
         );
         assert_eq!(run(77, None, &request(A, B)).1, Outcome::UnknownPort);
@@ -321,6 +362,24 @@ mod tests {
         let (_, arp) = frame::parse_arp(&request(A, B)).unwrap();
         let reply = frame::arp_reply(&arp, EthernetAddress(mac(B).octets()), None);
         assert_eq!(run(3, None, &reply).1, Outcome::NotRequest);
+    }
+
+    #[test]
+    fn requests_from_an_endpoint_claiming_another_mac_or_address_are_ignored() {
+        // B's address from A's port and MAC.
+        let claim_b = frame::arp_request(EthernetAddress(mac(A).octets()), B, REMOTE, None);
+        assert_eq!(run(3, None, &claim_b).1, Outcome::Spoofed);
+        // A's address with B's MAC.
+        let b_mac = frame::arp_request(EthernetAddress(mac(B).octets()), A, REMOTE, None);
+        assert_eq!(run(3, None, &b_mac).1, Outcome::Spoofed);
+        // A probe (sender 0.0.0.0) claims nothing and is answered.
+        let probe = frame::arp_request(
+            EthernetAddress(mac(A).octets()),
+            Ipv4Addr::UNSPECIFIED,
+            B,
+            None,
+        );
+        assert_eq!(run(3, None, &probe).1, Outcome::Replied);
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub struct EndpointTable {
     /// Shared with older snapshots: copying the table copies pointers, not endpoints.
     endpoints: BTreeMap<String, Arc<Endpoint>>,
     local: BTreeMap<u32, String>,
+    /// Endpoint ids by VRF and IPv6 address: a dual-stack endpoint's id names its IPv4
+    /// address, and neighbour discovery looks endpoints up by their IPv6 one.
+    by_ipv6: BTreeMap<(String, Ipv6Addr), String>,
 }
 
 impl EndpointTable {
@@ -108,8 +111,38 @@ impl EndpointTable {
     }
 
     /// The endpoint holding `ip` in `vrf`.
+    /// The endpoint with address `ip` (IPv4 or IPv6) in `vrf`.
     pub fn find(&self, ip: IpAddr, vrf: &str) -> Option<&Endpoint> {
         self.endpoint(&Endpoint::id_for(ip, vrf))
+            .or_else(|| match ip {
+                IpAddr::V6(a) => self
+                    .by_ipv6
+                    .get(&(vrf.to_string(), a))
+                    .and_then(|id| self.endpoint(id)),
+                IpAddr::V4(_) => None,
+            })
+    }
+
+    /// Store `ep` under its id, replacing (and unindexing) what was there.
+    fn insert_endpoint(&mut self, ep: Endpoint) {
+        let id = ep.endpoint_id.clone();
+        self.remove_endpoint(&id);
+        if let Some(a) = ep.ipv6_addr {
+            self.by_ipv6.insert((ep.vrf.clone(), a), id.clone());
+        }
+        self.endpoints.insert(id, Arc::new(ep));
+    }
+
+    /// Remove endpoint `id` and its IPv6 index entry.
+    fn remove_endpoint(&mut self, id: &str) -> Option<Arc<Endpoint>> {
+        let ep = self.endpoints.remove(id)?;
+        if let Some(a) = ep.ipv6_addr {
+            let key = (ep.vrf.clone(), a);
+            if self.by_ipv6.get(&key).is_some_and(|have| have == id) {
+                self.by_ipv6.remove(&key);
+            }
+        }
+        Some(ep)
     }
 
     pub fn local(&self, port: u32) -> Option<&Endpoint> {
@@ -150,7 +183,7 @@ impl EndpointTable {
                     .local
                     .remove(&port)
                     .ok_or(EndpointDbError::NoLocalEndpoint(port))?;
-                self.endpoints.remove(&id);
+                self.remove_endpoint(&id);
                 Ok(())
             }
             EndpointOp::AddRemote(ep) => self.add_remote(ep),
@@ -158,7 +191,7 @@ impl EndpointTable {
                 None => Err(EndpointDbError::NoEndpoint(id)),
                 Some(e) if e.is_local() => Err(EndpointDbError::EndpointIsLocal(id)),
                 Some(_) => {
-                    self.endpoints.remove(&id);
+                    self.remove_endpoint(&id);
                     Ok(())
                 }
             },
@@ -223,15 +256,23 @@ impl EndpointTable {
         }
         // Remote endpoints of the network go with it: on a VXLAN bridge they are known by
         // VNI (their VLAN is their own host's), on a VLAN bridge by VLAN.
-        self.endpoints.retain(|_, e| {
-            e.is_local()
-                || e.vrf != net.vrf
-                || if net.vni != 0 {
-                    e.vni != net.vni
-                } else {
-                    e.vlan != vlan
-                }
-        });
+        let gone: Vec<String> = self
+            .endpoints
+            .values()
+            .filter(|e| {
+                !e.is_local()
+                    && e.vrf == net.vrf
+                    && if net.vni != 0 {
+                        e.vni == net.vni
+                    } else {
+                        e.vlan == vlan
+                    }
+            })
+            .map(|e| e.endpoint_id.clone())
+            .collect();
+        for id in gone {
+            self.remove_endpoint(&id);
+        }
         self.networks.remove(&vlan);
         if let Some(v) = self.vrfs.get_mut(&net.vrf) {
             v.num_networks -= 1;
@@ -307,8 +348,8 @@ impl EndpointTable {
             });
         }
         // A remote endpoint with the same id moved here: the local one replaces it.
-        self.local.insert(l.port_no, id.clone());
-        self.endpoints.insert(id, Arc::new(ep));
+        self.local.insert(l.port_no, id);
+        self.insert_endpoint(ep);
         Ok(())
     }
 
@@ -335,7 +376,7 @@ impl EndpointTable {
             }
         }
         ep.port_no = 0;
-        self.endpoints.insert(ep.endpoint_id.clone(), Arc::new(ep));
+        self.insert_endpoint(ep);
         Ok(())
     }
 }
@@ -556,5 +597,42 @@ mod tests {
         t.apply(EndpointOp::RemoveLocal(3)).unwrap();
         t.apply(EndpointOp::RemoveNetwork(10)).unwrap();
         assert_eq!(t.remotes().count(), 0, "purged by VNI");
+    }
+    #[test]
+    fn dual_stack_endpoints_are_found_by_either_address_until_removed() {
+        let mut t = crate::fixtures::endpoints(10, &[]);
+        let v6: Ipv6Addr = "fd00::2".parse().unwrap();
+        t.apply(EndpointOp::AddLocal {
+            endpoint: LocalEndpoint {
+                port_no: 3,
+                mac: crate::model::MacAddr([2, 2, 10, 1, 1, 2]),
+                vlan: 10,
+                ipv4: Some(Ipv4Addr::new(10, 1, 1, 2)),
+                ipv6: Some(v6),
+                epg: 0,
+                epg_vlan: 0,
+                dscp: 0,
+            },
+            originator: None,
+        })
+        .unwrap();
+        let by_v4 = t.find(Ipv4Addr::new(10, 1, 1, 2).into(), "t1").unwrap();
+        assert_eq!(by_v4.endpoint_id, "10.1.1.2:t1");
+        assert_eq!(t.find(v6.into(), "t1").unwrap().endpoint_id, "10.1.1.2:t1");
+        assert!(t.find(v6.into(), "t2").is_none(), "per VRF");
+        let mut remote = by_v4.clone();
+        remote.port_no = 0;
+        remote.endpoint_id = "10.1.1.9:t1".into();
+        remote.ip_addr = Some(Ipv4Addr::new(10, 1, 1, 9));
+        remote.ipv6_addr = Some("fd00::9".parse().unwrap());
+        t.apply(EndpointOp::AddRemote(remote)).unwrap();
+        let r6: Ipv6Addr = "fd00::9".parse().unwrap();
+        assert_eq!(t.find(r6.into(), "t1").unwrap().endpoint_id, "10.1.1.9:t1");
+        t.apply(EndpointOp::RemoveLocal(3)).unwrap();
+        t.apply(EndpointOp::RemoveRemote("10.1.1.9:t1".into()))
+            .unwrap();
+        assert!(t.find(v6.into(), "t1").is_none());
+        assert!(t.find(r6.into(), "t1").is_none());
+        assert!(t.by_ipv6.is_empty());
     }
 }

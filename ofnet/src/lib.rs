@@ -10,6 +10,7 @@
 //! - [`epdb`]: the endpoint DB actor (networks, VRFs, endpoints).
 //! - [`agent`]: the actor per bridge and [`AgentHandle`], the API the host daemon calls.
 //! - [`arp`]: the ARP proxy decision table and gratuitous ARPs.
+//! - [`nd`]: the neighbour-discovery proxy (IPv6's ARP).
 //! - [`master`]: the master actor (agent registry, endpoint relay, rule fan-out).
 //! - [`service`]: service load balancing (VIPs, providers, per-client DNAT/SNAT, stats).
 //! - [`rpc`]: the master↔agent RPC (length-delimited JSON over TCP): peers and servers.
@@ -28,6 +29,7 @@ pub mod inspect;
 pub mod master;
 pub mod metadata;
 pub mod model;
+pub mod nd;
 pub mod pipeline;
 pub mod priority;
 pub mod rpc;

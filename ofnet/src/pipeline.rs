@@ -82,18 +82,54 @@ const F_IN_PORT: FieldId = FieldId::IN_PORT;
 static INPUT_TABLE: TableDecl = TableDecl {
     id: INPUT,
     name: "input",
-    purpose: "drops frames with a multicast source, sends ARP requests to the controller in proxy mode",
+    purpose: "drops frames with a multicast source, sends ARP requests and neighbour solicitations (but for link-local targets) to the controller in proxy mode",
     matches: &[
         F_IN_PORT,
         FieldId::ETH_SRC,
         FieldId::ETH_TYPE,
         FieldId::ARP_OP,
+        FieldId::IP_PROTO,
+        FieldId::ICMPV6_TYPE,
+        FieldId::IPV6_ND_TARGET,
     ],
     sets: &[],
     writes_metadata: 0,
     next: &[VLAN],
     miss: Miss::Goto(VLAN),
 };
+
+/// What table 1 matches to classify a port and guard its sources.
+const GUARD_MATCHES: &[FieldId] = &[
+    F_IN_PORT,
+    FieldId::ETH_SRC,
+    FieldId::ETH_TYPE,
+    FieldId::IPV4_SRC,
+    FieldId::IPV6_SRC,
+    FieldId::IP_PROTO,
+    FieldId::UDP_SRC,
+    FieldId::UDP_DST,
+    FieldId::ICMPV6_TYPE,
+    FieldId::IPV6_ND_TARGET,
+    FieldId::ARP_SPA,
+    FieldId::ARP_SHA,
+];
+
+/// [`GUARD_MATCHES`] and the VNI of VTEP traffic.
+const GUARD_MATCHES_VXLAN: &[FieldId] = &[
+    F_IN_PORT,
+    FieldId::ETH_SRC,
+    FieldId::ETH_TYPE,
+    FieldId::IPV4_SRC,
+    FieldId::IPV6_SRC,
+    FieldId::IP_PROTO,
+    FieldId::UDP_SRC,
+    FieldId::UDP_DST,
+    FieldId::ICMPV6_TYPE,
+    FieldId::IPV6_ND_TARGET,
+    FieldId::ARP_SPA,
+    FieldId::ARP_SHA,
+    FieldId::TUNNEL_ID,
+];
 
 static SERVICE_DNAT_TABLE: TableDecl = TableDecl {
     id: SERVICE_DNAT,
@@ -137,12 +173,14 @@ static DST_GROUP_TABLE: TableDecl = TableDecl {
 static POLICY_TABLE: TableDecl = TableDecl {
     id: POLICY,
     name: "policy",
-    purpose: "allow/deny rules by group, address, protocol, port and TCP flags; the miss allows",
+    purpose: "allow/deny rules by group, address (IPv4 or IPv6), protocol, port and TCP flags; the miss allows",
     matches: &[
         FieldId::ETH_TYPE,
         FieldId::METADATA,
         FieldId::IPV4_SRC,
         FieldId::IPV4_DST,
+        FieldId::IPV6_SRC,
+        FieldId::IPV6_DST,
         FieldId::IP_PROTO,
         FieldId::TCP_SRC,
         FieldId::TCP_DST,
@@ -183,8 +221,8 @@ pub static VLAN_PIPELINE: Pipeline = Pipeline {
         TableDecl {
             id: VLAN,
             name: "vlan",
-            purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking; uplink traffic skips policy",
-            matches: &[F_IN_PORT, FieldId::ETH_TYPE],
+            purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); uplink traffic skips policy",
+            matches: GUARD_MATCHES,
             sets: &[FieldId::IP_DSCP],
             writes_metadata: metadata::PORT_MASK,
             next: &[SERVICE_DNAT, SERVICE_SNAT],
@@ -217,8 +255,8 @@ pub static VXLAN_PIPELINE: Pipeline = Pipeline {
         TableDecl {
             id: VLAN,
             name: "vlan",
-            purpose: "classifies by ingress port: local VLAN, VRF and source group for endpoints, DSCP marking; VTEP traffic by VNI, skipping policy",
-            matches: &[F_IN_PORT, FieldId::ETH_TYPE, FieldId::TUNNEL_ID],
+            purpose: "classifies by ingress port: local VLAN, VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); VTEP traffic by VNI, skipping policy",
+            matches: GUARD_MATCHES_VXLAN,
             sets: &[FieldId::VLAN_VID, FieldId::IP_DSCP],
             writes_metadata: metadata::PORT_MASK | metadata::RX_VTEP,
             next: &[SERVICE_DNAT, SERVICE_SNAT],
@@ -339,6 +377,11 @@ impl Table {
 
     pub fn name(&self) -> &'static str {
         self.decl.name
+    }
+
+    /// The first table this table may continue in.
+    pub fn next_table(&self) -> u8 {
+        self.decl.next.first().copied().unwrap_or(self.decl.id)
     }
 
     /// A flow of this table, checked against its declaration.

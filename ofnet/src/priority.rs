@@ -2,8 +2,22 @@
 //! is `POLICY_BASE + rule priority`, so rules stay above the miss flow (priority 0, owned by
 //! `ofctrl`) and order among themselves by their own priority.
 
-/// Port-to-VLAN classification of a local endpoint (table 1).
+/// Port-to-VLAN classification of a local endpoint's non-IP, non-ARP frames from its own MAC
+/// (table 1).
 pub const PORT_VLAN: u16 = 10;
+/// Spoof guard (table 1): frames from a local endpoint's port that no classification flow
+/// admitted (another source MAC).
+pub const GUARD_PORT_DROP: u16 = 5;
+/// Spoof guard (table 1): IPv4, IPv6 and ARP from a local endpoint's port whose source is not
+/// the endpoint's, below the flows admitting its own addresses (`MATCH`).
+pub const GUARD_DROP: u16 = 50;
+/// Spoof guard (table 1): neighbour advertisements claiming another address, above `MATCH`.
+pub const GUARD_ND_DROP: u16 = 105;
+/// Spoof guard (table 1): neighbour advertisements for the endpoint's own addresses.
+pub const GUARD_ND: u16 = 110;
+/// Input table: neighbour solicitations for link-local targets follow the normal path, above
+/// the ND punt (`MATCH`).
+pub const ND_LINK_LOCAL: u16 = 110;
 /// Service watch flows (table 3): below the per-client DNAT flows (`MATCH`).
 pub const SERVICE_WATCH: u16 = 10;
 /// Per-VLAN flood flows (table 9, VXLAN bridge).

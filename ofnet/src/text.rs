@@ -128,7 +128,12 @@ pub fn matches(m: &Match) -> String {
             out.push(format!("{name}={}", ipv6_masked(o)));
         }
     }
-    for (id, name) in [(FieldId::IPV4_SRC, "nw_src"), (FieldId::IPV4_DST, "nw_dst")] {
+    for (id, name) in [
+        (FieldId::IPV4_SRC, "nw_src"),
+        (FieldId::IPV4_DST, "nw_dst"),
+        (FieldId::ARP_SPA, "arp_spa"),
+        (FieldId::ARP_TPA, "arp_tpa"),
+    ] {
         if let Some(o) = get(m, id) {
             out.push(format!("{name}={}", ipv4_masked(o)));
         }
@@ -139,8 +144,19 @@ pub fn matches(m: &Match) -> String {
     if let (Some(p), false) = (proto, proto_shown) {
         out.push(format!("nw_proto={p}"));
     }
+    for (id, name) in [(FieldId::ARP_SHA, "arp_sha"), (FieldId::ARP_THA, "arp_tha")] {
+        if let Some(o) = get(m, id) {
+            out.push(format!("{name}={}", mac_masked(o)));
+        }
+    }
     if let Some(o) = get(m, FieldId::IP_DSCP) {
         out.push(format!("nw_tos={}", u(o) << 2));
+    }
+    if let Some(o) = get(m, FieldId::ICMPV6_TYPE) {
+        out.push(format!("icmp_type={}", u(o)));
+    }
+    if let Some(o) = get(m, FieldId::IPV6_ND_TARGET) {
+        out.push(format!("nd_target={}", ipv6_masked(o)));
     }
     for (ids, name) in [
         ([FieldId::TCP_SRC, FieldId::UDP_SRC], "tp_src"),
@@ -167,6 +183,12 @@ pub fn matches(m: &Match) -> String {
             FieldId::IPV6_DST,
             FieldId::IPV4_SRC,
             FieldId::IPV4_DST,
+            FieldId::ARP_SPA,
+            FieldId::ARP_TPA,
+            FieldId::ARP_SHA,
+            FieldId::ARP_THA,
+            FieldId::ICMPV6_TYPE,
+            FieldId::IPV6_ND_TARGET,
             FieldId::ARP_OP,
             FieldId::IP_DSCP,
             FieldId::TCP_SRC,

@@ -56,20 +56,60 @@ fn local(port: u32, vlan: u16, last: u8, epg: u16, dscp: u8) -> LocalEndpoint {
 }
 
 const VLAN_GOLDEN: &[&str] = &[
+    "table=0, priority=110,icmp6,icmp_type=135,nd_target=fe80::/10 actions=goto_table:1",
     "table=0, priority=100,arp,arp_op=1 actions=CONTROLLER:65535",
+    "table=0, priority=100,icmp6,icmp_type=135 actions=CONTROLLER:65535",
+    "table=1, priority=110,icmp6,in_port=2,dl_src=02:02:0a:01:01:02,icmp_type=136,nd_target=fe80::2:aff:fe01:102 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+    "table=1, priority=110,icmp6,in_port=3,dl_src=02:02:0a:01:01:03,icmp_type=136,nd_target=fe80::2:aff:fe01:103 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=110,icmp6,in_port=4,dl_src=02:02:0a:01:01:04,icmp_type=136,nd_target=fd00::4 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=110,icmp6,in_port=4,dl_src=02:02:0a:01:01:04,icmp_type=136,nd_target=fe80::2:aff:fe01:104 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=105,icmp6,in_port=2,icmp_type=136 actions=drop",
+    "table=1, priority=105,icmp6,in_port=3,icmp_type=136 actions=drop",
+    "table=1, priority=105,icmp6,in_port=4,icmp_type=136 actions=drop",
+    "table=1, priority=100,arp,in_port=2,dl_src=02:02:0a:01:01:02,arp_spa=0.0.0.0,arp_sha=02:02:0a:01:01:02 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,arp,in_port=2,dl_src=02:02:0a:01:01:02,arp_spa=10.1.1.2,arp_sha=02:02:0a:01:01:02 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,arp,in_port=3,dl_src=02:02:0a:01:01:03,arp_spa=0.0.0.0,arp_sha=02:02:0a:01:01:03 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,arp,in_port=3,dl_src=02:02:0a:01:01:03,arp_spa=10.1.1.3,arp_sha=02:02:0a:01:01:03 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,arp,in_port=4,dl_src=02:02:0a:01:01:04,arp_spa=0.0.0.0,arp_sha=02:02:0a:01:01:04 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,arp,in_port=4,dl_src=02:02:0a:01:01:04,arp_spa=10.1.1.4,arp_sha=02:02:0a:01:01:04 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,icmp6,in_port=2,dl_src=02:02:0a:01:01:02,ipv6_src=::,icmp_type=135 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,icmp6,in_port=3,dl_src=02:02:0a:01:01:03,ipv6_src=::,icmp_type=135 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,icmp6,in_port=4,dl_src=02:02:0a:01:01:04,ipv6_src=::,icmp_type=135 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
     "table=1, priority=100,in_port=1 actions=goto_table:6",
-    "table=1, priority=100,ip,in_port=3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-    "table=1, priority=100,ipv6,in_port=3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-    "table=1, priority=10,in_port=2 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
-    "table=1, priority=10,in_port=3 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-    "table=1, priority=10,in_port=4 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,ip,in_port=2,dl_src=02:02:0a:01:01:02,nw_src=10.1.1.2 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,ip,in_port=3,dl_src=02:02:0a:01:01:03,nw_src=10.1.1.3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,ip,in_port=4,dl_src=02:02:0a:01:01:04,nw_src=10.1.1.4 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,ipv6,in_port=2,dl_src=02:02:0a:01:01:02,ipv6_src=fe80::/10 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,ipv6,in_port=3,dl_src=02:02:0a:01:01:03,ipv6_src=fe80::/10 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,ipv6,in_port=4,dl_src=02:02:0a:01:01:04,ipv6_src=fd00::4 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,ipv6,in_port=4,dl_src=02:02:0a:01:01:04,ipv6_src=fe80::/10 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,udp,in_port=2,dl_src=02:02:0a:01:01:02,nw_src=0.0.0.0,tp_src=68,tp_dst=67 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,udp,in_port=3,dl_src=02:02:0a:01:01:03,nw_src=0.0.0.0,tp_src=68,tp_dst=67 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,udp,in_port=4,dl_src=02:02:0a:01:01:04,nw_src=0.0.0.0,tp_src=68,tp_dst=67 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=50,arp,in_port=2 actions=drop",
+    "table=1, priority=50,arp,in_port=3 actions=drop",
+    "table=1, priority=50,arp,in_port=4 actions=drop",
+    "table=1, priority=50,ip,in_port=2 actions=drop",
+    "table=1, priority=50,ip,in_port=3 actions=drop",
+    "table=1, priority=50,ip,in_port=4 actions=drop",
+    "table=1, priority=50,ipv6,in_port=2 actions=drop",
+    "table=1, priority=50,ipv6,in_port=3 actions=drop",
+    "table=1, priority=50,ipv6,in_port=4 actions=drop",
+    "table=1, priority=10,in_port=2,dl_src=02:02:0a:01:01:02 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+    "table=1, priority=10,in_port=3,dl_src=02:02:0a:01:01:03 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=10,in_port=4,dl_src=02:02:0a:01:01:04 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=5,in_port=2 actions=drop",
+    "table=1, priority=5,in_port=3 actions=drop",
+    "table=1, priority=5,in_port=4 actions=drop",
     "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.2 actions=write_metadata:0xa/0xfffe,goto_table:5",
     "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.3 actions=write_metadata:0/0xfffe,goto_table:5",
     "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.4 actions=write_metadata:0/0xfffe,goto_table:5",
     "table=4, priority=100,ipv6,metadata=0x100000000/0xff00000000,ipv6_dst=fd00::4 actions=write_metadata:0/0xfffe,goto_table:5",
-    "table=5, priority=11,tcp,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
     "table=5, priority=110,tcp,metadata=0x7000a/0x7ffffffe,nw_src=10.1.1.0/24,tp_dst=8000 actions=goto_table:6",
+    "table=5, priority=14,tcp6,ipv6_src=fd00::/64,tp_dst=8001 actions=drop",
     "table=5, priority=13,udp,nw_dst=10.2.0.1,tp_src=53 actions=goto_table:6",
+    "table=5, priority=11,tcp,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
+    "table=5, priority=11,tcp6,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
 ];
 
 #[actix_rt::test]
@@ -112,7 +152,11 @@ async fn vlan_bridge_flow_table_matches_golden_and_ovs() {
     udp.ip_protocol = 17;
     udp.src_port = 53;
     udp.dst_ip_addr = "10.2.0.1".into();
-    for r in [deny, allow, udp] {
+    let mut v6 = PolicyRule::new("v6", 4, RuleAction::Deny);
+    v6.ip_protocol = 6;
+    v6.dst_port = 8001;
+    v6.src_ip_addr = "fd00::/64".into();
+    for r in [deny, allow, udp, v6] {
         agent.add_rule(r).await.unwrap();
     }
 
@@ -125,12 +169,24 @@ async fn vlan_bridge_flow_table_matches_golden_and_ovs() {
 }
 
 const VXLAN_GOLDEN: &[&str] = &[
+    "table=0, priority=110,icmp6,icmp_type=135,nd_target=fe80::/10 actions=goto_table:1",
     "table=0, priority=100,arp,arp_op=1 actions=CONTROLLER:65535",
     "table=0, priority=100,dl_src=01:00:00:00:00:00/01:00:00:00:00:00 actions=drop",
+    "table=0, priority=100,icmp6,icmp_type=135 actions=CONTROLLER:65535",
+    "table=1, priority=110,icmp6,in_port=3,dl_src=02:02:0a:01:01:02,icmp_type=136,nd_target=fe80::2:aff:fe01:102 actions=set_field:46->ip_dscp,push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=105,icmp6,in_port=3,icmp_type=136 actions=drop",
+    "table=1, priority=100,arp,in_port=3,dl_src=02:02:0a:01:01:02,arp_spa=0.0.0.0,arp_sha=02:02:0a:01:01:02 actions=push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,arp,in_port=3,dl_src=02:02:0a:01:01:02,arp_spa=10.1.1.2,arp_sha=02:02:0a:01:01:02 actions=push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,icmp6,in_port=3,dl_src=02:02:0a:01:01:02,ipv6_src=::,icmp_type=135 actions=set_field:46->ip_dscp,push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,ip,in_port=3,dl_src=02:02:0a:01:01:02,nw_src=10.1.1.2 actions=set_field:46->ip_dscp,push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,ipv6,in_port=3,dl_src=02:02:0a:01:01:02,ipv6_src=fe80::/10 actions=set_field:46->ip_dscp,push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
     "table=1, priority=100,tun_id=0x1388,in_port=9 actions=push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000001/0xff00000001,goto_table:6",
-    "table=1, priority=100,ip,in_port=3 actions=set_field:46->ip_dscp,push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-    "table=1, priority=100,ipv6,in_port=3 actions=set_field:46->ip_dscp,push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-    "table=1, priority=10,in_port=3 actions=push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=100,udp,in_port=3,dl_src=02:02:0a:01:01:02,nw_src=0.0.0.0,tp_src=68,tp_dst=67 actions=set_field:46->ip_dscp,push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=50,arp,in_port=3 actions=drop",
+    "table=1, priority=50,ip,in_port=3 actions=drop",
+    "table=1, priority=50,ipv6,in_port=3 actions=drop",
+    "table=1, priority=10,in_port=3,dl_src=02:02:0a:01:01:02 actions=push_vlan:0x8100,set_field:4098->vlan_vid,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+    "table=1, priority=5,in_port=3 actions=drop",
     "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.2 actions=write_metadata:0/0xfffe,goto_table:5",
     "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.3 actions=write_metadata:0/0xfffe,goto_table:5",
     "table=9, priority=100,dl_vlan=2,dl_dst=02:02:0a:01:01:02 actions=pop_vlan,output:3",
@@ -235,7 +291,13 @@ async fn flow_table_comes_back_after_an_ovs_restart() {
         .await
         .unwrap();
     let before = dumped_flows(&ovs, "br0").await;
-    assert_eq!(before.len(), misses(&VLAN_PIPELINE).len() + 3);
+    // The ARP and ND punts (3), and per IPv4-only endpoint 13 classification and spoof-guard
+    // flows in table 1 and its destination in table 4.
+    const PER_ENDPOINT: usize = 14;
+    assert_eq!(
+        before.len(),
+        misses(&VLAN_PIPELINE).len() + 3 + PER_ENDPOINT
+    );
 
     ovs.kill_vswitchd();
     ovs.restart().unwrap();
@@ -261,5 +323,8 @@ async fn flow_table_comes_back_after_an_ovs_restart() {
         .add_local_endpoint(local(3, 10, 3, 5, 0))
         .await
         .unwrap();
-    assert_eq!(dumped_flows(&ovs, "br0").await.len(), before.len() + 2);
+    assert_eq!(
+        dumped_flows(&ovs, "br0").await.len(),
+        before.len() + PER_ENDPOINT
+    );
 }

@@ -719,6 +719,7 @@ fn stale_vtep_ports_are_swept_at_start() {
         "netID": "sweep.default",
         "endpointID": "other1",
         "ipAddress": "10.56.0.200",
+        "ipv6Address": "fd00:56::c8/64",
         "macAddress": "02:02:0a:38:00:c8",
         "homingHost": "other-host",
         "vtepIP": "10.88.8.8",
@@ -753,6 +754,51 @@ fn stale_vtep_ports_are_swept_at_start() {
     let (status, body) = http("GET", &c.debug_addr, "/inspect/driver").unwrap();
     assert_eq!(status, 200);
     assert!(body.contains("10.56.0.200"), "{body}");
+
+    // Its IPv6 address is classified too (table 4), and withdrawn when the record drops it;
+    // the rewritten record keeps the VTEP (one user), deleting it removes the VTEP.
+    let v6_flow = |c: &Cluster| {
+        c.ovs
+            .dump_flows(VXLAN_BRIDGE)
+            .unwrap()
+            .iter()
+            .any(|f| f.normalized().contains("ipv6_dst=fd00:56::c8"))
+    };
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}\n{}", c.netplugin_log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait("IPv6 destination flow of the remote endpoint", &|| {
+        v6_flow(&c)
+    });
+    let put = |value: &str| {
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &c.etcd.client_url(), "put"])
+            .arg("/contiv.io/oper/eps/sweep.default-other1")
+            .arg(value)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    let mut v4_only = remote.clone();
+    v4_only["ipv6Address"] = json!("");
+    put(&v4_only.to_string());
+    wait("IPv6 flow withdrawn", &|| !v6_flow(&c));
+    assert!(ovs_ports(&c, VXLAN_BRIDGE).contains(&"vxif108888".to_string()));
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", &c.etcd.client_url(), "del"])
+        .arg("/contiv.io/oper/eps/sweep.default-other1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    wait("VTEP removed with its last endpoint", &|| {
+        !ovs_ports(&c, VXLAN_BRIDGE).contains(&"vxif108888".to_string())
+    });
 }
 
 /// A large policy reaches the switch whole (issue 20): 2,000 rules created through REST, then

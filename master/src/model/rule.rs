@@ -62,7 +62,7 @@ pub struct Rule {
     pub links: RuleLinks,
 }
 
-/// `IP`, `IP/len` or `IP-lastOctet[/len]`, or empty.
+/// `IP`, `IP/len` or `IPv4-lastOctet[/len]` (IPv4 or IPv6), or empty.
 fn ip_match(field: &str, value: &str) -> Result<()> {
     if value.is_empty() {
         return Ok(());
@@ -70,17 +70,22 @@ fn ip_match(field: &str, value: &str) -> Result<()> {
     let bad = || {
         Error::invalid(
             field,
-            format!("{value:?} must be IPv4, IPv4/len or IPv4-octet"),
+            format!("{value:?} must be IPv4, IPv4/len, IPv4-octet, IPv6 or IPv6/len"),
         )
     };
     let (addr, len) = value
         .split_once('/')
         .map_or((value, None), |(a, l)| (a, Some(l)));
+    let v6 = addr.contains(':');
     if let Some(l) = len {
         let l: u8 = l.parse().map_err(|_| bad())?;
-        if l > 32 {
+        if l > if v6 { 128 } else { 32 } {
             return Err(bad());
         }
+    }
+    if v6 {
+        addr.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?;
+        return Ok(());
     }
     let (ip, last) = addr
         .split_once('-')
@@ -113,7 +118,10 @@ async fn check_to_ip_on_in_rule(tx: &mut Tx<'_>, rule: &Rule) -> Result<()> {
     };
     let ip = rule.to_ip_address.split('/').next().unwrap_or_default();
     let eps = super::endpoint_group::endpoints_of_group(tx, group).await?;
-    if !eps.iter().any(|e| e.ip_address == ip) {
+    if !eps
+        .iter()
+        .any(|e| e.ip_address == ip || e.ipv6_address.split('/').next() == Some(ip))
+    {
         return Err(Error::invalid(
             "toIpAddress",
             format!(
@@ -243,5 +251,30 @@ impl Object for Rule {
 
     async fn delete(tx: &mut Tx<'_>, obj: &Self) -> Result<()> {
         attach::rule_removed(tx, obj).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ip_addresses_of_either_family_are_accepted_and_bad_ones_named() {
+        for ok in [
+            "10.1.1.0/24",
+            "10.1.1.1-5",
+            "fd00::1",
+            "fd00:99:3::/64",
+            "::/0",
+        ] {
+            assert!(ip_match("fromIpAddress", ok).is_ok(), "{ok}");
+        }
+        for bad in ["fd00::/129", "fd00::1-5", "fd00:::1", "10.1.1.0/33"] {
+            let err = ip_match("fromIpAddress", bad).unwrap_err().to_string();
+            assert!(
+                err.contains("fromIpAddress") && err.contains(bad),
+                "{bad}: {err}"
+            );
+        }
     }
 }

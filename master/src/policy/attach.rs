@@ -13,6 +13,7 @@ use super::{Resolved, compile};
 use crate::error::{Error, Result};
 use crate::model::{EndpointGroup, Network, Rule, list_with_prefix, load};
 use crate::resources::ipv4::SubnetSpec;
+use crate::resources::ipv6::Ipv6Subnet;
 use crate::state::{CfgPolicyRule, EndpointGroupState, EpgPolicy};
 use crate::store::Tx;
 
@@ -51,6 +52,10 @@ pub async fn resolve(tx: &mut Tx<'_>, epg_id: u32, rule: &Rule) -> Result<Resolv
             })?;
         let s = SubnetSpec::parse("subnet", &net.subnet)?;
         r.remote_subnet = Some(format!("{}/{}", s.network, s.len));
+        if !net.ipv6_subnet.is_empty() {
+            let s6 = Ipv6Subnet::parse("ipv6Subnet", &net.ipv6_subnet)?;
+            r.remote_subnet6 = Some(format!("{}/{}", s6.network, s6.len));
+        }
     }
     Ok(r)
 }

@@ -25,6 +25,8 @@ pub struct Resolved {
     pub remote_epg_id: u32,
     /// `fromNetwork`'s (in) or `toNetwork`'s (out) subnet as `ip/len`, if set.
     pub remote_subnet: Option<String>,
+    /// That network's IPv6 subnet, if it has one: the rule gets an IPv6 twin matching it.
+    pub remote_subnet6: Option<String>,
 }
 
 /// IP protocol number of a rule's `protocol` field.
@@ -63,57 +65,74 @@ pub fn compile(epg_policy_key: &str, rule: &Rule, r: &Resolved) -> Result<Vec<Of
         Action: rule.action.clone(),
         ..Default::default()
     };
+    // The peer network's subnets: one rule per address family (the IPv6 twin's ids end in 6).
+    let subnets: Vec<(&str, String)> = [
+        ("", r.remote_subnet.clone()),
+        ("6", r.remote_subnet6.clone()),
+    ]
+    .into_iter()
+    .filter_map(|(suffix, s)| s.map(|s| (suffix, s)))
+    .collect();
+    // `other`: the rule's address on the other side; a subnet of another family cannot pair
+    // with it.
+    let peers = |explicit: &str, other: &str| -> Vec<(&str, String)> {
+        let same_family = |s: &String| other.is_empty() || s.contains(':') == other.contains(':');
+        let usable: Vec<(&str, String)> = subnets
+            .iter()
+            .filter(|(_, s)| same_family(s))
+            .cloned()
+            .collect();
+        if !explicit.is_empty() || usable.is_empty() {
+            vec![("", explicit.to_string())]
+        } else {
+            usable
+        }
+    };
     let mut out = Vec::new();
     match rule.direction.as_str() {
         "in" => {
-            let peer = if rule.from_ip_address.is_empty() {
-                r.remote_subnet.clone().unwrap_or_default()
-            } else {
-                rule.from_ip_address.clone()
-            };
-            out.push(OfnetPolicyRule {
-                SrcEndpointGroup: r.remote_epg_id,
-                DstEndpointGroup: r.epg_id,
-                SrcIpAddr: peer.clone(),
-                DstIpAddr: rule.to_ip_address.clone(),
-                DstPort: port,
-                TcpFlags: syn_only.into(),
-                ..base("inRx")
-            });
-            if ported {
-                out.push(OfnetPolicyRule {
-                    SrcEndpointGroup: r.epg_id,
-                    DstEndpointGroup: r.remote_epg_id,
-                    SrcIpAddr: rule.to_ip_address.clone(),
-                    DstIpAddr: peer,
-                    SrcPort: port,
-                    ..base("inTx")
-                });
-            }
-        }
-        "out" => {
-            let peer = if rule.to_ip_address.is_empty() {
-                r.remote_subnet.clone().unwrap_or_default()
-            } else {
-                rule.to_ip_address.clone()
-            };
-            if ported {
+            for (sfx, peer) in peers(&rule.from_ip_address, &rule.to_ip_address) {
                 out.push(OfnetPolicyRule {
                     SrcEndpointGroup: r.remote_epg_id,
                     DstEndpointGroup: r.epg_id,
                     SrcIpAddr: peer.clone(),
-                    SrcPort: port,
-                    ..base("outRx")
+                    DstIpAddr: rule.to_ip_address.clone(),
+                    DstPort: port,
+                    TcpFlags: syn_only.into(),
+                    ..base(&format!("inRx{sfx}"))
+                });
+                if ported {
+                    out.push(OfnetPolicyRule {
+                        SrcEndpointGroup: r.epg_id,
+                        DstEndpointGroup: r.remote_epg_id,
+                        SrcIpAddr: rule.to_ip_address.clone(),
+                        DstIpAddr: peer,
+                        SrcPort: port,
+                        ..base(&format!("inTx{sfx}"))
+                    });
+                }
+            }
+        }
+        "out" => {
+            for (sfx, peer) in peers(&rule.to_ip_address, "") {
+                if ported {
+                    out.push(OfnetPolicyRule {
+                        SrcEndpointGroup: r.remote_epg_id,
+                        DstEndpointGroup: r.epg_id,
+                        SrcIpAddr: peer.clone(),
+                        SrcPort: port,
+                        ..base(&format!("outRx{sfx}"))
+                    });
+                }
+                out.push(OfnetPolicyRule {
+                    SrcEndpointGroup: r.epg_id,
+                    DstEndpointGroup: r.remote_epg_id,
+                    DstIpAddr: peer,
+                    DstPort: port,
+                    TcpFlags: syn_only.into(),
+                    ..base(&format!("outTx{sfx}"))
                 });
             }
-            out.push(OfnetPolicyRule {
-                SrcEndpointGroup: r.epg_id,
-                DstEndpointGroup: r.remote_epg_id,
-                DstIpAddr: peer,
-                DstPort: port,
-                TcpFlags: syn_only.into(),
-                ..base("outTx")
-            });
         }
         other => {
             return Err(Error::invalid(
@@ -155,6 +174,7 @@ mod tests {
                 epg_id: 3,
                 remote_epg_id: 0,
                 remote_subnet: None,
+                remote_subnet6: None,
             },
         )
         .unwrap();
@@ -190,6 +210,7 @@ mod tests {
                 epg_id: 3,
                 remote_epg_id: 7,
                 remote_subnet: None,
+                remote_subnet6: None,
             },
         )
         .unwrap();
@@ -206,6 +227,7 @@ mod tests {
             epg_id: 2,
             remote_epg_id: 0,
             remote_subnet: Some("20.1.0.0/16".into()),
+            remote_subnet6: None,
         };
         let out = compile("k", &rl, &r).unwrap();
         let dirs: Vec<&str> = out
@@ -219,6 +241,46 @@ mod tests {
         let icmp = compile("k", &rule("out", "icmp", 0), &r).unwrap();
         assert_eq!(icmp.len(), 1);
         assert_eq!(icmp[0].IpProtocol, 1);
+    }
+
+    #[test]
+    fn a_network_with_an_ipv6_subnet_gives_every_rule_an_ipv6_twin() {
+        let r = Resolved {
+            epg_id: 2,
+            remote_epg_id: 0,
+            remote_subnet: Some("20.1.0.0/16".into()),
+            remote_subnet6: Some("fd00:20::/64".into()),
+        };
+        let out = compile("k", &rule("out", "tcp", 80), &r).unwrap();
+        let got: Vec<(&str, &str, &str)> = out
+            .iter()
+            .map(|o| {
+                (
+                    o.RuleId.rsplit(':').next().unwrap(),
+                    o.SrcIpAddr.as_str(),
+                    o.DstIpAddr.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("outRx", "20.1.0.0/16", ""),
+                ("outTx", "", "20.1.0.0/16"),
+                ("outRx6", "fd00:20::/64", ""),
+                ("outTx6", "", "fd00:20::/64"),
+            ]
+        );
+        // An in rule naming an IPv4 endpoint keeps to IPv4; an explicit address wins.
+        let mut to_v4 = rule("in", "tcp", 80);
+        to_v4.to_ip_address = "10.1.1.5".into();
+        let out = compile("k", &to_v4, &r).unwrap();
+        assert!(out.iter().all(|o| !o.SrcIpAddr.contains(':')), "{out:?}");
+        let mut from_v6 = rule("in", "tcp", 80);
+        from_v6.from_ip_address = "fd00:1::/64".into();
+        let out = compile("k", &from_v6, &r).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].SrcIpAddr, "fd00:1::/64");
     }
 
     #[test]

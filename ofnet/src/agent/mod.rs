@@ -34,7 +34,7 @@ use crate::datapath::{
     Datapath, DatapathError, Desired, Owner, PacketOut, Part, Settings, Topology,
 };
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
-use crate::flows::policy::rule_flow;
+use crate::flows::policy::rule_flows;
 use crate::inspect::{self, AgentExport};
 use crate::model::{ArpMode, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule};
 use crate::pipeline::id;
@@ -337,6 +337,20 @@ impl Agent {
             .get(FieldId::TUNNEL_ID)
             .or_else(|| packet_in.matching.get(nxm::TUN_ID))
             .map(|f| f.value_u128() as u64);
+        if crate::nd::is_ipv6(&packet_in.data) {
+            self.count("NdSolicitRcvd");
+            let (packets, outcome) = crate::nd::handle_solicit(
+                self.datapath.as_ref(),
+                &self.topology(),
+                in_port,
+                tun_id,
+                &packet_in.data,
+            );
+            tracing::debug!(bridge = %self.config.bridge, in_port, ?outcome, "neighbour solicitation");
+            self.count(outcome.counter());
+            self.send_packets(packets);
+            return;
+        }
         self.count("ArpReqRcvd");
         let (packets, outcome) = arp::handle_request(
             self.datapath.as_ref(),

@@ -263,7 +263,7 @@ pub(super) fn apply_settings(
                         .pipeline()
                         .table(id::POLICY)
                         .map_err(DatapathError::from)?;
-                    rule_flow(table, r, id::SERVICE_SNAT).map_err(DatapathError::from)?;
+                    rule_flows(table, r, id::SERVICE_SNAT).map_err(DatapathError::from)?;
                     s.rules.insert(r.rule_id.clone(), r.clone());
                 }
             }

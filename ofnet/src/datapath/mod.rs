@@ -331,7 +331,7 @@ fn rule_part(p: &'static Pipeline, topo: &Topology<'_>, id: &str) -> Result<Part
     };
     let table = p.table(id::POLICY)?;
     Ok(Part {
-        flows: vec![flows::policy::rule_flow(table, rule, id::SERVICE_SNAT)?],
+        flows: flows::policy::rule_flows(table, rule, id::SERVICE_SNAT)?,
         groups: Vec::new(),
     })
 }

@@ -72,6 +72,9 @@ impl Datapath for VlanBridge {
                     p.table(id::VLAN)?,
                     &PortClass {
                         port: ep.port_no,
+                        mac: ep.mac.octets(),
+                        ipv4: ep.ip_addr,
+                        ipv6: ep.ipv6_addr,
                         vrf_id,
                         epg: ep.endpoint_group,
                         push_vlan: None,
@@ -168,17 +171,54 @@ mod tests {
 
     /// The flows the VLAN bridge adds on top of the pipeline's miss flows, for the fixture.
     pub(crate) const GOLDEN: &[&str] = &[
+        "table=0, priority=110,icmp6,icmp_type=135,nd_target=fe80::/10 actions=goto_table:1",
         "table=0, priority=100,arp,arp_op=1 actions=CONTROLLER:65535",
+        "table=0, priority=100,icmp6,icmp_type=135 actions=CONTROLLER:65535",
+        "table=1, priority=110,icmp6,in_port=2,dl_src=02:02:0a:01:01:02,icmp_type=136,nd_target=fe80::2:aff:fe01:102 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+        "table=1, priority=110,icmp6,in_port=3,dl_src=02:02:0a:01:01:03,icmp_type=136,nd_target=fe80::2:aff:fe01:103 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=110,icmp6,in_port=4,dl_src=02:02:0a:01:01:04,icmp_type=136,nd_target=fe80::2:aff:fe01:104 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=105,icmp6,in_port=2,icmp_type=136 actions=drop",
+        "table=1, priority=105,icmp6,in_port=3,icmp_type=136 actions=drop",
+        "table=1, priority=105,icmp6,in_port=4,icmp_type=136 actions=drop",
+        "table=1, priority=100,arp,in_port=2,dl_src=02:02:0a:01:01:02,arp_spa=0.0.0.0,arp_sha=02:02:0a:01:01:02 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,arp,in_port=2,dl_src=02:02:0a:01:01:02,arp_spa=10.1.1.2,arp_sha=02:02:0a:01:01:02 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,arp,in_port=3,dl_src=02:02:0a:01:01:03,arp_spa=0.0.0.0,arp_sha=02:02:0a:01:01:03 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,arp,in_port=3,dl_src=02:02:0a:01:01:03,arp_spa=10.1.1.3,arp_sha=02:02:0a:01:01:03 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,arp,in_port=4,dl_src=02:02:0a:01:01:04,arp_spa=0.0.0.0,arp_sha=02:02:0a:01:01:04 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,arp,in_port=4,dl_src=02:02:0a:01:01:04,arp_spa=10.1.1.4,arp_sha=02:02:0a:01:01:04 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,icmp6,in_port=2,dl_src=02:02:0a:01:01:02,ipv6_src=::,icmp_type=135 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,icmp6,in_port=3,dl_src=02:02:0a:01:01:03,ipv6_src=::,icmp_type=135 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,icmp6,in_port=4,dl_src=02:02:0a:01:01:04,ipv6_src=::,icmp_type=135 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
         "table=1, priority=100,in_port=1 actions=goto_table:6",
-        "table=1, priority=100,ip,in_port=3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-        "table=1, priority=100,ipv6,in_port=3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-        "table=1, priority=10,in_port=2 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
-        "table=1, priority=10,in_port=3 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-        "table=1, priority=10,in_port=4 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,ip,in_port=2,dl_src=02:02:0a:01:01:02,nw_src=10.1.1.2 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,ip,in_port=3,dl_src=02:02:0a:01:01:03,nw_src=10.1.1.3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,ip,in_port=4,dl_src=02:02:0a:01:01:04,nw_src=10.1.1.4 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,ipv6,in_port=2,dl_src=02:02:0a:01:01:02,ipv6_src=fe80::/10 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,ipv6,in_port=3,dl_src=02:02:0a:01:01:03,ipv6_src=fe80::/10 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,ipv6,in_port=4,dl_src=02:02:0a:01:01:04,ipv6_src=fe80::/10 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,udp,in_port=2,dl_src=02:02:0a:01:01:02,nw_src=0.0.0.0,tp_src=68,tp_dst=67 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,udp,in_port=3,dl_src=02:02:0a:01:01:03,nw_src=0.0.0.0,tp_src=68,tp_dst=67 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=100,udp,in_port=4,dl_src=02:02:0a:01:01:04,nw_src=0.0.0.0,tp_src=68,tp_dst=67 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=50,arp,in_port=2 actions=drop",
+        "table=1, priority=50,arp,in_port=3 actions=drop",
+        "table=1, priority=50,arp,in_port=4 actions=drop",
+        "table=1, priority=50,ip,in_port=2 actions=drop",
+        "table=1, priority=50,ip,in_port=3 actions=drop",
+        "table=1, priority=50,ip,in_port=4 actions=drop",
+        "table=1, priority=50,ipv6,in_port=2 actions=drop",
+        "table=1, priority=50,ipv6,in_port=3 actions=drop",
+        "table=1, priority=50,ipv6,in_port=4 actions=drop",
+        "table=1, priority=10,in_port=2,dl_src=02:02:0a:01:01:02 actions=write_metadata:0x100050000/0xff7fff0000,goto_table:3",
+        "table=1, priority=10,in_port=3,dl_src=02:02:0a:01:01:03 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=10,in_port=4,dl_src=02:02:0a:01:01:04 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
+        "table=1, priority=5,in_port=2 actions=drop",
+        "table=1, priority=5,in_port=3 actions=drop",
+        "table=1, priority=5,in_port=4 actions=drop",
         "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.2 actions=write_metadata:0xa/0xfffe,goto_table:5",
         "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.3 actions=write_metadata:0/0xfffe,goto_table:5",
         "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.4 actions=write_metadata:0/0xfffe,goto_table:5",
         "table=5, priority=11,tcp,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
+        "table=5, priority=11,tcp6,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
     ];
 
     #[test]
@@ -219,17 +259,29 @@ mod tests {
             .into_iter()
             .filter(|l| !after.flow_lines().contains(l))
             .collect();
+        let punts = [
+            "table=0, priority=110,icmp6,icmp_type=135,nd_target=fe80::/10 actions=goto_table:1",
+            "table=0, priority=100,arp,arp_op=1 actions=CONTROLLER:65535",
+            "table=0, priority=100,icmp6,icmp_type=135 actions=CONTROLLER:65535",
+        ];
+        let of_port_3: Vec<String> = before
+            .flow_lines()
+            .into_iter()
+            .filter(|l| {
+                l.contains("in_port=3,")
+                    || l.contains("in_port=3 ")
+                    || l.contains("nw_dst=10.1.1.3 ")
+            })
+            .collect();
         assert_eq!(
-            gone,
-            vec![
-                "table=0, priority=100,arp,arp_op=1 actions=CONTROLLER:65535",
-                "table=1, priority=100,ip,in_port=3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-                "table=1, priority=100,ipv6,in_port=3 actions=set_field:10->ip_dscp,write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-                "table=1, priority=10,in_port=3 actions=write_metadata:0x100000000/0xff7fff0000,goto_table:3",
-                "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.3 actions=write_metadata:0/0xfffe,goto_table:5",
-            ]
+            of_port_3.len(),
+            14,
+            "13 guard/classification flows, 1 destination"
         );
-        assert_eq!(after.flow_count(), before.flow_count() - 5);
+        let mut want: Vec<String> = punts.iter().map(|s| s.to_string()).collect();
+        want.extend(of_port_3);
+        assert_eq!(gone, crate::text::sorted(want));
+        assert_eq!(after.flow_count(), before.flow_count() - 17);
     }
 
     #[test]

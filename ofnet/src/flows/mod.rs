@@ -18,6 +18,7 @@ use ofproto::instruction::Instruction;
 use ofproto::matches::Match;
 use ofproto::oxm::{FieldId, Oxm};
 use ofproto::port::OFPP_CONTROLLER;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Cookie categories: which kind of object a flow belongs to (visible in `dump-flows`).
 pub mod category {
@@ -69,7 +70,8 @@ pub fn set_tun_id(vni: u32) -> Action {
     Action::set_field(Oxm::int(FieldId::TUNNEL_ID, u128::from(vni), None))
 }
 
-/// Input table: drop multicast sources (VXLAN only) and punt ARP requests in proxy mode.
+/// Input table: drop multicast sources (VXLAN only) and punt ARP requests and neighbour
+/// solicitations (except for link-local targets) in proxy mode.
 pub fn input(
     table: Table,
     drop_multicast_src: bool,
@@ -81,13 +83,34 @@ pub fn input(
         out.push(table.flow(priority::MATCH, Match::new().eth_src(mc, Some(mc)), vec![])?);
     }
     if arp_proxy {
-        out.push(table.flow(
-            priority::MATCH,
-            Match::new().eth_type(ETH_ARP).arp_op(1),
+        let to_controller = || {
             vec![Instruction::ApplyActions(vec![Action::Output {
                 port: OFPP_CONTROLLER.into(),
                 max_len: NO_BUFFER,
-            }])],
+            }])]
+        };
+        out.push(table.flow(
+            priority::MATCH,
+            Match::new().eth_type(ETH_ARP).arp_op(1),
+            to_controller(),
+        )?);
+        // Neighbour solicitations are answered like ARP requests, except for link-local
+        // targets, which no agent knows: those follow the normal path.
+        let ns = || {
+            Match::new()
+                .eth_type(ETH_IPV6)
+                .ip_proto(PROTO_ICMPV6)
+                .icmpv6_type(ND_NS)
+        };
+        out.push(table.flow(priority::MATCH, ns(), to_controller())?);
+        out.push(table.flow(
+            priority::ND_LINK_LOCAL,
+            ns().with(Oxm::new(
+                FieldId::IPV6_ND_TARGET,
+                &LINK_LOCAL.0.octets(),
+                Some(&LINK_LOCAL.1.octets()),
+            )),
+            vec![Instruction::GotoTable(table.next_table())],
         )?);
     }
     Ok(out
@@ -100,6 +123,10 @@ pub fn input(
 #[derive(Debug, Clone, Copy)]
 pub struct PortClass {
     pub port: u32,
+    /// The endpoint's own addresses: anything else it sends is dropped (spoof guard).
+    pub mac: [u8; 6],
+    pub ipv4: Option<Ipv4Addr>,
+    pub ipv6: Option<Ipv6Addr>,
     pub vrf_id: u8,
     pub epg: u16,
     /// VLAN to push (VXLAN bridge); `None` when the access port already implies it.
@@ -109,11 +136,57 @@ pub struct PortClass {
     pub next: u8,
 }
 
-/// Table-1 flows of a local endpoint: the port flow, and the IPv4/IPv6 DSCP-marking flows
-/// above it when the endpoint has a DSCP.
+/// ICMPv6 neighbour solicitation and advertisement.
+pub const ND_NS: u8 = 135;
+pub const ND_NA: u8 = 136;
+/// IP protocol numbers the guard names.
+const PROTO_UDP: u8 = 17;
+const PROTO_ICMPV6: u8 = 58;
+
+/// `fe80::/10`, the IPv6 link-local prefix.
+pub const LINK_LOCAL: (Ipv6Addr, Ipv6Addr) = (
+    Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0),
+    Ipv6Addr::new(0xffc0, 0, 0, 0, 0, 0, 0, 0),
+);
+
+/// The modified EUI-64 link-local address a MAC gives (RFC 4291, appendix A): what the
+/// kernel of a pod assigns to its interface by default.
+pub fn eui64_link_local(mac: [u8; 6]) -> Ipv6Addr {
+    let [a, b, c, d, e, f] = mac;
+    let w = |hi: u8, lo: u8| u16::from_be_bytes([hi, lo]);
+    Ipv6Addr::new(
+        0xfe80,
+        0,
+        0,
+        0,
+        w(a ^ 0x02, b),
+        w(c, 0xff),
+        w(0xfe, d),
+        w(e, f),
+    )
+}
+
+/// Table-1 flows of a local endpoint: classification (VRF, source group, VLAN push, DSCP
+/// marking) of what it may send, and the spoof guard that drops the rest.
+///
+/// | priority | match (all with `in_port`) | action |
+/// |---|---|---|
+/// | `GUARD_ND` | `dl_src` = own, NA for its own IPv6 or EUI-64 link-local address | classify |
+/// | `GUARD_ND_DROP` | any other NA | drop |
+/// | `MATCH` | `dl_src` = own and: IPv4 from its address; DHCP from 0.0.0.0; IPv6 from its address, from a link-local address or (NS only) from `::`; ARP with its MAC and address (or 0.0.0.0, a probe) as sender | classify |
+/// | `GUARD_DROP` | any other IPv4, IPv6 or ARP | drop |
+/// | `PORT_VLAN` | `dl_src` = own, any other ethertype | classify |
+/// | `GUARD_PORT_DROP` | anything else (another source MAC) | drop |
 pub fn port_class(table: Table, c: &PortClass) -> Result<Vec<Flow>, PipelineError> {
-    let tail = |pre: Vec<Action>| -> Vec<Instruction> {
-        let mut actions = pre;
+    let tail = |ip: bool| -> Vec<Instruction> {
+        let mut actions = Vec::new();
+        if ip && c.dscp != 0 {
+            actions.push(Action::set_field(Oxm::int(
+                FieldId::IP_DSCP,
+                u128::from(c.dscp & 0x3f),
+                None,
+            )));
+        }
         if let Some(v) = c.push_vlan {
             actions.extend(push_vlan(v));
         }
@@ -128,32 +201,88 @@ pub fn port_class(table: Table, c: &PortClass) -> Result<Vec<Flow>, PipelineErro
         ins.push(Instruction::GotoTable(c.next));
         ins
     };
-    let object = u64::from(c.port);
-    let mut out = vec![
-        table
-            .flow(
-                priority::PORT_VLAN,
-                Match::new().in_port(c.port),
-                tail(vec![]),
-            )?
-            .owned_by(category::LOCAL_ENDPOINT, object),
-    ];
-    if c.dscp != 0 {
-        for eth in [ETH_IPV4, ETH_IPV6] {
-            let mark =
-                Action::set_field(Oxm::int(FieldId::IP_DSCP, u128::from(c.dscp & 0x3f), None));
-            out.push(
-                table
-                    .flow(
-                        priority::MATCH,
-                        Match::new().in_port(c.port).eth_type(eth),
-                        tail(vec![mark]),
-                    )?
-                    .owned_by(category::LOCAL_ENDPOINT, object),
-            );
-        }
+    let port = Match::new().in_port(c.port);
+    let own = port.clone().eth_src(c.mac, None);
+    let mut rules: Vec<(u16, Match, Vec<Instruction>)> = Vec::new();
+    // Neighbour advertisements may only claim the endpoint's own addresses.
+    let na = |m: Match| {
+        m.eth_type(ETH_IPV6)
+            .ip_proto(PROTO_ICMPV6)
+            .icmpv6_type(ND_NA)
+    };
+    let mut na_targets = vec![eui64_link_local(c.mac)];
+    na_targets.extend(c.ipv6);
+    for t in na_targets {
+        rules.push((priority::GUARD_ND, na(own.clone()).nd_target(t), tail(true)));
     }
-    Ok(out)
+    rules.push((priority::GUARD_ND_DROP, na(port.clone()), vec![]));
+    // Addresses.
+    if let Some(a) = c.ipv4 {
+        rules.push((
+            priority::MATCH,
+            own.clone().eth_type(ETH_IPV4).ipv4_src(a, None),
+            tail(true),
+        ));
+    }
+    rules.push((
+        priority::MATCH,
+        own.clone()
+            .eth_type(ETH_IPV4)
+            .ip_proto(PROTO_UDP)
+            .ipv4_src(Ipv4Addr::UNSPECIFIED, None)
+            .udp_src(68)
+            .udp_dst(67),
+        tail(true),
+    ));
+    if let Some(a) = c.ipv6 {
+        rules.push((
+            priority::MATCH,
+            own.clone().eth_type(ETH_IPV6).ipv6_src(a, None),
+            tail(true),
+        ));
+    }
+    rules.push((
+        priority::MATCH,
+        own.clone()
+            .eth_type(ETH_IPV6)
+            .ipv6_src(LINK_LOCAL.0, Some(LINK_LOCAL.1)),
+        tail(true),
+    ));
+    rules.push((
+        priority::MATCH,
+        own.clone()
+            .eth_type(ETH_IPV6)
+            .ip_proto(PROTO_ICMPV6)
+            .ipv6_src(Ipv6Addr::UNSPECIFIED, None)
+            .icmpv6_type(ND_NS),
+        tail(true),
+    ));
+    let mut arp_senders = vec![Ipv4Addr::UNSPECIFIED];
+    arp_senders.extend(c.ipv4);
+    for spa in arp_senders {
+        rules.push((
+            priority::MATCH,
+            own.clone()
+                .eth_type(ETH_ARP)
+                .arp_spa(spa, None)
+                .arp_sha(c.mac),
+            tail(false),
+        ));
+    }
+    for eth in [ETH_IPV4, ETH_IPV6, ETH_ARP] {
+        rules.push((priority::GUARD_DROP, port.clone().eth_type(eth), vec![]));
+    }
+    rules.push((priority::PORT_VLAN, own, tail(false)));
+    rules.push((priority::GUARD_PORT_DROP, port, vec![]));
+    let object = u64::from(c.port);
+    rules
+        .into_iter()
+        .map(|(prio, m, ins)| {
+            Ok(table
+                .flow(prio, m, ins)?
+                .owned_by(category::LOCAL_ENDPOINT, object))
+        })
+        .collect()
 }
 
 /// Table-4 flows of an endpoint (local or remote) in VRF `vrf_id`: its addresses, in that

@@ -11,7 +11,7 @@
 //! needs (their hosts' last endpoints went while netplugin was down) are deleted.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ofnet::model::ENDPOINT_INTERNAL;
 use ofnet::{BridgeKind, Endpoint, MacAddr};
@@ -30,6 +30,8 @@ pub struct RemoteEndpoint {
     /// The agent's endpoint id (`<ip>:<tenant>`).
     pub agent_id: String,
     pub vtep: Ipv4Addr,
+    /// Its IPv6 address, if it has one (classified like the IPv4 one on this host).
+    pub ipv6: Option<Ipv6Addr>,
 }
 
 /// VTEPs towards other hosts: OpenFlow port and how many remote endpoints use it.
@@ -72,10 +74,19 @@ impl Driver {
             .mac_address
             .parse()
             .map_err(|_| invalid("macAddress", &oper.mac_address))?;
+        // `ipv6Address` may carry the prefix length (`fd00::5/64`).
+        let ipv6: Option<Ipv6Addr> = match oper.ipv6_address.split('/').next() {
+            None | Some("") => None,
+            Some(a) => Some(
+                a.parse()
+                    .map_err(|_| invalid("ipv6Address", &oper.ipv6_address))?,
+            ),
+        };
         let agent_id = Endpoint::id_for(IpAddr::V4(ip), &net.tenant);
         let wanted = RemoteEndpoint {
             agent_id: agent_id.clone(),
             vtep,
+            ipv6,
         };
         if self.with_state(|s| s.remote.get(&oper.id) == Some(&wanted)) {
             return Ok(true);
@@ -87,8 +98,8 @@ impl Driver {
             endpoint_group: u16::try_from(oper.endpoint_group_id).unwrap_or(0),
             ip_addr: Some(ip),
             ip_mask: Some(Ipv4Addr::BROADCAST),
-            ipv6_addr: None,
-            ipv6_mask: None,
+            ipv6_addr: ipv6,
+            ipv6_mask: ipv6.map(|_| Ipv6Addr::from(u128::MAX)),
             vrf: net.tenant.clone(),
             mac,
             vlan: u16::try_from(net.pkt_tag).unwrap_or(0),
@@ -108,7 +119,22 @@ impl Driver {
             self.release_vtep(vtep).await?;
             return Err(PluginError::agent(BridgeKind::Vxlan, e));
         }
-        self.with_state(|s| s.remote.insert(oper.id.clone(), wanted));
+        let old = self.with_state(|s| s.remote.insert(oper.id.clone(), wanted.clone()));
+        // A changed record (a new address, another VTEP) replaced the old one: drop what only
+        // the old one used, so the VTEP's user count stays one per endpoint.
+        if let Some(old) = old {
+            if old.agent_id != wanted.agent_id {
+                match self
+                    .agent(BridgeKind::Vxlan)
+                    .remove_remote_endpoint(old.agent_id)
+                    .await
+                {
+                    Ok(()) | Err(ofnet::AgentError::EndpointDb(_)) => {}
+                    Err(e) => return Err(PluginError::agent(BridgeKind::Vxlan, e)),
+                }
+            }
+            self.release_vtep(old.vtep).await?;
+        }
         Ok(true)
     }
 
