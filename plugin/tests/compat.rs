@@ -208,7 +208,7 @@ fn iperf_mbps_with(
 /// needs a burst of that order to reach the rate; with 1000 kbit it reached 4.4 Mbit/s while
 /// UDP still got 9.7 (the meter itself is exact, TCP backs off on its drops).
 fn bandwidth_is_enforced(encap: &str, bridge: &str, subnet: &str, gateway: &str) {
-    let c = cluster();
+    let mut c = cluster();
     create_network(&c, "qos", encap, subnet, gateway);
     c.netctl(&[
         "netprofile",
@@ -238,17 +238,17 @@ fn bandwidth_is_enforced(encap: &str, bridge: &str, subnet: &str, gateway: &str)
         .unwrap();
     assert!(reaches(&sender, &receiver.ip));
     let port = pod_port(&c, &sender.container_id);
-    let rate_of = |port: &str| {
+    let rate_of = |c: &Cluster, port: &str| {
         c.ovs
             .vsctl(&["get", "Interface", port, "ingress_policing_rate"])
             .unwrap()
             .trim()
             .to_string()
     };
-    assert_eq!(rate_of(&port), "10000");
+    assert_eq!(rate_of(&c, &port), "10000");
     let ofport = c.ovs.ofport(&port).unwrap();
-    let meters = || c.ovs.ofctl(&["dump-meters", bridge]).unwrap();
-    let metering_flows = || {
+    let meters = |c: &Cluster| c.ovs.ofctl(&["dump-meters", bridge]).unwrap();
+    let metering_flows = |c: &Cluster| {
         c.ovs
             .dump_flows(bridge)
             .unwrap()
@@ -258,13 +258,13 @@ fn bandwidth_is_enforced(encap: &str, bridge: &str, subnet: &str, gateway: &str)
             .collect::<Vec<_>>()
     };
     assert!(
-        meters().contains(&format!("meter={ofport} kbps burst stats"))
-            && meters().contains("type=drop rate=10000 burst_size=10000"),
+        meters(&c).contains(&format!("meter={ofport} kbps burst stats"))
+            && meters(&c).contains("type=drop rate=10000 burst_size=10000"),
         "{}",
-        meters()
+        meters(&c)
     );
     assert_eq!(
-        metering_flows(),
+        metering_flows(&c),
         vec![format!(
             "table=0, priority=10,in_port={ofport} actions=meter:{ofport},goto_table:1"
         )]
@@ -280,19 +280,60 @@ fn bandwidth_is_enforced(encap: &str, bridge: &str, subnet: &str, gateway: &str)
         c.ovs.ofctl(&["meter-stats", bridge])
     );
 
+    // A restarted netplugin keeps the limit: the meter is still there and the metering flow
+    // comes back under the new generation.
+    let cookie_of_metering = |c: &Cluster| {
+        c.ovs
+            .dump_flows(bridge)
+            .unwrap()
+            .into_iter()
+            .find(|f| f.normalized().contains("meter:"))
+            .map(|f| f.cookie)
+    };
+    let before = cookie_of_metering(&c);
+    let meter_before = meters(&c);
+    c.kill_netplugin();
+    c.start_netplugin().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while cookie_of_metering(&c) == before {
+        assert!(
+            Instant::now() < deadline,
+            "no reconcile after the restart: {:?}",
+            metering_flows(&c)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        cookie_of_metering(&c).is_some(),
+        "the metering flow is gone"
+    );
+    assert_eq!(
+        meters(&c)
+            .lines()
+            .filter(|l| !l.contains("reply"))
+            .collect::<Vec<_>>(),
+        meter_before
+            .lines()
+            .filter(|l| !l.contains("reply"))
+            .collect::<Vec<_>>()
+    );
+    let udp = iperf_mbps_with(&sender, &receiver, 3, &["-u", "-b", "100M"]);
+    println!("{encap}: after a netplugin restart: UDP {udp:.2} Mbit/s");
+    assert!(within(udp), "UDP {udp:.2} Mbit/s after the restart");
+
     // The group without its profile: no policing, no meter, the pod sends at the datapath's
     // speed.
     c.netctl(&["group", "create", "qos", "limited"]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while rate_of(&port) != "0" || meters().contains(&format!("meter={ofport} ")) {
+    while rate_of(&c, &port) != "0" || meters(&c).contains(&format!("meter={ofport} ")) {
         assert!(
             Instant::now() < deadline,
             "policing or meter stayed on {port}: {}",
-            meters()
+            meters(&c)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(metering_flows().is_empty(), "{:?}", metering_flows());
+    assert!(metering_flows(&c).is_empty(), "{:?}", metering_flows(&c));
     let free = iperf_mbps(&sender, &receiver, 4);
     println!("{encap}: without the profile: TCP {free:.2} Mbit/s");
     assert!(free > 20.0, "{free:.2} Mbit/s: the limit was not lifted");
