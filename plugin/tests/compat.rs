@@ -321,6 +321,27 @@ fn bandwidth_is_enforced(encap: &str, bridge: &str, subnet: &str, gateway: &str)
     println!("{encap}: after a netplugin restart: UDP {udp:.2} Mbit/s");
     assert!(within(udp), "UDP {udp:.2} Mbit/s after the restart");
 
+    // The profile changes: the meter follows.
+    c.netctl(&[
+        "netprofile",
+        "create",
+        "-bandwidth",
+        "20Mbps",
+        "-burst",
+        "10000",
+        "ten",
+    ])
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !meters(&c).contains("type=drop rate=20000 burst_size=10000") {
+        assert!(
+            Instant::now() < deadline,
+            "the meter did not follow the profile: {}",
+            meters(&c)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
     // The group without its profile: no policing, no meter, the pod sends at the datapath's
     // speed.
     c.netctl(&["group", "create", "qos", "limited"]).unwrap();
