@@ -6,13 +6,18 @@
 //!
 //! On every connect (a switch restart, a reconnect, or this process restarting) the bridge
 //! reconciles, without the caller doing anything, in one atomic bundle:
-//! 1. read the flows and groups the switch has;
+//! 1. read the flows, groups and meters the switch has;
 //! 2. pick a new generation, above both the one stored by the caller's hook and every
 //!    generation seen on the switch;
-//! 3. re-add every desired group (modify if present) and flow under the new generation: an add
-//!    with the same table, priority and match replaces the flow in place, so traffic never sees
-//!    a gap;
-//! 4. delete each older generation with one cookie-mask delete, and groups nobody wants.
+//! 3. re-add every desired meter and group (modify if present) and flow under the new
+//!    generation: an add with the same table, priority and match replaces the flow in place, so
+//!    traffic never sees a gap;
+//! 4. delete each older generation with one cookie-mask delete, and groups and meters nobody
+//!    wants.
+//!
+//! Meter mods cannot go in a bundle (Open vSwitch refuses them there): meters to add or modify
+//! go out, barrier-confirmed, before the bundle, meters to delete after it (deleting a meter
+//! deletes the flows still using it, so the bundle first points them elsewhere).
 //!
 //! Afterwards only the current generation is on the switch, and the new generation is handed
 //! to the [`GenerationStore`] (netplugin keeps it in the bridge's OVSDB `external_ids`).
@@ -31,7 +36,7 @@
 //! against the state the switch really has.
 
 use crate::cookie::{Cookie, next_generation};
-use crate::desired::{Change, DesiredState, Flow, Group, Plan};
+use crate::desired::{Change, DesiredState, Flow, Group, Meter, Plan};
 use crate::error::{SwitchError, TxError};
 use crate::switch::{SwitchEvent, SwitchHandle, TxMode};
 use crate::table::{MISS_CATEGORY, MISS_PRIORITY, Miss, TableSpec};
@@ -41,7 +46,8 @@ use ofproto::flow_mod::FlowMod;
 use ofproto::group::{GroupMod, GroupModCommand, OFPG_ALL};
 use ofproto::instruction::Instruction;
 use ofproto::matches::Match;
-use ofproto::multipart::{FlowStats, GroupDesc};
+use ofproto::meter::{MeterMod, MeterModCommand};
+use ofproto::multipart::{FlowStats, GroupDesc, MeterConfig};
 use ofproto::port::{OFPP_CONTROLLER, OFPP_NORMAL};
 use ofproto::{Action, Message};
 use std::collections::{BTreeSet, HashSet};
@@ -122,6 +128,7 @@ pub struct BridgeStatus {
     pub synced: bool,
     pub flows: usize,
     pub groups: usize,
+    pub meters: usize,
     pub reconciles: u64,
 }
 
@@ -162,6 +169,12 @@ impl BridgeHandle {
         self.addr.send(AllocateGroupId).await.ok()
     }
 
+    /// A meter id no desired meter uses and no earlier call handed out (until that meter is
+    /// removed again).
+    pub async fn allocate_meter_id(&self) -> Option<u32> {
+        self.addr.send(AllocateMeterId).await.ok()
+    }
+
     pub async fn status(&self) -> Option<BridgeStatus> {
         self.addr.send(Status).await.ok()
     }
@@ -185,6 +198,8 @@ pub struct Bridge {
     /// Group ids handed out by [`BridgeHandle::allocate_group_id`] and not yet removed, so two
     /// allocations before the groups are applied never get the same id.
     allocated_groups: HashSet<u32>,
+    /// The same for meter ids ([`BridgeHandle::allocate_meter_id`]).
+    allocated_meters: HashSet<u32>,
 }
 
 impl Bridge {
@@ -206,14 +221,18 @@ impl Bridge {
             reconciles: 0,
             epoch: 0,
             allocated_groups: HashSet::new(),
+            allocated_meters: HashSet::new(),
         }
     }
 
-    /// Record a confirmed plan; ids of removed groups may be handed out again.
+    /// Record a confirmed plan; ids of removed groups and meters may be handed out again.
     fn commit(&mut self, plan: &Plan) {
         self.desired.commit(plan);
         for id in &plan.remove_groups {
             self.allocated_groups.remove(id);
+        }
+        for id in &plan.remove_meters {
+            self.allocated_meters.remove(id);
         }
     }
 
@@ -232,9 +251,11 @@ impl Bridge {
                 };
                 let flows = switch.all_flows().await?;
                 let groups = switch.group_desc().await?;
+                let meters = switch.meter_config().await?;
                 Ok::<_, TxError>(SwitchContents {
                     flows,
                     groups,
+                    meters,
                     stored,
                 })
             }
@@ -323,6 +344,7 @@ impl Bridge {
 struct SwitchContents {
     flows: Vec<FlowStats>,
     groups: Vec<GroupDesc>,
+    meters: Vec<MeterConfig>,
     /// The generation the caller's store remembers.
     stored: Option<u16>,
 }
@@ -437,6 +459,22 @@ impl Handler<AllocateGroupId> for Bridge {
 }
 
 #[derive(Message)]
+#[rtype(result = "u32")]
+struct AllocateMeterId;
+
+impl Handler<AllocateMeterId> for Bridge {
+    type Result = u32;
+
+    fn handle(&mut self, _: AllocateMeterId, _: &mut Context<Self>) -> u32 {
+        let id = (1..OFPM_MAX)
+            .find(|id| !self.allocated_meters.contains(id) && self.desired.meter(*id).is_none())
+            .unwrap_or(OFPM_MAX);
+        self.allocated_meters.insert(id);
+        id
+    }
+}
+
+#[derive(Message)]
 #[rtype(result = "BridgeStatus")]
 struct Status;
 
@@ -451,6 +489,7 @@ impl Handler<Status> for Bridge {
             synced: self.synced && self.switch.as_ref().is_some_and(SwitchHandle::connected),
             flows: self.desired.flow_count(),
             groups: self.desired.groups().count(),
+            meters: self.desired.meters().count(),
             reconciles: self.reconciles,
         })
     }
@@ -481,7 +520,17 @@ fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16
 
     let have_groups: HashSet<u32> = contents.groups.iter().map(|g| g.group_id).collect();
     let want_groups: HashSet<u32> = desired.groups().map(|g| g.id).collect();
+    let have_meters: HashSet<u32> = contents.meters.iter().map(|m| m.meter_id).collect();
+    let want_meters: HashSet<u32> = desired.meters().map(|m| m.id).collect();
     let mut messages = Vec::new();
+    for m in desired.meters() {
+        let command = if have_meters.contains(&m.id) {
+            MeterModCommand::Modify
+        } else {
+            MeterModCommand::Add
+        };
+        messages.push(meter_mod(m, command));
+    }
     for g in desired.groups() {
         let command = if have_groups.contains(&g.id) {
             GroupModCommand::Modify
@@ -507,13 +556,22 @@ fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16
     for id in have_groups.difference(&want_groups) {
         messages.push(group_delete(*id));
     }
+    for id in have_meters.difference(&want_meters) {
+        messages.push(meter_delete(*id));
+    }
     (generation, messages)
 }
 
-/// The messages for a plan, groups before the flows that use them and after the flows that
-/// stop using them.
+/// The messages for a plan, meters and groups before the flows that use them and after the
+/// flows that stop using them.
 pub fn plan_messages(plan: &Plan, generation: u16) -> Vec<Message> {
     let mut out = Vec::with_capacity(plan.len());
+    for m in &plan.add_meters {
+        out.push(meter_mod(m, MeterModCommand::Add));
+    }
+    for m in &plan.modify_meters {
+        out.push(meter_mod(m, MeterModCommand::Modify));
+    }
     for g in &plan.add_groups {
         out.push(group_mod(g, GroupModCommand::Add));
     }
@@ -530,6 +588,9 @@ pub fn plan_messages(plan: &Plan, generation: u16) -> Vec<Message> {
     }
     for id in &plan.remove_groups {
         out.push(group_delete(*id));
+    }
+    for id in &plan.remove_meters {
+        out.push(meter_delete(*id));
     }
     out
 }
@@ -564,6 +625,27 @@ fn group_delete(id: u32) -> Message {
         group_type: ofproto::group::GroupType::All,
         group_id: id,
         buckets: Vec::new(),
+    })
+}
+
+/// `OFPM_MAX`: the highest meter id (the ones above are virtual meters).
+const OFPM_MAX: u32 = 0xffff_0000;
+
+fn meter_mod(m: &Meter, command: MeterModCommand) -> Message {
+    Message::MeterMod(MeterMod {
+        command,
+        flags: m.flags,
+        meter_id: m.id,
+        bands: m.bands.clone(),
+    })
+}
+
+fn meter_delete(id: u32) -> Message {
+    Message::MeterMod(MeterMod {
+        command: MeterModCommand::Delete,
+        flags: 0,
+        meter_id: id,
+        bands: Vec::new(),
     })
 }
 

@@ -12,6 +12,7 @@ use crate::cookie::Cookie;
 use ofproto::group::{Bucket, GroupType};
 use ofproto::instruction::Instruction;
 use ofproto::matches::Match;
+use ofproto::meter::MeterBand;
 use std::collections::{BTreeMap, HashMap};
 
 /// What identifies a flow in a table.
@@ -75,6 +76,37 @@ pub struct Group {
     pub buckets: Vec<Bucket>,
 }
 
+/// `OFPMF_KBPS`: band rates are in kbit/s.
+pub const OFPMF_KBPS: u16 = 1;
+/// `OFPMF_BURST`: the bands' burst sizes apply.
+pub const OFPMF_BURST: u16 = 4;
+/// `OFPMF_STATS`: the switch counts what the meter passes and drops.
+pub const OFPMF_STATS: u16 = 8;
+
+/// A meter as its owner wants it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meter {
+    pub id: u32,
+    /// `OFPMF_*` bits.
+    pub flags: u16,
+    pub bands: Vec<MeterBand>,
+}
+
+impl Meter {
+    /// A meter that drops what exceeds `rate_kbps`, allowing bursts of `burst_kbit`, and
+    /// counts both.
+    pub fn drop_above(id: u32, rate_kbps: u32, burst_kbit: u32) -> Meter {
+        Meter {
+            id,
+            flags: OFPMF_KBPS | OFPMF_BURST | OFPMF_STATS,
+            bands: vec![MeterBand::Drop {
+                rate: rate_kbps,
+                burst_size: burst_kbit,
+            }],
+        }
+    }
+}
+
 /// One requested change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -86,34 +118,42 @@ pub enum Change {
     AddGroup(Group),
     /// Remove a group (no-op if absent).
     RemoveGroup(u32),
+    /// Add a meter, or replace the meter with the same id.
+    AddMeter(Meter),
+    /// Remove a meter (no-op if absent). The switch deletes the flows still using it, so
+    /// remove those flows (or point them elsewhere) in the same change.
+    RemoveMeter(u32),
 }
 
-/// The switch-level operations a set of changes needs, in a safe order (see [`Plan::ops`]).
+/// The switch-level operations a set of changes needs (sent in a safe order by
+/// [`crate::bridge::plan_messages`]).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Plan {
+    pub add_meters: Vec<Meter>,
+    pub modify_meters: Vec<Meter>,
     pub add_groups: Vec<Group>,
     pub modify_groups: Vec<Group>,
     pub add_flows: Vec<Flow>,
     pub remove_flows: Vec<FlowKey>,
     pub remove_groups: Vec<u32>,
+    pub remove_meters: Vec<u32>,
 }
 
 impl Plan {
     pub fn is_empty(&self) -> bool {
-        self.add_groups.is_empty()
-            && self.modify_groups.is_empty()
-            && self.add_flows.is_empty()
-            && self.remove_flows.is_empty()
-            && self.remove_groups.is_empty()
+        self.len() == 0
     }
 
     /// Number of switch operations.
     pub fn len(&self) -> usize {
-        self.add_groups.len()
+        self.add_meters.len()
+            + self.modify_meters.len()
+            + self.add_groups.len()
             + self.modify_groups.len()
             + self.add_flows.len()
             + self.remove_flows.len()
             + self.remove_groups.len()
+            + self.remove_meters.len()
     }
 }
 
@@ -122,6 +162,7 @@ impl Plan {
 pub struct DesiredState {
     flows: HashMap<FlowKey, Flow>,
     groups: BTreeMap<u32, Group>,
+    meters: BTreeMap<u32, Meter>,
 }
 
 impl DesiredState {
@@ -136,6 +177,7 @@ impl DesiredState {
         // Net effect per key first, so add-then-remove of the same flow is nothing at all.
         let mut flows: HashMap<&FlowKey, Option<&Flow>> = HashMap::new();
         let mut groups: BTreeMap<u32, Option<&Group>> = BTreeMap::new();
+        let mut meters: BTreeMap<u32, Option<&Meter>> = BTreeMap::new();
         for c in changes {
             match c {
                 Change::AddFlow(f) => {
@@ -149,6 +191,12 @@ impl DesiredState {
                 }
                 Change::RemoveGroup(id) => {
                     groups.insert(*id, None);
+                }
+                Change::AddMeter(m) => {
+                    meters.insert(m.id, Some(m));
+                }
+                Change::RemoveMeter(id) => {
+                    meters.insert(*id, None);
                 }
             }
         }
@@ -170,6 +218,15 @@ impl DesiredState {
                 (None, None) => {}
             }
         }
+        for (id, want) in meters {
+            match (self.meters.get(&id), want) {
+                (Some(have), Some(want)) if have == want => {}
+                (Some(_), Some(want)) => plan.modify_meters.push(want.clone()),
+                (None, Some(want)) => plan.add_meters.push(want.clone()),
+                (Some(_), None) => plan.remove_meters.push(id),
+                (None, None) => {}
+            }
+        }
         // Deterministic order: tables ascending, higher priorities first.
         plan.add_flows.sort_by(|a, b| {
             (a.key.table, std::cmp::Reverse(a.key.priority))
@@ -182,6 +239,9 @@ impl DesiredState {
 
     /// Record a plan the switch confirmed.
     pub fn commit(&mut self, plan: &Plan) {
+        for m in plan.add_meters.iter().chain(&plan.modify_meters) {
+            self.meters.insert(m.id, m.clone());
+        }
         for g in plan.add_groups.iter().chain(&plan.modify_groups) {
             self.groups.insert(g.id, g.clone());
         }
@@ -194,12 +254,16 @@ impl DesiredState {
         for id in &plan.remove_groups {
             self.groups.remove(id);
         }
+        for id in &plan.remove_meters {
+            self.meters.remove(id);
+        }
     }
 
     /// A plan that installs everything from scratch (after a switch restart or on a new
     /// generation).
     pub fn full(&self) -> Plan {
         let mut plan = Plan {
+            add_meters: self.meters.values().cloned().collect(),
             add_groups: self.groups.values().cloned().collect(),
             add_flows: self.flows.values().cloned().collect(),
             ..Plan::default()
@@ -225,6 +289,14 @@ impl DesiredState {
 
     pub fn group(&self, id: u32) -> Option<&Group> {
         self.groups.get(&id)
+    }
+
+    pub fn meters(&self) -> impl Iterator<Item = &Meter> {
+        self.meters.values()
+    }
+
+    pub fn meter(&self, id: u32) -> Option<&Meter> {
+        self.meters.get(&id)
     }
 
     pub fn flow_count(&self) -> usize {
@@ -293,6 +365,28 @@ mod tests {
         assert_eq!(p.remove_flows.len(), 1);
         s.commit(&p);
         assert_eq!(s.flow_count(), 0);
+    }
+
+    #[test]
+    fn meters_are_added_modified_and_removed_by_id() {
+        let mut s = DesiredState::new();
+        let p = s.plan(&[Change::AddMeter(Meter::drop_above(7, 10_000, 1000))]);
+        assert_eq!(p.add_meters, vec![Meter::drop_above(7, 10_000, 1000)]);
+        s.commit(&p);
+        assert!(
+            s.plan(&[Change::AddMeter(Meter::drop_above(7, 10_000, 1000))])
+                .is_empty()
+        );
+        let p = s.plan(&[Change::AddMeter(Meter::drop_above(7, 5_000, 1000))]);
+        assert_eq!(p.modify_meters.len(), 1);
+        assert!(p.add_meters.is_empty());
+        s.commit(&p);
+        assert_eq!(s.meter(7), Some(&Meter::drop_above(7, 5_000, 1000)));
+        assert_eq!(s.full().add_meters.len(), 1);
+        let p = s.plan(&[Change::RemoveMeter(7), Change::RemoveMeter(8)]);
+        assert_eq!(p.remove_meters, vec![7]);
+        s.commit(&p);
+        assert!(s.meter(7).is_none());
     }
 
     #[test]

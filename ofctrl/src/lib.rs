@@ -24,7 +24,7 @@ mod wire;
 
 pub use bridge::{Applied, BridgeConfig, BridgeHandle, BridgeStatus, FlowAdopter, GenerationStore};
 pub use cookie::Cookie;
-pub use desired::{Change, Flow, FlowKey, Group};
+pub use desired::{Change, Flow, FlowKey, Group, Meter};
 pub use error::{RequestFailure, SwitchError, TxError, describe};
 pub use listener::{ListenAddr, Listener};
 pub use switch::{SwitchEvent, SwitchHandle, SwitchInfo, SwitchOptions, TxMode};

@@ -21,8 +21,9 @@ use ofproto::error::ErrorMsg;
 use ofproto::features::FeaturesReply;
 use ofproto::flow_removed::FlowRemoved;
 use ofproto::hello::Hello;
+use ofproto::meter::MeterModCommand;
 use ofproto::multipart::{
-    FlowStats, FlowStatsRequest, GroupDesc, MultipartReplyBody, MultipartRequest,
+    FlowStats, FlowStatsRequest, GroupDesc, MeterConfig, MultipartReplyBody, MultipartRequest,
     MultipartRequestBody, PortStats,
 };
 use ofproto::packet_in::PacketIn;
@@ -30,6 +31,9 @@ use ofproto::packet_out::PacketOut;
 use ofproto::port::{Port, PortStatus};
 use ofproto::{Action, Message};
 use std::collections::HashMap;
+
+/// `OFPM_ALL`: every meter (in meter statistics and configuration requests).
+const OFPM_ALL: u32 = 0xffff_ffff;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, WriteHalf};
@@ -156,15 +160,23 @@ impl SwitchHandle {
     }
 
     /// Send flow, group and meter mods and resolve once the switch confirmed all of them.
-    /// Meter mods go first and outside the bundle (Open vSwitch refuses them inside one).
+    /// Meter mods go outside the bundle (Open vSwitch refuses them inside one): adds and
+    /// modifies before it, so its flows find their meters, deletes after it, because deleting
+    /// a meter deletes the flows still using it.
     pub async fn transact(&self, requests: Vec<Message>, mode: TxMode) -> Result<(), TxError> {
-        let (meters, rest): (Vec<_>, Vec<_>) = requests
-            .into_iter()
-            .partition(|m| matches!(m, Message::MeterMod(_)));
-        if !meters.is_empty() {
-            self.run_tx(meters, TxMode::Barrier).await?;
+        let mut before = Vec::new();
+        let mut rest = Vec::new();
+        let mut after = Vec::new();
+        for m in requests {
+            match &m {
+                Message::MeterMod(mm) if mm.command == MeterModCommand::Delete => after.push(m),
+                Message::MeterMod(_) => before.push(m),
+                _ => rest.push(m),
+            }
         }
-        self.run_tx(rest, mode).await
+        self.run_tx(before, TxMode::Barrier).await?;
+        self.run_tx(rest, mode).await?;
+        self.run_tx(after, TxMode::Barrier).await
     }
 
     async fn run_tx(&self, requests: Vec<Message>, mode: TxMode) -> Result<(), TxError> {
@@ -237,6 +249,18 @@ impl SwitchHandle {
             MultipartReplyBody::GroupDesc(v) => Some(v),
             _ => None,
         })
+        .await
+    }
+
+    /// Every meter the switch holds, with its bands.
+    pub async fn meter_config(&self) -> Result<Vec<MeterConfig>, SwitchError> {
+        self.multipart(
+            MultipartRequestBody::MeterConfig { meter_id: OFPM_ALL },
+            |b| match b {
+                MultipartReplyBody::MeterConfig(v) => Some(v),
+                _ => None,
+            },
+        )
         .await
     }
 

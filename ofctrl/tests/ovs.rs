@@ -632,3 +632,117 @@ async fn an_adopter_sees_its_flows_before_the_reconcile_and_what_it_applies_stay
     assert_eq!(now.len(), 2 + 4 + 1, "{now:?}");
     assert_eq!(second.status().await.unwrap().flows, 2 + 4 + 1);
 }
+
+/// `ovs-ofctl dump-meters` without its header, one line per meter (bands joined in).
+fn meter_set(ovs: &Ovs, bridge: &str) -> BTreeSet<String> {
+    let text = ovs.ofctl(&["dump-meters", bridge]).unwrap();
+    let mut out = BTreeSet::new();
+    let mut current = String::new();
+    for line in text.lines().skip(1) {
+        if line.starts_with("meter=") && !current.is_empty() {
+            out.insert(std::mem::take(&mut current));
+        }
+        current.push_str(line.trim());
+        current.push(' ');
+    }
+    if !current.is_empty() {
+        out.insert(current);
+    }
+    out
+}
+
+/// A table-0 flow sending in_port 1 through `meter` (or not) to table 1.
+fn metered_flow(meter: Option<u32>) -> Flow {
+    let mut ins: Vec<Instruction> = meter.map(Instruction::Meter).into_iter().collect();
+    ins.push(Instruction::GotoTable(1));
+    Flow::new(0, 10, Match::new().in_port(1u32), ins).owned_by(2, 1)
+}
+
+#[actix_rt::test]
+async fn meters_come_back_after_an_ovs_restart_and_a_reconnect_and_strays_go() {
+    testbed::require!(Ovs);
+    let mut ovs = Ovs::start(OvsOptions::dummy()).unwrap();
+    let bridge = BridgeHandle::start(BridgeConfig::new("br0", tables()));
+    let listener = Listener::tcp(localhost(), SwitchOptions::default(), vec![bridge.events()])
+        .await
+        .unwrap();
+    controlled_bridge(
+        &ovs,
+        "br0",
+        &format!("tcp:127.0.0.1:{}", listener.port().unwrap()),
+    );
+    wait_synced(&bridge, 1).await;
+    println!(
+        "{}",
+        ovs.ofctl(&["meter-features", "br0"]).unwrap().trim_end()
+    );
+
+    let id = bridge.allocate_meter_id().await.unwrap();
+    assert_ne!(
+        bridge.allocate_meter_id().await.unwrap(),
+        id,
+        "two allocations before an apply never share an id"
+    );
+    let applied = bridge
+        .apply(vec![
+            Change::AddFlow(metered_flow(Some(id))),
+            Change::AddMeter(ofctrl::Meter::drop_above(id, 10_000, 1000)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Installed(2));
+    let meters = meter_set(&ovs, "br0");
+    assert_eq!(meters.len(), 1, "{meters:?}");
+    let meter = meters.iter().next().unwrap().clone();
+    assert!(
+        meter.starts_with(&format!("meter={id} kbps burst stats"))
+            && meter.contains("type=drop rate=10000 burst_size=1000"),
+        "{meter}"
+    );
+    let flows = flow_set(&ovs, "br0");
+    assert!(
+        flows.contains(&format!(
+            "table=0, priority=10,in_port=1 actions=meter:{id},goto_table:1"
+        )),
+        "{flows:?}"
+    );
+
+    // ovs-vswitchd restarts empty: the meter comes back with the flow using it.
+    ovs.kill();
+    ovs.restart().unwrap();
+    wait_synced(&bridge, 2).await;
+    assert_eq!(meter_set(&ovs, "br0"), meters);
+    assert_eq!(flow_set(&ovs, "br0"), flows);
+
+    // Someone changes our meter and adds one of their own; the next connect undoes both.
+    ovs.ofctl(&[
+        "mod-meter",
+        "br0",
+        &format!("meter={id},kbps,burst,band=type=drop,rate=1,burst_size=1"),
+    ])
+    .unwrap();
+    ovs.ofctl(&["add-meter", "br0", "meter=99,kbps,band=type=drop,rate=5"])
+        .unwrap();
+    assert_eq!(meter_set(&ovs, "br0").len(), 2);
+    bridge.switch().await.unwrap().close();
+    wait_synced(&bridge, 3).await;
+    assert_eq!(meter_set(&ovs, "br0"), meters);
+    assert_eq!(flow_set(&ovs, "br0"), flows);
+
+    // The flow stops using the meter and the meter goes in one apply: the flow stays (the
+    // meter is deleted only after the flow no longer uses it).
+    bridge
+        .apply(vec![
+            Change::AddFlow(metered_flow(None)),
+            Change::RemoveMeter(id),
+        ])
+        .await
+        .unwrap();
+    assert!(meter_set(&ovs, "br0").is_empty());
+    let flows = flow_set(&ovs, "br0");
+    assert!(
+        flows.contains("table=0, priority=10,in_port=1 actions=goto_table:1"),
+        "{flows:?}"
+    );
+    assert_eq!(bridge.status().await.unwrap().meters, 0);
+}

@@ -11,7 +11,7 @@
 //! flows, the agent puts the previous snapshot back with [`Restore`].
 
 use crate::model::{
-    ENDPOINT_INTERNAL, Endpoint, LocalEndpoint, MAX_EPG, MAX_VLAN, MAX_VNI, Network,
+    Bandwidth, ENDPOINT_INTERNAL, Endpoint, LocalEndpoint, MAX_EPG, MAX_VLAN, MAX_VNI, Network,
 };
 use crate::timestamp;
 use actix::prelude::*;
@@ -168,13 +168,19 @@ impl EndpointTable {
                 endpoint,
                 originator,
             } => self.add_local(&endpoint, originator),
-            EndpointOp::UpdateLocal { port, dscp } => {
+            EndpointOp::UpdateLocal {
+                port,
+                dscp,
+                bandwidth,
+            } => {
                 let id = self
                     .local
                     .get(&port)
                     .ok_or(EndpointDbError::NoLocalEndpoint(port))?;
                 if let Some(ep) = self.endpoints.get_mut(id) {
-                    Arc::make_mut(ep).dscp = dscp;
+                    let ep = Arc::make_mut(ep);
+                    ep.dscp = dscp;
+                    ep.bandwidth = bandwidth;
                 }
                 Ok(())
             }
@@ -323,6 +329,7 @@ impl EndpointTable {
             timestamp: timestamp::now(),
             port_no: l.port_no,
             dscp: l.dscp,
+            bandwidth: l.bandwidth,
         };
         if let Some(have_id) = self.local.get(&l.port_no) {
             // The same endpoint again (whenever it was stamped) changes nothing.
@@ -392,9 +399,11 @@ pub enum EndpointOp {
         endpoint: LocalEndpoint,
         originator: Option<Ipv4Addr>,
     },
+    /// New DSCP and bandwidth limit of a local endpoint.
     UpdateLocal {
         port: u32,
         dscp: u8,
+        bandwidth: Option<Bandwidth>,
     },
     RemoveLocal(u32),
     /// Adds or replaces; an announcement older (by `Timestamp`) than the stored one is
@@ -481,6 +490,7 @@ mod tests {
             epg: 0,
             epg_vlan: 0,
             dscp: 0,
+            bandwidth: None,
         }
     }
 

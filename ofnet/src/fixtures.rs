@@ -60,6 +60,7 @@ pub fn endpoint_table(
                 epg: 0,
                 epg_vlan: 0,
                 dscp: 0,
+                bandwidth: None,
             },
             originator,
         })

@@ -42,7 +42,8 @@ pub use datapath::vlan::VlanBridge;
 pub use datapath::vxlan::VxlanBridge;
 pub use master::MasterHandle;
 pub use model::{
-    ArpMode, BridgeKind, Endpoint, LocalEndpoint, MacAddr, Network, Node, PolicyRule, RuleAction,
+    ArpMode, Bandwidth, BridgeKind, Endpoint, LocalEndpoint, MacAddr, Network, Node, PolicyRule,
+    RuleAction,
 };
 pub use service::stats::ServiceStats;
 pub use service::{ServicePort, ServiceProtocol, ServiceSpec};

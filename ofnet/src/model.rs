@@ -135,6 +135,17 @@ pub struct LocalEndpoint {
     pub epg_vlan: u16,
     /// DSCP to mark the endpoint's IP packets with (0: leave them alone).
     pub dscp: u8,
+    /// What the endpoint may send (`None`: no limit).
+    pub bandwidth: Option<Bandwidth>,
+}
+
+/// A limit on what a local endpoint sends: a meter dropping what exceeds the rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Bandwidth {
+    /// kbit/s.
+    pub rate_kbps: u32,
+    /// How far above the rate a burst may go, in kbit.
+    pub burst_kbit: u32,
 }
 
 /// An endpoint, local or remote, in the reference's `OfnetEndpoint` shape.
@@ -167,6 +178,9 @@ pub struct Endpoint {
     /// Not serialized (host-local).
     #[serde(skip)]
     pub dscp: u8,
+    /// Not serialized (host-local).
+    #[serde(skip)]
+    pub bandwidth: Option<Bandwidth>,
 }
 
 /// `EndpointType` bit of an ordinary (internal) endpoint.
@@ -294,6 +308,7 @@ mod tests {
             timestamp: String::new(),
             port_no: 3,
             dscp: 0,
+            bandwidth: None,
         };
         let v = serde_json::to_value(&ep).unwrap();
         assert_eq!(v["EndpointID"], "10.1.1.2:t1");

@@ -82,7 +82,7 @@ const F_IN_PORT: FieldId = FieldId::IN_PORT;
 static INPUT_TABLE: TableDecl = TableDecl {
     id: INPUT,
     name: "input",
-    purpose: "drops frames with a multicast source, sends ARP requests and neighbour solicitations (but for link-local targets) to the controller in proxy mode",
+    purpose: "drops frames with a multicast source, sends ARP requests and neighbour solicitations (but for link-local targets) to the controller in proxy mode, meters local endpoints with a bandwidth limit",
     matches: &[
         F_IN_PORT,
         FieldId::ETH_SRC,

@@ -2,6 +2,9 @@
 //! is `POLICY_BASE + rule priority`, so rules stay above the miss flow (priority 0, owned by
 //! `ofctrl`) and order among themselves by their own priority.
 
+/// A local endpoint's packets through its meter (table 0): below the input table's drops and
+/// punts (`MATCH`).
+pub const METER: u16 = 10;
 /// Port-to-VLAN classification of a local endpoint's non-IP, non-ARP frames from its own MAC
 /// (table 1).
 pub const PORT_VLAN: u16 = 10;

@@ -295,9 +295,14 @@ fn port(p: u32) -> String {
     }
 }
 
-/// The instructions in Open vSwitch's order: apply-actions, write-metadata, goto-table.
+/// The instructions in Open vSwitch's order: meter, apply-actions, write-metadata, goto-table.
 pub fn instructions(ins: &[Instruction]) -> String {
     let mut parts: Vec<String> = Vec::new();
+    for i in ins {
+        if let Instruction::Meter(m) = i {
+            parts.push(format!("meter:{m}"));
+        }
+    }
     for i in ins {
         if let Instruction::ApplyActions(a) = i {
             parts.push(actions(a));
@@ -305,7 +310,7 @@ pub fn instructions(ins: &[Instruction]) -> String {
     }
     for i in ins {
         match i {
-            Instruction::ApplyActions(_) => {}
+            Instruction::ApplyActions(_) | Instruction::Meter(_) => {}
             Instruction::WriteMetadata { metadata, mask } => {
                 let o = Oxm::int(
                     FieldId::METADATA,

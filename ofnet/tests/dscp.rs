@@ -53,6 +53,7 @@ async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
                 epg: 0,
                 epg_vlan: 0,
                 dscp: 0,
+                bandwidth: None,
             })
             .await
             .unwrap();
@@ -61,7 +62,7 @@ async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
     let (a, a_port) = (&pods[0].0, pods[0].1);
     let b = &pods[1].0;
 
-    agent.update_local_endpoint(a_port, 10).await.unwrap();
+    agent.update_local_endpoint(a_port, 10, None).await.unwrap();
     common::settle(ovs);
     let capture = capture_echo_requests(b.netns().name(), 2).await;
     assert_eq!(ping(a.netns().name(), "10.1.1.3", 2).await, 2);
@@ -73,7 +74,7 @@ async fn dscp_update_marks_and_unmarks_an_endpoints_packets() {
         "marked with DSCP 10: {seen}"
     );
 
-    agent.update_local_endpoint(a_port, 0).await.unwrap();
+    agent.update_local_endpoint(a_port, 0, None).await.unwrap();
     common::settle(ovs);
     let flows = dumped_flows(ovs, "br0").await;
     assert!(

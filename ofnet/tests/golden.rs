@@ -52,6 +52,7 @@ fn local(port: u32, vlan: u16, last: u8, epg: u16, dscp: u8) -> LocalEndpoint {
         epg,
         epg_vlan: 0,
         dscp,
+        bandwidth: None,
     }
 }
 
@@ -244,6 +245,7 @@ async fn vxlan_bridge_flow_table_and_groups_match_golden_and_ovs() {
         timestamp: String::new(),
         port_no: 0,
         dscp: 0,
+        bandwidth: None,
     };
     agent.add_remote_endpoint(remote).await.unwrap();
     agent

@@ -50,6 +50,7 @@ async fn attach(ovs: &Ovs, agent: &AgentHandle, last: u8, epg: u16) -> Pod {
             epg,
             epg_vlan: 0,
             dscp: 0,
+            bandwidth: None,
         })
         .await
         .unwrap();

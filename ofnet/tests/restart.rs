@@ -37,6 +37,7 @@ async fn replay(agent: &AgentHandle, ports: &[(u8, u32)]) {
                 epg: 0,
                 epg_vlan: 0,
                 dscp: 0,
+                bandwidth: None,
             })
             .await
             .unwrap();

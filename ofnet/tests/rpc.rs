@@ -46,6 +46,7 @@ fn endpoint(last: u8, vlan: u16) -> LocalEndpoint {
         epg: 0,
         epg_vlan: 0,
         dscp: 0,
+        bandwidth: None,
     }
 }
 

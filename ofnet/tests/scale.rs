@@ -36,6 +36,7 @@ fn endpoint(n: u32) -> LocalEndpoint {
         epg: 0,
         epg_vlan: 0,
         dscp: 0,
+        bandwidth: None,
     }
 }
 

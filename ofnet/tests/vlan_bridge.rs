@@ -62,6 +62,7 @@ async fn same_vlan_pods_ping_with_proxy_arp_other_vlan_is_isolated() {
                 epg: 0,
                 epg_vlan: 0,
                 dscp: 0,
+                bandwidth: None,
             })
             .await
             .unwrap();
@@ -206,6 +207,7 @@ async fn uplink_gets_garps_unknown_targets_and_answers_for_local_endpoints() {
             epg: 0,
             epg_vlan: 0,
             dscp: 0,
+            bandwidth: None,
         })
         .await
         .unwrap();
@@ -229,6 +231,7 @@ async fn uplink_gets_garps_unknown_targets_and_answers_for_local_endpoints() {
             epg: 5,
             epg_vlan: 10,
             dscp: 0,
+            bandwidth: None,
         })
         .await
         .unwrap();

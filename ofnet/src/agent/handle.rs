@@ -116,9 +116,19 @@ impl AgentHandle {
         self.update(AgentOp::AddLocalEndpoint(ep)).await
     }
 
-    pub async fn update_local_endpoint(&self, port: u32, dscp: u8) -> Result<(), AgentError> {
-        self.update(AgentOp::UpdateLocalEndpoint { port, dscp })
-            .await
+    /// New DSCP (0: stop marking) and bandwidth limit (`None`: lift it) of a local endpoint.
+    pub async fn update_local_endpoint(
+        &self,
+        port: u32,
+        dscp: u8,
+        bandwidth: Option<Bandwidth>,
+    ) -> Result<(), AgentError> {
+        self.update(AgentOp::UpdateLocalEndpoint {
+            port,
+            dscp,
+            bandwidth,
+        })
+        .await
     }
 
     pub async fn remove_local_endpoint(&self, port: u32) -> Result<(), AgentError> {

@@ -36,7 +36,9 @@ use crate::datapath::{
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flows;
 use crate::inspect::{self, AgentExport};
-use crate::model::{ArpMode, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule};
+use crate::model::{
+    ArpMode, Bandwidth, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule,
+};
 use crate::pipeline::id;
 use crate::rpc::{self, Peer, RpcServer};
 use crate::service::packet::FirstPacket;

@@ -11,10 +11,12 @@ pub enum AgentOp {
     /// By VLAN.
     RemoveNetwork(u16),
     AddLocalEndpoint(LocalEndpoint),
-    /// New DSCP of the local endpoint on `port` (0: stop marking).
+    /// New DSCP (0: stop marking) and bandwidth limit (`None`: lift it) of the local
+    /// endpoint on `port`.
     UpdateLocalEndpoint {
         port: u32,
         dscp: u8,
+        bandwidth: Option<Bandwidth>,
     },
     RemoveLocalEndpoint(u32),
     /// An endpoint of another host, as the master relays it.
@@ -80,9 +82,14 @@ pub(super) fn endpoint_op(op: &AgentOp, local_ip: Option<Ipv4Addr>) -> Option<En
             endpoint: e.clone(),
             originator: local_ip,
         },
-        AgentOp::UpdateLocalEndpoint { port, dscp } => EndpointOp::UpdateLocal {
+        AgentOp::UpdateLocalEndpoint {
+            port,
+            dscp,
+            bandwidth,
+        } => EndpointOp::UpdateLocal {
             port: *port,
             dscp: *dscp,
+            bandwidth: *bandwidth,
         },
         AgentOp::RemoveLocalEndpoint(p) => EndpointOp::RemoveLocal(*p),
         AgentOp::AddRemoteEndpoint(e) => EndpointOp::AddRemote(e.clone()),
@@ -392,12 +399,17 @@ mod tests {
                     epg: r.next(3) as u16,
                     epg_vlan: 0,
                     dscp: 0,
+                    bandwidth: None,
                 })
             }
             4 => AgentOp::RemoveLocalEndpoint(r.next(8) as u32 + 1),
             5 => AgentOp::UpdateLocalEndpoint {
                 port: r.next(8) as u32 + 1,
                 dscp: r.next(3) as u8 * 10,
+                bandwidth: (r.next(2) == 1).then_some(Bandwidth {
+                    rate_kbps: 1000 * (1 + r.next(3) as u32),
+                    burst_kbit: 100,
+                }),
             },
             6 | 7 => {
                 let n = 100 + r.next(8) as u8;
@@ -419,6 +431,7 @@ mod tests {
                     timestamp: String::new(),
                     port_no: 0,
                     dscp: 0,
+                    bandwidth: None,
                 })
             }
             8 => AgentOp::RemoveRemoteEndpoint(format!("10.1.1.{}:t1", 100 + r.next(8))),

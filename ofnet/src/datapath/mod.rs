@@ -25,7 +25,7 @@ use crate::model::{ArpMode, BridgeKind, Endpoint, PolicyRule};
 use crate::pipeline::{Pipeline, PipelineError, id};
 use crate::service::{self, Services};
 use crate::text;
-use ofctrl::{Change, Flow, FlowKey, Group};
+use ofctrl::{Change, Flow, FlowKey, Group, Meter};
 use ofproto::action::Action;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
@@ -75,6 +75,8 @@ pub enum DatapathError {
     },
     #[error("{owner} and {other} both want group {id}")]
     GroupConflict { id: u32, owner: Owner, other: Owner },
+    #[error("{owner} and {other} both want meter {id}")]
+    MeterConflict { id: u32, owner: Owner, other: Owner },
 }
 
 /// The object a flow or group exists for.
@@ -117,17 +119,29 @@ impl std::fmt::Display for Owner {
     }
 }
 
-/// The flows and groups of one owner.
+/// The flows, groups and meters of one owner.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Part {
     pub flows: Vec<Flow>,
     pub groups: Vec<Group>,
+    pub meters: Vec<Meter>,
 }
 
 impl Part {
     pub fn is_empty(&self) -> bool {
-        self.flows.is_empty() && self.groups.is_empty()
+        self.flows.is_empty() && self.groups.is_empty() && self.meters.is_empty()
     }
+}
+
+/// A local endpoint's meter and the input-table flow using it, when it has a bandwidth limit
+/// (see [`flows::meter_input`]); added to its part by both datapaths.
+fn meter_part(p: &'static Pipeline, ep: &Endpoint, part: &mut Part) -> Result<(), DatapathError> {
+    if let Some(bw) = ep.bandwidth {
+        let (flow, meter) = flows::meter_input(p.table(id::INPUT)?, ep.port_no, bw, id::VLAN)?;
+        part.flows.push(flow);
+        part.meters.push(meter);
+    }
+    Ok(())
 }
 
 /// What the bridge holds (or should hold), by owner.
@@ -136,6 +150,7 @@ pub struct Desired {
     parts: HashMap<Owner, Part>,
     flow_owner: HashMap<FlowKey, Owner>,
     group_owner: HashMap<u32, Owner>,
+    meter_owner: HashMap<u32, Owner>,
 }
 
 impl Desired {
@@ -153,6 +168,10 @@ impl Desired {
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
         self.parts.values().flat_map(|p| &p.groups)
+    }
+
+    pub fn meters(&self) -> impl Iterator<Item = &Meter> {
+        self.parts.values().flat_map(|p| &p.meters)
     }
 
     pub fn flow_count(&self) -> usize {
@@ -178,7 +197,25 @@ impl Desired {
         let replaced: HashMap<&Owner, &Part> = updates.iter().map(|(o, p)| (o, p)).collect();
         let mut new_flows: HashMap<&FlowKey, (&Owner, &Flow)> = HashMap::new();
         let mut new_groups: HashMap<u32, (&Owner, &Group)> = HashMap::new();
+        let mut new_meters: HashMap<u32, (&Owner, &Meter)> = HashMap::new();
         for (owner, part) in &replaced {
+            for m in &part.meters {
+                let other = new_meters
+                    .insert(m.id, (owner, m))
+                    .map(|(o, _)| o)
+                    .or_else(|| {
+                        self.meter_owner
+                            .get(&m.id)
+                            .filter(|o| !replaced.contains_key(o))
+                    });
+                if let Some(other) = other {
+                    return Err(DatapathError::MeterConflict {
+                        id: m.id,
+                        owner: (*owner).clone(),
+                        other: other.clone(),
+                    });
+                }
+            }
             for f in &part.flows {
                 let other = new_flows
                     .insert(&f.key, (owner, f))
@@ -218,6 +255,7 @@ impl Desired {
         }
         let mut out = Vec::new();
         let mut removed_groups = Vec::new();
+        let mut removed_meters = Vec::new();
         for owner in replaced.keys() {
             let Some(old) = self.parts.get(owner) else {
                 continue;
@@ -231,6 +269,21 @@ impl Desired {
                 if !new_groups.contains_key(&g.id) {
                     removed_groups.push(Change::RemoveGroup(g.id));
                 }
+            }
+            for m in &old.meters {
+                if !new_meters.contains_key(&m.id) {
+                    removed_meters.push(Change::RemoveMeter(m.id));
+                }
+            }
+        }
+        for (id, (_, m)) in &new_meters {
+            let have = self
+                .meter_owner
+                .get(id)
+                .and_then(|o| self.parts.get(o))
+                .and_then(|p| p.meters.iter().find(|h| h.id == *id));
+            if have != Some(*m) {
+                out.push(Change::AddMeter((*m).clone()));
             }
         }
         let installed_flow = |k: &FlowKey| {
@@ -255,6 +308,7 @@ impl Desired {
             }
         }
         out.extend(removed_groups);
+        out.extend(removed_meters);
         Ok(out)
     }
 
@@ -272,6 +326,11 @@ impl Desired {
                         self.group_owner.remove(&g.id);
                     }
                 }
+                for m in &old.meters {
+                    if self.meter_owner.get(&m.id) == Some(&owner) {
+                        self.meter_owner.remove(&m.id);
+                    }
+                }
             }
             if part.is_empty() {
                 continue;
@@ -281,6 +340,9 @@ impl Desired {
             }
             for g in &part.groups {
                 self.group_owner.insert(g.id, owner.clone());
+            }
+            for m in &part.meters {
+                self.meter_owner.insert(m.id, owner.clone());
             }
             self.parts.insert(owner, part);
         }
@@ -333,6 +395,7 @@ fn rule_part(p: &'static Pipeline, topo: &Topology<'_>, id: &str) -> Result<Part
     Ok(Part {
         flows: flows::policy::rule_flows(table, rule, id::SERVICE_SNAT)?,
         groups: Vec::new(),
+        meters: Vec::new(),
     })
 }
 
@@ -385,6 +448,7 @@ fn service_part(
     Ok(Part {
         flows,
         groups: Vec::new(),
+        meters: Vec::new(),
     })
 }
 
@@ -465,6 +529,7 @@ mod tests {
         Part {
             flows,
             groups: Vec::new(),
+            meters: Vec::new(),
         }
     }
 
@@ -481,6 +546,81 @@ mod tests {
             })
             .collect();
         (adds, removes)
+    }
+
+    /// The changes that move endpoint 3's part from `before` to `after` in `datapath`.
+    fn endpoint_update(
+        datapath: &dyn Datapath,
+        table: &mut EndpointTable,
+        bandwidth: Option<crate::model::Bandwidth>,
+    ) -> (Vec<Change>, Desired) {
+        let settings = Settings::default();
+        let before = datapath
+            .desired(&Topology {
+                endpoints: table,
+                settings: &settings,
+            })
+            .unwrap();
+        table
+            .apply(crate::epdb::EndpointOp::UpdateLocal {
+                port: 3,
+                dscp: 0,
+                bandwidth,
+            })
+            .unwrap();
+        let topo = Topology {
+            endpoints: table,
+            settings: &settings,
+        };
+        let owner = Owner::LocalEndpoint(3);
+        let updates = vec![(owner.clone(), datapath.part(&topo, &owner).unwrap())];
+        let changes = before.plan(&updates).unwrap();
+        (changes, datapath.desired(&topo).unwrap())
+    }
+
+    #[test]
+    fn a_bandwidth_limit_is_a_meter_on_the_endpoints_input_flow_and_lifting_it_removes_both() {
+        let ten = crate::model::Bandwidth {
+            rate_kbps: 10_000,
+            burst_kbit: 1000,
+        };
+        let ip = std::net::Ipv4Addr::new(10, 1, 1, 3);
+        for datapath in [&vlan::VlanBridge as &dyn Datapath, &vxlan::VxlanBridge] {
+            let vni = if datapath.kind() == BridgeKind::Vxlan {
+                5000
+            } else {
+                0
+            };
+            let mut t = crate::fixtures::endpoint_table(10, vni, &[(3, ip)], None);
+            let (changes, limited) = endpoint_update(datapath, &mut t, Some(ten));
+            let line = format!(
+                "table=0, priority=10,in_port=3 actions=meter:3,goto_table:{}",
+                id::VLAN
+            );
+            assert!(
+                limited.flow_lines().contains(&line),
+                "{:?}",
+                limited.flow_lines()
+            );
+            assert_eq!(
+                limited.meters().cloned().collect::<Vec<_>>(),
+                vec![Meter::drop_above(3, 10_000, 1000)]
+            );
+            assert!(changes.contains(&Change::AddMeter(Meter::drop_above(3, 10_000, 1000))));
+            assert_eq!(
+                changes
+                    .iter()
+                    .filter(|c| matches!(c, Change::AddFlow(_)))
+                    .count(),
+                1,
+                "only the metering flow is new: {changes:?}"
+            );
+
+            let (changes, free) = endpoint_update(datapath, &mut t, None);
+            assert!(!free.flow_lines().contains(&line));
+            assert_eq!(free.meters().count(), 0);
+            assert!(changes.contains(&Change::RemoveMeter(3)), "{changes:?}");
+        }
     }
 
     #[test]

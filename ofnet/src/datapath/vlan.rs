@@ -8,7 +8,7 @@
 
 use super::{
     Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    pick_by_mac, rule_part, service_part,
+    meter_part, pick_by_mac, rule_part, service_part,
 };
 use crate::flows::{self, PortClass, category, push_vlan};
 use crate::model::{ArpMode, BridgeKind, Endpoint};
@@ -104,10 +104,16 @@ impl Datapath for VlanBridge {
             }
             Owner::Uplink(_) | Owner::Network(_) => Vec::new(),
         };
-        Ok(Part {
+        let mut part = Part {
             flows,
-            groups: Vec::new(),
-        })
+            ..Part::default()
+        };
+        if let Owner::LocalEndpoint(port) = owner
+            && let Some(ep) = topo.endpoints.local(*port)
+        {
+            meter_part(p, ep, &mut part)?;
+        }
+        Ok(part)
     }
 
     fn forward_arp(&self, topo: &Topology<'_>, src: &Endpoint, frame: &[u8]) -> Vec<PacketOut> {
@@ -151,6 +157,7 @@ mod tests {
             epg,
             epg_vlan: 0,
             dscp,
+            bandwidth: None,
         };
         for l in [ep(2, 10, 2, 5, 0), ep(3, 10, 3, 0, 10), ep(4, 20, 4, 0, 0)] {
             t.apply(EndpointOp::AddLocal {

@@ -9,7 +9,7 @@
 
 use super::{
     Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    rule_part, service_part,
+    meter_part, rule_part, service_part,
 };
 use crate::flows::{self, PortClass, VID_PRESENT, category, object_of, push_vlan, set_tun_id};
 use crate::metadata;
@@ -136,7 +136,11 @@ impl VxlanBridge {
         }
         let mut groups = local;
         groups.extend(all);
-        Ok(Part { flows, groups })
+        Ok(Part {
+            flows,
+            groups,
+            meters: Vec::new(),
+        })
     }
 
     fn local_part(&self, topo: &Topology<'_>, port: u32) -> Result<Part, DatapathError> {
@@ -174,10 +178,12 @@ impl VxlanBridge {
                 )?
                 .owned_by(category::LOCAL_ENDPOINT, u64::from(ep.port_no)),
         );
-        Ok(Part {
+        let mut part = Part {
             flows,
-            groups: Vec::new(),
-        })
+            ..Part::default()
+        };
+        meter_part(p, ep, &mut part)?;
+        Ok(part)
     }
 
     fn remote_part(&self, topo: &Topology<'_>, rid: &str) -> Result<Part, DatapathError> {
@@ -207,6 +213,7 @@ impl VxlanBridge {
         Ok(Part {
             flows,
             groups: Vec::new(),
+            meters: Vec::new(),
         })
     }
 }
@@ -240,6 +247,7 @@ impl Datapath for VxlanBridge {
                     topo.settings.arp_mode == ArpMode::Proxy,
                 )?,
                 groups: Vec::new(),
+                meters: Vec::new(),
             }),
             Owner::LocalEndpoint(port) => self.local_part(topo, *port),
             Owner::RemoteEndpoint(rid) => self.remote_part(topo, rid),
@@ -403,6 +411,7 @@ mod tests {
                     epg: 0,
                     epg_vlan: 0,
                     dscp: 0,
+                    bandwidth: None,
                 },
                 originator: None,
             })

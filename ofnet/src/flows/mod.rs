@@ -9,10 +9,10 @@
 pub mod policy;
 
 use crate::metadata;
-use crate::model::Endpoint;
+use crate::model::{Bandwidth, Endpoint};
 use crate::pipeline::{PipelineError, Table};
 use crate::priority;
-use ofctrl::Flow;
+use ofctrl::{Flow, Meter};
 use ofproto::action::Action;
 use ofproto::instruction::Instruction;
 use ofproto::matches::Match;
@@ -117,6 +117,26 @@ pub fn input(
         .into_iter()
         .map(|f| f.owned_by(category::INPUT, 0))
         .collect())
+}
+
+/// A local endpoint's bandwidth limit: the meter (its id is the endpoint's OpenFlow port, unique
+/// on the bridge) and the input-table flow sending everything the port receives through it
+/// before the rest of the pipeline. OVS's userspace datapath enforces meters, not the
+/// interface's `ingress_policing_rate`.
+pub fn meter_input(
+    table: Table,
+    port: u32,
+    bw: Bandwidth,
+    next: u8,
+) -> Result<(Flow, Meter), PipelineError> {
+    let flow = table
+        .flow(
+            priority::METER,
+            Match::new().in_port(port),
+            vec![Instruction::Meter(port), Instruction::GotoTable(next)],
+        )?
+        .owned_by(category::LOCAL_ENDPOINT, u64::from(port));
+    Ok((flow, Meter::drop_above(port, bw.rate_kbps, bw.burst_kbit)))
 }
 
 /// How a local endpoint's packets are classified in table 1.

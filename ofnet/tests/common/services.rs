@@ -206,6 +206,7 @@ pub fn endpoint(last: u8, port_no: u32) -> LocalEndpoint {
         epg: 0,
         epg_vlan: 0,
         dscp: 0,
+        bandwidth: None,
     }
 }
 

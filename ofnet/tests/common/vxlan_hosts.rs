@@ -126,6 +126,7 @@ impl VxlanHost {
                 epg: 0,
                 epg_vlan: 0,
                 dscp: 0,
+                bandwidth: None,
             })
             .await
             .unwrap();

@@ -24,7 +24,7 @@ use master::endpoint::{
 use master::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
 use ofnet::{BridgeKind, LocalEndpoint};
 
-use super::{Driver, OFPORT_TIMEOUT, bridge_kind, bridge_name, policing_of};
+use super::{Driver, OFPORT_TIMEOUT, bandwidth_of, bridge_kind, bridge_name, policing_of};
 use crate::error::{PluginError, Result};
 use crate::netlink::{MacAddr, PodInterfaceSpec, in_netns};
 use crate::oper::{OperEndpointState, port_name_for};
@@ -172,6 +172,7 @@ fn local_endpoint(
         epg: u16::try_from(oper.endpoint_group_id).unwrap_or(0),
         epg_vlan,
         dscp: group.and_then(|g| u8::try_from(g.dscp).ok()).unwrap_or(0),
+        bandwidth: bandwidth_of(policing_of(group)?),
     })
 }
 

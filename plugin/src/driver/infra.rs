@@ -97,6 +97,7 @@ impl Driver {
                 epg: 0,
                 epg_vlan: 0,
                 dscp: 0,
+                bandwidth: None,
             })
             .await
             .map_err(|e| PluginError::agent(kind, e))?;

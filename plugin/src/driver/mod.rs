@@ -169,6 +169,23 @@ pub fn policing_of(group: Option<&EndpointGroupState>) -> Result<Policing> {
     })
 }
 
+/// OVS's ingress-policing burst when `ingress_policing_burst` is 0 (kbit).
+const DEFAULT_BURST_KBIT: u32 = 8000;
+
+/// The same limit as the endpoint's meter, which is what OVS's userspace datapath enforces
+/// (it ignores ingress policing): `None` without a rate; a burst of 0 means OVS's policing
+/// default, 8000 kbit.
+pub fn bandwidth_of(policing: Policing) -> Option<ofnet::Bandwidth> {
+    (policing.rate_kbps != 0).then_some(ofnet::Bandwidth {
+        rate_kbps: policing.rate_kbps,
+        burst_kbit: if policing.burst_kb == 0 {
+            DEFAULT_BURST_KBIT
+        } else {
+            policing.burst_kb
+        },
+    })
+}
+
 impl Driver {
     /// Create the bridges and start both agents (see the module documentation). Must run on
     /// an actix system.
@@ -358,8 +375,8 @@ impl Driver {
         }
     }
 
-    /// An endpoint group was created or changed: re-apply policing and DSCP to its local
-    /// endpoints.
+    /// An endpoint group was created or changed: re-apply policing, the bandwidth meter and
+    /// DSCP to its local endpoints.
     pub async fn update_group(&self, group: &EndpointGroupState) -> Result<()> {
         self.with_state(|s| s.groups.insert(group.id.clone(), group.clone()));
         let members: Vec<LocalEndpointInfo> = self.with_state(|s| {
@@ -376,7 +393,7 @@ impl Driver {
                 .set_ingress_policing(&member.oper.ovs_port(), policing)
                 .await?;
             self.agent(member.kind)
-                .update_local_endpoint(member.ofport, dscp)
+                .update_local_endpoint(member.ofport, dscp, bandwidth_of(policing))
                 .await
                 .map_err(|e| PluginError::agent(member.kind, e))?;
         }
@@ -463,6 +480,17 @@ mod tests {
         let err = policing_of(Some(&g)).unwrap_err().to_string();
         assert!(err.contains("Bandwidth") && err.contains("web:t"), "{err}");
         assert_eq!(policing_of(None).unwrap(), Policing::default());
+        assert_eq!(bandwidth_of(Policing::default()), None);
+        assert_eq!(
+            bandwidth_of(Policing {
+                rate_kbps: 500,
+                burst_kb: 0
+            }),
+            Some(ofnet::Bandwidth {
+                rate_kbps: 500,
+                burst_kbit: 8000
+            })
+        );
     }
 
     #[test]

@@ -110,6 +110,7 @@ impl Driver {
             timestamp: String::new(),
             port_no: 0,
             dscp: 0,
+            bandwidth: None,
         };
         if let Err(e) = self
             .agent(BridgeKind::Vxlan)
