@@ -282,6 +282,7 @@ mod tests {
                     epg: 0,
                     epg_vlan: 0,
                     dscp: 0,
+                    bandwidth: None,
                 },
                 originator: None,
             })

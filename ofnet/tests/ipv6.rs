@@ -68,6 +68,7 @@ async fn dual_stack_pod(
             epg,
             epg_vlan: 0,
             dscp: 0,
+            bandwidth: None,
         })
         .await
         .unwrap();

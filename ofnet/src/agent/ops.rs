@@ -287,7 +287,7 @@ pub(super) fn apply_settings(
                 .map_err(DatapathError::from)?;
             // Validate every rule before changing anything: on error `s` is unchanged.
             for r in add {
-                rule_flow(table, r, id::SERVICE_SNAT).map_err(DatapathError::from)?;
+                rule_flows(table, r, id::SERVICE_SNAT).map_err(DatapathError::from)?;
             }
             for rid in remove {
                 s.rules.remove(rid);
