@@ -3,6 +3,8 @@
 //! identity is a start-up error naming the file, not a stream of 503s.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
 
@@ -277,6 +279,109 @@ pub fn explain_tls(config: &EtcdConfig, chain: &str) -> Option<String> {
         None
     }
 }
+
+/// Open one TLS connection to `endpoint` (`https://host:port`) with the configured files and wait
+/// briefly for the server's verdict on our client certificate (with TLS 1.3 it comes after the
+/// handshake). `Ok(())` when the member accepted us or could not be reached at all (down members
+/// are retried per request); a TLS refusal is an error naming the file to fix.
+pub async fn check_handshake(config: &EtcdConfig, endpoint: &str) -> Result<(), ConnectError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::AsyncReadExt;
+
+    let tls_err = |reason: String| ConnectError::Tls {
+        endpoint: endpoint.to_string(),
+        reason,
+    };
+    let Some(hostport) = endpoint.strip_prefix("https://") else {
+        return Ok(());
+    };
+    let hostport = hostport.trim_end_matches('/');
+    let host = match hostport.rsplit_once(':') {
+        Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']'),
+        None => hostport,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    if let Some(ca) = &config.ca {
+        let pem = read("--etcd-cacert", ca)?;
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|_| ConnectError::NotPem {
+                flag: "--etcd-cacert",
+                path: ca.clone(),
+                expected: "CA certificate",
+            })?;
+            roots
+                .add(cert)
+                .map_err(|e| tls_err(format!("--etcd-cacert {}: {e}", ca.display())))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(e.to_string()))?
+        .with_root_certificates(roots);
+    let mut client = match (&config.cert, &config.key) {
+        (Some(cert), Some(key)) => {
+            let cert_pem = read("--etcd-cert", cert)?;
+            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+                .collect::<Result<_, _>>()
+                .map_err(|_| ConnectError::NotPem {
+                    flag: "--etcd-cert",
+                    path: cert.clone(),
+                    expected: "certificate",
+                })?;
+            let key_pem = read("--etcd-key", key)?;
+            let key_der =
+                PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| ConnectError::NotPem {
+                    flag: "--etcd-key",
+                    path: key.clone(),
+                    expected: "private key",
+                })?;
+            builder.with_client_auth_cert(chain, key_der).map_err(|e| {
+                tls_err(format!(
+                    "--etcd-cert {} and --etcd-key {} do not form a usable identity: {e}",
+                    cert.display(),
+                    key.display()
+                ))
+            })?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    client.alpn_protocols = vec![b"h2".to_vec()];
+    let name = ServerName::try_from(host.to_string())
+        .map_err(|e| tls_err(format!("{host} is not a valid server name: {e}")))?;
+    let connect = tokio::net::TcpStream::connect(hostport);
+    let Ok(Ok(tcp)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await else {
+        return Ok(());
+    };
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let explain = |e: &std::io::Error| {
+        let text = chain(e);
+        explain_tls(config, &text)
+    };
+    let mut stream =
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, tcp)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return explain(&e).map_or(Ok(()), |r| Err(tls_err(r))),
+            Err(_) => return Ok(()),
+        };
+    // The server speaks next only to refuse us (an alert) or to send session tickets.
+    let mut buf = [0u8; 64];
+    match tokio::time::timeout(VERDICT_WAIT, stream.read(&mut buf)).await {
+        Ok(Ok(0)) if config.cert.is_none() => Err(tls_err(
+            "the server closed the connection after the handshake: it requires a client \
+             certificate; give --etcd-cert and --etcd-key"
+                .into(),
+        )),
+        Ok(Err(e)) => explain(&e).map_or(Ok(()), |r| Err(tls_err(r))),
+        _ => Ok(()),
+    }
+}
+
+/// Deadline of the TCP connect and of the TLS handshake of [`check_handshake`].
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long [`check_handshake`] waits for an alert after the handshake.
+const VERDICT_WAIT: Duration = Duration::from_millis(500);
 
 /// An error and all its sources, as one line.
 pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {

@@ -6,7 +6,6 @@
 //! retries by itself beyond that, and nothing needs a restart after an outage.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, EventType, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
@@ -21,13 +20,6 @@ use super::{
     Guard, KeyValue, LeaseId, Listing, Op, StateStore, StoreError, StoreResult, TxnOutcome,
     WatchEvent,
 };
-
-/// How long the start-up TLS check waits for each member.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
-/// Attempts per member of the start-up TLS check.
-const PROBE_ATTEMPTS: usize = 6;
-/// Pause between those attempts (a fresh connection each time).
-const PROBE_PAUSE: Duration = Duration::from_millis(200);
 
 /// A connection to an etcd cluster. Cloning is cheap and shares the member set.
 #[derive(Clone)]
@@ -64,28 +56,7 @@ impl EtcdStore {
 
     async fn probe_tls(&self, config: &EtcdConfig) -> Result<(), ConnectError> {
         for (endpoint, _) in self.members.endpoints() {
-            let Some(member) = self.members.member(&endpoint) else {
-                continue;
-            };
-            // With TLS 1.3 the server checks the client certificate after the client considers the
-            // handshake done, so the first failure may only say "connection closed"; the next
-            // attempt carries the server's alert.
-            let deadline = tokio::time::Instant::now() + PROBE_TIMEOUT;
-            for _ in 0..PROBE_ATTEMPTS {
-                let mut client = member.client();
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                match tokio::time::timeout(left, client.status()).await {
-                    Ok(Ok(_)) | Err(_) => break,
-                    Ok(Err(e)) => {
-                        let text = error_chain(&e);
-                        if let Some(reason) = connect::explain_tls(config, &text) {
-                            return Err(ConnectError::Tls { endpoint, reason });
-                        }
-                        tracing::debug!(%endpoint, error = %text, "etcd member not reachable at start");
-                        tokio::time::sleep(PROBE_PAUSE).await;
-                    }
-                }
-            }
+            connect::check_handshake(config, &endpoint).await?;
         }
         Ok(())
     }
@@ -99,11 +70,6 @@ impl EtcdStore {
     pub fn member_endpoints(&self) -> Vec<(String, bool)> {
         self.members.endpoints()
     }
-}
-
-/// The error with every source, so TLS causes deep in the transport are visible.
-fn error_chain(e: &etcd_client::Error) -> String {
-    connect::chain(e)
 }
 
 fn kv_from(kv: &etcd_client::KeyValue) -> KeyValue {
