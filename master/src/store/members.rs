@@ -8,8 +8,9 @@
 //!   other members; a transport error, "no leader" or a missed deadline marks that member down and
 //!   the request is sent to the next member, until one answers or the failover budget is spent
 //!   (then the caller gets [`StoreError::Unavailable`], i.e. HTTP 503).
-//! * A checker asks every member for its status every [`CHECK_EVERY`] (a member without a leader
-//!   counts as down), so a dead member is skipped before a request has to time out on it, and a
+//! * A checker asks the member in use for its status every [`CHECK_EVERY`] (a member without a
+//!   leader counts as down), so a dead or hung member is left before a request has to time out on
+//!   it; the others every [`REFRESH_EVERY`], or every round while the member in use is down, so a
 //!   member that came back is used again.
 //! * Every [`REFRESH_EVERY`] the member list is read from the cluster (`MemberList`), so a member
 //!   that replaced another (new address) is found; members no longer listed are retired.
@@ -240,10 +241,21 @@ impl Members {
         }
     }
 
-    /// Check every member once: healthy if it answers a status request and knows a leader.
-    async fn check(&self) {
+    /// Check members once: healthy if it answers a status request and knows a leader. Only the
+    /// member in use is checked every round (it is the one whose hang would stall requests and
+    /// watches); the others, which nothing waits on, only when `all` is set (every
+    /// [`REFRESH_EVERY`], or while the member in use is down), so the status requests a daemon
+    /// sends do not grow with the number of members.
+    async fn check(&self, all: bool) {
         let list = self.snapshot();
-        let checks = list.iter().enumerate().map(|(i, m)| async move {
+        let n = list.len();
+        let current = if n == 0 {
+            0
+        } else {
+            self.current.load(Ordering::Relaxed) % n
+        };
+        let all = all || list.get(current).is_some_and(|m| !m.healthy.load(Ordering::Relaxed));
+        let checks = list.iter().enumerate().filter(|(i, _)| all || *i == current).map(|(i, m)| async move {
             let mut client = m.client();
             let ok = match tokio::time::timeout(CHECK_TIMEOUT, client.status()).await {
                 Ok(Ok(status)) => status.leader() != 0,
@@ -330,8 +342,9 @@ async fn check_loop(members: Weak<Members>) {
     loop {
         tokio::time::sleep(CHECK_EVERY).await;
         let Some(m) = members.upgrade() else { return };
-        m.check().await;
-        if Instant::now() >= next_refresh {
+        let due = Instant::now() >= next_refresh;
+        m.check(due).await;
+        if due {
             m.refresh().await;
             next_refresh = Instant::now() + REFRESH_EVERY;
         }
