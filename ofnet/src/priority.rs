@@ -4,8 +4,11 @@
 
 /// Port-to-VLAN classification of a local endpoint (table 1).
 pub const PORT_VLAN: u16 = 10;
-/// Service watch flows (table 3): below the per-client DNAT flows (`MATCH`).
-pub const SERVICE_WATCH: u16 = 10;
+/// Service drops (table 3): packets to a VIP or of a service connection that no balance or
+/// forward flow (`MATCH`) took.
+pub const SERVICE_DROP: u16 = 10;
+/// Conntrack entry (tables 3 and 6): untracked packets, disjoint from every other service flow.
+pub const SERVICE_CT: u16 = 200;
 /// Per-VLAN flood flows (table 9, VXLAN bridge).
 pub const FLOOD: u16 = 10;
 /// Exact matches: known destinations, VTEP and uplink ingress, DSCP marking, ARP punting.

@@ -99,7 +99,7 @@ impl Driver {
         Ok(())
     }
 
-    /// `/svcstats`: both bridges' service counters, merged by client address.
+    /// `/svcstats`: both bridges' service counters, merged by service VIP.
     pub async fn service_stats(&self) -> Result<ServiceStats> {
         let mut all = ServiceStats::default();
         for kind in [BridgeKind::Vxlan, BridgeKind::Vlan] {
