@@ -242,6 +242,7 @@ mod tests {
             )
         };
         let spec = ServiceSpec {
+            affinity_timeout: None,
             vip,
             ports: vec![ServicePort {
                 protocol: ServiceProtocol::Tcp,

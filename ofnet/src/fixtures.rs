@@ -19,6 +19,7 @@ pub fn web_spec() -> ServiceSpec {
         prov_port,
     };
     ServiceSpec {
+        affinity_timeout: None,
         vip: VIP,
         ports: vec![
             port(ServiceProtocol::Tcp, 80, 8080),

@@ -15,10 +15,12 @@ use ofproto::matches::Match;
 use ofproto::nxm;
 use ofproto::oxm::FieldId;
 
-/// Table ids (the reference's numbering; 2, 7 and 8 belong to the routing datapaths).
+/// Table ids (the reference's numbering; 7 and 8 belong to the routing datapaths, whose table
+/// 2 is here the service affinity table).
 pub mod id {
     pub const INPUT: u8 = 0;
     pub const VLAN: u8 = 1;
+    pub const SERVICE_AFFINITY: u8 = 2;
     pub const SERVICE_DNAT: u8 = 3;
     pub const DST_GROUP: u8 = 4;
     pub const POLICY: u8 = 5;
@@ -95,6 +97,17 @@ static INPUT_TABLE: TableDecl = TableDecl {
     miss: Miss::Goto(VLAN),
 };
 
+static SERVICE_AFFINITY_TABLE: TableDecl = TableDecl {
+    id: SERVICE_AFFINITY,
+    name: "service_affinity",
+    purpose: "session affinity entries learned by the service groups (client, VIP port → provider in reg0, idle timeout); only consulted by resubmit from table 3",
+    matches: &[],
+    sets: &[],
+    writes_metadata: 0,
+    next: &[],
+    miss: Miss::Drop,
+};
+
 static SERVICE_DNAT_TABLE: TableDecl = TableDecl {
     id: SERVICE_DNAT,
     name: "service_dnat",
@@ -110,6 +123,8 @@ static SERVICE_DNAT_TABLE: TableDecl = TableDecl {
         nxm::CT_NW_DST,
         nxm::CT_NW_PROTO,
         nxm::CT_TP_DST,
+        nxm::reg(0),
+        nxm::reg(1),
     ],
     sets: &[FieldId::ETH_DST],
     writes_metadata: 0,
@@ -190,6 +205,7 @@ pub static VLAN_PIPELINE: Pipeline = Pipeline {
             // Unknown ports (host ports, ports not yet announced) are switched without policy.
             miss: Miss::Goto(DST_GROUP),
         },
+        SERVICE_AFFINITY_TABLE,
         SERVICE_DNAT_TABLE,
         DST_GROUP_TABLE,
         POLICY_TABLE,
@@ -223,6 +239,7 @@ pub static VXLAN_PIPELINE: Pipeline = Pipeline {
             next: &[SERVICE_DNAT, SERVICE_SNAT],
             miss: Miss::Drop,
         },
+        SERVICE_AFFINITY_TABLE,
         SERVICE_DNAT_TABLE,
         DST_GROUP_TABLE,
         POLICY_TABLE,

@@ -7,6 +7,12 @@ pub const PORT_VLAN: u16 = 10;
 /// Service drops (table 3): packets to a VIP or of a service connection that no balance or
 /// forward flow (`MATCH`) took.
 pub const SERVICE_DROP: u16 = 10;
+/// Services with session affinity (table 3): a new connection whose client has no (valid)
+/// affinity entry goes through the group, below the per-provider commits (`MATCH`).
+pub const SERVICE_REBALANCE: u16 = 50;
+/// Services with session affinity (table 3): the first packet of a connection records the
+/// client's provider, above the forward flows (`MATCH`).
+pub const SERVICE_LEARN: u16 = 110;
 /// Conntrack entry (tables 3 and 6): untracked packets, disjoint from every other service flow.
 pub const SERVICE_CT: u16 = 200;
 /// Per-VLAN flood flows (table 9, VXLAN bridge).

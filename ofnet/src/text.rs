@@ -132,6 +132,11 @@ pub fn matches(m: &Match) -> String {
         out.push(format!("ct_tp_dst={}", u(o)));
     }
     out.extend(shorthand.map(String::from));
+    for n in 0..8 {
+        if let Some(o) = get(m, nxm::reg(n)) {
+            out.push(format!("reg{n}={}", hex_masked(o)));
+        }
+    }
     for o in &m.fields {
         if o.field == FieldId::TUNNEL_ID {
             out.push(format!("tun_id={}", hex_masked(o)));
@@ -213,7 +218,8 @@ pub fn matches(m: &Match) -> String {
             FieldId::UDP_DST,
             nxm::TCP_FLAGS,
         ];
-        if !known.contains(&o.field) && !CT_FIELDS.contains(&o.field) {
+        let reg = (0..8).any(|n| o.field == nxm::reg(n));
+        if !known.contains(&o.field) && !CT_FIELDS.contains(&o.field) && !reg {
             out.push(format!("?{}", o.field.info().map_or("field", |i| i.name)));
         }
     }

@@ -321,3 +321,55 @@ async fn vxlan_client_reaches_a_provider_on_another_host() {
         "{flows:#?}"
     );
 }
+
+/// Session affinity by client address (Kubernetes `sessionAffinity: ClientIP`): all of one
+/// client's new connections go to one provider, learned in the switch; when that provider
+/// leaves, the client is balanced again and sticks to its new provider.
+#[actix_rt::test]
+async fn session_affinity_keeps_a_client_on_one_provider() {
+    testbed::require!(Root, Ovs);
+    if tools_missing(module_path!()) {
+        return;
+    }
+    init_tracing();
+    let kind = BridgeKind::Vxlan;
+    let h = common::Host::start(AgentConfig::new(kind, "br0")).await;
+    let (ovs, agent) = (&h.ovs, &h.agent);
+    network(agent, kind).await;
+    let (client, _providers) = pods(ovs, agent, kind, 3).await;
+    let c = client.netns().name();
+    let mut sticky = spec();
+    sticky.affinity_timeout = Some(30);
+    agent.add_service("web", sticky).await.unwrap();
+    agent
+        .set_service_providers("web", vec![ip(11), ip(12), ip(13)])
+        .await
+        .unwrap();
+    settle(ovs);
+    let first = tally(c, "tcp", 80, 300).await;
+    eprintln!("300 TCP connections with session affinity: {first:?}");
+    assert_eq!(first.len(), 1, "{first:?}");
+    let (chosen, n) = first.iter().next().unwrap();
+    assert_eq!(*n, 300);
+    // The learned entry is in table 2 with the service's idle timeout.
+    let learned: Vec<String> = ovs
+        .ofctl(&["dump-flows", "br0", "table=2"])
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("idle_timeout=30"))
+        .map(String::from)
+        .collect();
+    assert_eq!(learned.len(), 1, "{learned:#?}");
+
+    // The chosen provider leaves: balanced again, then sticky again.
+    let left: Vec<_> = [11u8, 12, 13]
+        .into_iter()
+        .filter(|n| format!("p{}", n - 10) != *chosen)
+        .map(ip)
+        .collect();
+    agent.set_service_providers("web", left).await.unwrap();
+    settle(ovs);
+    let second = tally(c, "tcp", 80, 50).await;
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert!(!second.contains_key(chosen), "{second:?}");
+}

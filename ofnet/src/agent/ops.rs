@@ -256,6 +256,7 @@ mod tests {
             12 | 13 => AgentOp::AddService {
                 name: service,
                 spec: ServiceSpec {
+                    affinity_timeout: None,
                     vip: Ipv4Addr::new(10, 254, 0, r.next(3) as u8),
                     ports: vec![crate::service::ServicePort {
                         protocol: crate::service::ServiceProtocol::Tcp,

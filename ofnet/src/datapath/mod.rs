@@ -364,6 +364,7 @@ fn service_part(
                 spec,
                 index: svc.index,
                 providers: &providers,
+                affinity_table: Some(id::SERVICE_AFFINITY),
             }
             .build(
                 p.table(id::SERVICE_DNAT)?,

@@ -39,14 +39,16 @@ use crate::flows::{ETH_IPV4, NO_BUFFER, category, object_of};
 use crate::pipeline::{PipelineError, Table};
 use crate::priority;
 use ofctrl::{Flow, Group};
+use ofproto::action::nicira::Learn;
 use ofproto::action::nicira::{CT_COMMIT, NAT_DST};
 use ofproto::action::{Action, Ct, CtZone, Nat, NatRange, NxmHeader, Subfield};
+use ofproto::action::{LearnDst, LearnSpec, LearnSrc};
 use ofproto::group::{Bucket, GroupType};
 use ofproto::instruction::Instruction;
 use ofproto::matches::Match;
 use ofproto::nxm;
 use ofproto::oxm::{FieldId, Oxm};
-use ofproto::port::OFPP_CONTROLLER;
+use ofproto::port::{OFPP_CONTROLLER, OFPP_IN_PORT};
 use std::net::Ipv4Addr;
 
 /// `ct_state` bits.
@@ -108,11 +110,25 @@ fn port_oxm(proto: ServiceProtocol, port: u16) -> Oxm {
 
 /// The connection of a client to `port` of `vip` that conntrack committed with `provider`.
 fn connection(vip: Ipv4Addr, port: &ServicePort, provider: Ipv4Addr, reply: bool) -> Match {
+    connection_in(
+        vip,
+        port,
+        provider,
+        if reply { ct::TRK | ct::RPL } else { ct::TRK },
+        ct::TRK | ct::RPL | ct::INV,
+    )
+}
+
+/// [`connection`] in a given `ct_state`.
+fn connection_in(
+    vip: Ipv4Addr,
+    port: &ServicePort,
+    provider: Ipv4Addr,
+    state: u32,
+    mask: u32,
+) -> Match {
     Match::new()
-        .ct_state(
-            if reply { ct::TRK | ct::RPL } else { ct::TRK },
-            Some(ct::TRK | ct::RPL | ct::INV),
-        )
+        .ct_state(state, Some(mask))
         .ct_mark(u32::from(provider), None)
         .with(Oxm::int(nxm::CT_NW_DST, u128::from(u32::from(vip)), None))
         .with(Oxm::int(
@@ -124,9 +140,23 @@ fn connection(vip: Ipv4Addr, port: &ServicePort, provider: Ipv4Addr, reply: bool
         .eth_type(ETH_IPV4)
 }
 
-/// The bucket that sends a new connection to `provider`.
-pub fn bucket(dnat: Table, port: &ServicePort, provider: Ipv4Addr) -> Bucket {
-    let commit = Action::Ct(Ct {
+/// Register 0: the provider a client's affinity entry names (table 2 loads it).
+///
+/// Session affinity (a spec with `affinity_timeout`): the balance flow of each port becomes an
+/// affinity lookup (`reg1=0/0x1` → mark looked up, `resubmit(,2)`, `resubmit(,3)`); back in
+/// table 3, a client whose entry names a current provider is committed to it (per provider,
+/// `MATCH`), any other goes through the group ([`priority::SERVICE_REBALANCE`]); the first
+/// packet of every connection then records (or refreshes) the client's entry in table 2 with a
+/// `learn` in a flow above the forward flow ([`priority::SERVICE_LEARN`]). (Open vSwitch does
+/// not run a `learn` inside a select group's bucket, hence the separate flow.)
+pub const AFFINITY_PROVIDER: FieldId = nxm::reg(0);
+/// Register 1, bit 0: the affinity table was consulted for this packet.
+pub const AFFINITY_LOOKED_UP: FieldId = nxm::reg(1);
+
+/// Commit a new connection to `provider` (DNAT to its port, `ct_mark` = its address) and come
+/// back to `dnat`.
+fn commit(dnat: Table, port: &ServicePort, provider: Ipv4Addr) -> Action {
+    Action::Ct(Ct {
         flags: CT_COMMIT,
         zone: zone(),
         recirc_table: dnat.id(),
@@ -146,10 +176,85 @@ pub fn bucket(dnat: Table, port: &ServicePort, provider: Ipv4Addr) -> Bucket {
                 None,
             )),
         ],
-    });
+    })
+}
+
+fn imm(value: u32, n_bits: u16) -> LearnSrc {
+    let bytes = value.to_be_bytes();
+    let len = 2 * usize::from(n_bits.div_ceil(16));
+    LearnSrc::Imm(bytes::Bytes::copy_from_slice(&bytes[4 - len..]))
+}
+
+fn learn_match(field: FieldId, ofs: u16, n_bits: u16, src: LearnSrc) -> LearnSpec {
+    LearnSpec {
+        n_bits,
+        src,
+        dst: LearnDst::Match {
+            field: NxmHeader::of(field),
+            ofs,
+        },
+    }
+}
+
+fn from_packet(field: FieldId, ofs: u16, n_bits: u16) -> LearnSpec {
+    learn_match(
+        field,
+        ofs,
+        n_bits,
+        LearnSrc::Field {
+            field: NxmHeader::of(field),
+            ofs,
+        },
+    )
+}
+
+/// The affinity entry a bucket learns into table `affinity`: this client (in its VRF), to this
+/// VIP port, loads `provider` into [`AFFINITY_PROVIDER`]; it goes after `timeout` idle seconds.
+fn learn_affinity(
+    affinity: u8,
+    vip: Ipv4Addr,
+    port: &ServicePort,
+    provider: Ipv4Addr,
+    timeout: u16,
+) -> Action {
+    let tp_dst = match port.protocol {
+        ServiceProtocol::Tcp => FieldId::TCP_DST,
+        ServiceProtocol::Udp => FieldId::UDP_DST,
+    };
+    Action::Learn(Learn {
+        idle_timeout: timeout,
+        priority: priority::MATCH,
+        table_id: affinity,
+        specs: vec![
+            learn_match(FieldId::ETH_TYPE, 0, 16, imm(u32::from(ETH_IPV4), 16)),
+            learn_match(
+                FieldId::IP_PROTO,
+                0,
+                8,
+                imm(u32::from(port.protocol.ip_proto()), 8),
+            ),
+            from_packet(FieldId::IPV4_SRC, 0, 32),
+            learn_match(FieldId::IPV4_DST, 0, 32, imm(u32::from(vip), 32)),
+            learn_match(tp_dst, 0, 16, imm(u32::from(port.svc_port), 16)),
+            from_packet(FieldId::METADATA, 32, 8),
+            LearnSpec {
+                n_bits: 32,
+                src: imm(u32::from(provider), 32),
+                dst: LearnDst::Load {
+                    field: NxmHeader::of(AFFINITY_PROVIDER),
+                    ofs: 0,
+                },
+            },
+        ],
+        ..Learn::default()
+    })
+}
+
+/// The bucket that sends a new connection to `provider`.
+pub fn bucket(dnat: Table, port: &ServicePort, provider: Ipv4Addr) -> Bucket {
     Bucket {
         weight: 1,
-        ..Bucket::new(vec![commit])
+        ..Bucket::new(vec![commit(dnat, port, provider)])
     }
 }
 
@@ -161,6 +266,8 @@ pub struct ServiceFlows<'a> {
     pub spec: &'a ServiceSpec,
     pub index: u32,
     pub providers: &'a [(Ipv4Addr, Option<[u8; 6]>)],
+    /// The session affinity table, when the pipeline has one.
+    pub affinity_table: Option<u8>,
 }
 
 impl ServiceFlows<'_> {
@@ -200,6 +307,11 @@ impl ServiceFlows<'_> {
                 continue;
             }
             let gid = group_id(self.index, i);
+            let affinity = self
+                .spec
+                .affinity_timeout
+                .zip(self.affinity_table)
+                .map(|(t, a)| (a, t));
             groups.push(Group {
                 id: gid,
                 group_type: GroupType::Select,
@@ -209,14 +321,70 @@ impl ServiceFlows<'_> {
                     .map(|(p, _)| bucket(dnat, port, *p))
                     .collect(),
             });
-            flows.push(
-                dnat.flow(
-                    priority::MATCH,
-                    new_conn,
-                    vec![Instruction::ApplyActions(vec![Action::Group(gid)])],
-                )?
-                .owned_by(category::SERVICE, object),
-            );
+            let to_group = vec![Instruction::ApplyActions(vec![Action::Group(gid)])];
+            match affinity {
+                None => flows.push(
+                    dnat.flow(priority::MATCH, new_conn, to_group)?
+                        .owned_by(category::SERVICE, object),
+                ),
+                Some((table, _)) => {
+                    // Look the client up in the affinity table, then come back: to its
+                    // recorded provider if it is still one, else through the group (which
+                    // records the new choice).
+                    let looked_up = |v: u32| Oxm::int(AFFINITY_LOOKED_UP, u128::from(v), Some(1));
+                    let lookup = vec![
+                        Action::RegLoad {
+                            dst: Subfield {
+                                field: NxmHeader::of(AFFINITY_LOOKED_UP),
+                                ofs: 0,
+                                n_bits: 1,
+                            },
+                            value: 1,
+                        },
+                        Action::Resubmit {
+                            in_port: OFPP_IN_PORT as u16,
+                            table: Some(table),
+                            ct: false,
+                        },
+                        Action::Resubmit {
+                            in_port: OFPP_IN_PORT as u16,
+                            table: Some(dnat.id()),
+                            ct: false,
+                        },
+                    ];
+                    flows.push(
+                        dnat.flow(
+                            priority::MATCH,
+                            new_conn.clone().with(looked_up(0)),
+                            vec![Instruction::ApplyActions(lookup)],
+                        )?
+                        .owned_by(category::SERVICE, object),
+                    );
+                    flows.push(
+                        dnat.flow(
+                            priority::SERVICE_REBALANCE,
+                            new_conn.clone().with(looked_up(1)),
+                            to_group,
+                        )?
+                        .owned_by(category::SERVICE, object),
+                    );
+                    for (p, _) in self.providers {
+                        let m = new_conn.clone().with(looked_up(1)).with(Oxm::int(
+                            AFFINITY_PROVIDER,
+                            u128::from(u32::from(*p)),
+                            None,
+                        ));
+                        flows.push(
+                            dnat.flow(
+                                priority::MATCH,
+                                m,
+                                vec![Instruction::ApplyActions(vec![commit(dnat, port, *p)])],
+                            )?
+                            .owned_by(category::SERVICE, object),
+                        );
+                    }
+                }
+            }
             for (p, mac) in self.providers {
                 let mut to_provider = Vec::new();
                 if let Some(mac) = mac {
@@ -225,6 +393,30 @@ impl ServiceFlows<'_> {
                     )]));
                 }
                 to_provider.push(Instruction::GotoTable(dnat_next));
+                if let Some((table, timeout)) = affinity {
+                    // The first packet of a connection records the client's choice.
+                    let mut first = vec![learn_affinity(table, vip, port, *p, timeout)];
+                    if let Some(mac) = mac {
+                        first.push(Action::set_field(Oxm::new(FieldId::ETH_DST, mac, None)));
+                    }
+                    flows.push(
+                        dnat.flow(
+                            priority::SERVICE_LEARN,
+                            connection_in(
+                                vip,
+                                port,
+                                *p,
+                                ct::NEW | ct::TRK,
+                                ct::NEW | ct::TRK | ct::RPL | ct::INV,
+                            ),
+                            vec![
+                                Instruction::ApplyActions(first),
+                                Instruction::GotoTable(dnat_next),
+                            ],
+                        )?
+                        .owned_by(category::SERVICE, object),
+                    );
+                }
                 flows.push(
                     dnat.flow(
                         priority::MATCH,
@@ -296,6 +488,7 @@ mod tests {
                 spec: &s,
                 index: 1,
                 providers: &providers,
+                affinity_table: Some(id::SERVICE_AFFINITY),
             }
             .build(
                 p.table(id::SERVICE_DNAT).unwrap(),
@@ -329,6 +522,7 @@ mod tests {
             spec: &s,
             index: 0,
             providers: &[],
+            affinity_table: Some(id::SERVICE_AFFINITY),
         }
         .build(
             VLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
@@ -341,6 +535,42 @@ mod tests {
         let lines = text::flows(&flows);
         assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,udp,nw_dst=10.254.0.10,tp_dst=53 actions=CONTROLLER:65535".to_string()), "{lines:#?}");
         assert_eq!(lines.len(), 4, "{lines:#?}");
+    }
+
+    #[test]
+    fn with_affinity_new_connections_look_the_client_up_and_first_packets_learn() {
+        let mut s = spec();
+        s.ports.truncate(1);
+        s.affinity_timeout = Some(30);
+        let providers = [(P1, None)];
+        let (flows, groups) = ServiceFlows {
+            name: "web",
+            spec: &s,
+            index: 0,
+            providers: &providers,
+            affinity_table: Some(id::SERVICE_AFFINITY),
+        }
+        .build(
+            VLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
+            id::DST_GROUP,
+            VLAN_PIPELINE.table(id::SERVICE_SNAT).unwrap(),
+            id::MAC_DEST,
+        )
+        .unwrap();
+        let lines = text::flows(&flows);
+        for want in [
+            "table=3, priority=100,ct_state=+new+trk,tcp,reg1=0/0x1,nw_dst=10.254.0.10,tp_dst=80 actions=load:0x1->NXM_NX_REG1[0],resubmit(,2),resubmit(,3)",
+            "table=3, priority=100,ct_state=+new+trk,tcp,reg0=0xa01010b,reg1=0x1/0x1,nw_dst=10.254.0.10,tp_dst=80 actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.11:8080),exec(set_field:0xa01010b->ct_mark))",
+            "table=3, priority=50,ct_state=+new+trk,tcp,reg1=0x1/0x1,nw_dst=10.254.0.10,tp_dst=80 actions=group:1073741824",
+        ] {
+            assert!(lines.contains(&want.to_string()), "{want}\n{lines:#?}");
+        }
+        assert_eq!(
+            text::group(&groups[0]),
+            "group_id=1073741824,type=select,bucket=weight:1,actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.11:8080),exec(set_field:0xa01010b->ct_mark))"
+        );
+        let learn = "table=3, priority=110,ct_state=+new-rpl-inv+trk,ct_mark=0xa01010b,ct_nw_dst=10.254.0.10,ct_nw_proto=6,ct_tp_dst=80,ip actions=learn(table=2,idle_timeout=30,priority=100,eth_type=0x800,nw_proto=6,NXM_OF_IP_SRC[],ip_dst=10.254.0.10,tcp_dst=80,OXM_OF_METADATA[32..39],load:0xa01010b->NXM_NX_REG0[]),goto_table:4";
+        assert!(lines.contains(&learn.to_string()), "{lines:#?}");
     }
 
     #[test]

@@ -95,6 +95,7 @@ mod tests {
         s.set_spec(
             "web",
             ServiceSpec {
+                affinity_timeout: None,
                 vip: Ipv4Addr::new(10, 254, 0, 10),
                 ports: vec![ServicePort {
                     protocol: ServiceProtocol::Udp,

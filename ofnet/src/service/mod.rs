@@ -80,6 +80,15 @@ pub struct ServiceSpec {
     pub vip: Ipv4Addr,
     #[serde(rename = "Ports")]
     pub ports: Vec<ServicePort>,
+    /// Session affinity by client address (Kubernetes `sessionAffinity: ClientIP`): a client's
+    /// new connections to a port go to the provider its previous one went to, until it has
+    /// made no new connection for this many seconds. `None`: every connection is balanced.
+    #[serde(
+        rename = "SessionAffinityTimeout",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub affinity_timeout: Option<u16>,
 }
 
 impl ServiceSpec {
@@ -122,6 +131,8 @@ pub enum ServiceError {
         protocol: ServiceProtocol,
         svc_port: u16,
     },
+    #[error("service {service}: a session affinity timeout of 0 seconds would never hold")]
+    ZeroAffinityTimeout { service: String },
     #[error("service {service}: {ports} ports, at most 256 are supported")]
     TooManyPorts { service: String, ports: usize },
     #[error("service {service}: port {protocol:?}/{svc_port}: port 0 is not a port")]
@@ -230,6 +241,11 @@ impl Services {
                 other: other.clone(),
             });
         }
+        if spec.affinity_timeout == Some(0) {
+            return Err(ServiceError::ZeroAffinityTimeout {
+                service: name.to_string(),
+            });
+        }
         if spec.ports.len() > MAX_PORTS {
             return Err(ServiceError::TooManyPorts {
                 service: name.to_string(),
@@ -288,6 +304,7 @@ mod tests {
 
     fn spec() -> ServiceSpec {
         ServiceSpec {
+            affinity_timeout: None,
             vip: VIP,
             ports: vec![ServicePort {
                 protocol: ServiceProtocol::Tcp,

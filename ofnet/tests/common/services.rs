@@ -366,6 +366,7 @@ pub async fn service_flows_of_agent(agent: &AgentHandle) -> Vec<String> {
 /// `80/tcp → 8080`, `53/udp → 5353` on the VIP.
 pub fn spec() -> ServiceSpec {
     ServiceSpec {
+        affinity_timeout: None,
         vip: VIP.parse().unwrap(),
         ports: vec![
             ServicePort {

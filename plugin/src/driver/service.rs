@@ -46,7 +46,14 @@ pub fn agent_service(state: &CfgServiceLbState) -> Result<(ServiceSpec, Vec<Ipv4
         .collect::<Result<Vec<_>>>()?;
     providers.sort();
     providers.dedup();
-    Ok((ServiceSpec { vip, ports }, providers))
+    Ok((
+        ServiceSpec {
+            vip,
+            ports,
+            affinity_timeout: None,
+        },
+        providers,
+    ))
 }
 
 /// `svcPort:provPort:protocol` (`80:8080:TCP`), as netmaster normalises it.

@@ -360,7 +360,11 @@ pub fn desired(
         return None;
     }
     Some(AgentService {
-        spec: ServiceSpec { vip, ports },
+        spec: ServiceSpec {
+            vip,
+            ports,
+            affinity_timeout: None,
+        },
         providers,
     })
 }

@@ -3,3 +3,4 @@
 
 pub mod flow_push;
 pub mod pod_setup;
+pub mod services;
