@@ -62,7 +62,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 const VIP: Ipv4Addr = Ipv4Addr::new(10, 254, 0, 10);
 
-/// Accepts connections on 8080 and answers each with the server's name, then closes it.
+/// Accepts connections on 8080 and answers each with the server's name, then waits for the
+/// client to close first (so the 4-tuple's TIME_WAIT is on the client, which picks source
+/// ports knowing it: a server-side TIME_WAIT could meet a VIP connection that the client gave
+/// the same source port, as its kernel does not know the NAT).
 const SERVER: &str = r#"
 import socket, sys
 t = socket.socket()
@@ -73,6 +76,7 @@ while True:
     c, _ = t.accept()
     try:
         c.sendall(sys.argv[1].encode())
+        c.recv(1)
     except OSError:
         pass
     c.close()
