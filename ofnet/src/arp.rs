@@ -9,7 +9,7 @@
 //!   a probe) that is not the endpoint's: ignored (the spoof guard for punted requests);
 //! - neither known: ignored;
 //! - from a VTEP or uplink, and the target is not local here: ignored (its own host answers);
-//! - from a local endpoint, for the VIP of an active service: answered with `02:02:<vip>`;
+//! - from a local endpoint, for the VIP of a service: answered with `02:02:<vip>`;
 //! - target known, and sender known or target local: answered with the target's MAC, out the
 //!   ingress port (same VLAN tag; same VNI for a VTEP);
 //! - sender known, target unknown (a router or VM no agent knows): re-injected by the
@@ -261,7 +261,7 @@ mod tests {
     }
 
     #[test]
-    fn an_active_service_vip_is_answered_with_its_proxy_mac_from_local_ports_only() {
+    fn a_service_vip_is_answered_with_its_proxy_mac_from_local_ports_only() {
         use crate::service::{ServicePort, ServiceProtocol, ServiceSpec};
         let vip = Ipv4Addr::new(10, 254, 0, 10);
         let (t, mut s) = fixture();
@@ -278,6 +278,7 @@ mod tests {
             )
         };
         let spec = ServiceSpec {
+            affinity_timeout: None,
             vip,
             ports: vec![ServicePort {
                 protocol: ServiceProtocol::Tcp,
@@ -285,13 +286,13 @@ mod tests {
                 prov_port: 8080,
             }],
         };
-        s.services.set_spec("web", spec).unwrap();
+        s.services.set_providers("web", [B]);
         assert_eq!(
             topo(&s).1,
             Outcome::Reinjected,
-            "no providers: not answered, treated as any unknown target"
+            "providers without a spec: no VIP yet, treated as any unknown target"
         );
-        s.services.set_providers("web", [B]);
+        s.services.set_spec("web", spec).unwrap();
         let (outs, o) = topo(&s);
         assert_eq!(o, Outcome::Replied);
         let (_, reply) = frame::parse_arp(&outs[0].data).unwrap();

@@ -19,6 +19,7 @@ pub fn web_spec() -> ServiceSpec {
         prov_port,
     };
     ServiceSpec {
+        affinity_timeout: None,
         vip: VIP,
         ports: vec![
             port(ServiceProtocol::Tcp, 80, 8080),
@@ -67,9 +68,4 @@ pub fn endpoint_table(
         .expect("a valid endpoint");
     }
     t
-}
-
-/// [`endpoint_table`] on a VLAN network without VNI or originator.
-pub fn endpoints(vlan: u16, locals: &[(u32, Ipv4Addr)]) -> EndpointTable {
-    endpoint_table(vlan, 0, locals, None)
 }

@@ -12,7 +12,7 @@
 //! - [`arp`]: the ARP proxy decision table and gratuitous ARPs.
 //! - [`nd`]: the neighbour-discovery proxy (IPv6's ARP).
 //! - [`master`]: the master actor (agent registry, endpoint relay, rule fan-out).
-//! - [`service`]: service load balancing (VIPs, providers, per-client DNAT/SNAT, stats).
+//! - [`service`]: service load balancing in the switch (select groups, conntrack NAT, stats).
 //! - [`rpc`]: the master↔agent RPC (length-delimited JSON over TCP): peers and servers.
 //! - [`inspect`]: the agent state in the reference's inspect JSON shape.
 //! - [`timestamp`]: RFC 3339 instants (which endpoint announcement is newer).

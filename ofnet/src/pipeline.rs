@@ -15,10 +15,12 @@ use ofproto::matches::Match;
 use ofproto::nxm;
 use ofproto::oxm::FieldId;
 
-/// Table ids (the reference's numbering; 2, 7 and 8 belong to the routing datapaths).
+/// Table ids (the reference's numbering; 7 and 8 belong to the routing datapaths, whose table
+/// 2 is here the service affinity table).
 pub mod id {
     pub const INPUT: u8 = 0;
     pub const VLAN: u8 = 1;
+    pub const SERVICE_AFFINITY: u8 = 2;
     pub const SERVICE_DNAT: u8 = 3;
     pub const DST_GROUP: u8 = 4;
     pub const POLICY: u8 = 5;
@@ -130,25 +132,36 @@ const GUARD_MATCHES_VXLAN: &[FieldId] = &[
     FieldId::ARP_SHA,
     FieldId::TUNNEL_ID,
 ];
+static SERVICE_AFFINITY_TABLE: TableDecl = TableDecl {
+    id: SERVICE_AFFINITY,
+    name: "service_affinity",
+    purpose: "session affinity entries learned by the service groups (client, VIP port → provider in reg0, idle timeout); only consulted by resubmit from table 3",
+    matches: &[],
+    sets: &[],
+    writes_metadata: 0,
+    next: &[],
+    miss: Miss::Drop,
+};
 
 static SERVICE_DNAT_TABLE: TableDecl = TableDecl {
     id: SERVICE_DNAT,
     name: "service_dnat",
-    purpose: "service load balancing, client to provider: first packets of a VIP to the controller, then DNAT per client",
+    purpose: "service load balancing, client to provider: conntrack lookup, new connections to a VIP through the service port's select group (conntrack DNAT), provider MAC",
     matches: &[
         FieldId::ETH_TYPE,
-        FieldId::IPV4_SRC,
         FieldId::IPV4_DST,
         FieldId::IP_PROTO,
         FieldId::TCP_DST,
         FieldId::UDP_DST,
+        nxm::CT_STATE,
+        nxm::CT_MARK,
+        nxm::CT_NW_DST,
+        nxm::CT_NW_PROTO,
+        nxm::CT_TP_DST,
+        nxm::reg(0),
+        nxm::reg(1),
     ],
-    sets: &[
-        FieldId::IPV4_DST,
-        FieldId::TCP_DST,
-        FieldId::UDP_DST,
-        FieldId::ETH_DST,
-    ],
+    sets: &[FieldId::ETH_DST],
     writes_metadata: 0,
     next: &[DST_GROUP],
     miss: Miss::Goto(DST_GROUP),
@@ -197,16 +210,16 @@ static POLICY_TABLE: TableDecl = TableDecl {
 static SERVICE_SNAT_TABLE: TableDecl = TableDecl {
     id: SERVICE_SNAT,
     name: "service_snat",
-    purpose: "service load balancing, provider to client: SNAT back to the VIP per client",
+    purpose: "service load balancing, provider to client: conntrack lookup of traffic from VTEPs and uplinks (replies back to the VIP), reply counters per provider",
     matches: &[
         FieldId::ETH_TYPE,
-        FieldId::IPV4_SRC,
-        FieldId::IPV4_DST,
-        FieldId::IP_PROTO,
-        FieldId::TCP_SRC,
-        FieldId::UDP_SRC,
+        nxm::CT_STATE,
+        nxm::CT_MARK,
+        nxm::CT_NW_DST,
+        nxm::CT_NW_PROTO,
+        nxm::CT_TP_DST,
     ],
-    sets: &[FieldId::IPV4_SRC, FieldId::TCP_SRC, FieldId::UDP_SRC],
+    sets: &[],
     writes_metadata: 0,
     next: &[MAC_DEST],
     miss: Miss::Goto(MAC_DEST),
@@ -229,6 +242,7 @@ pub static VLAN_PIPELINE: Pipeline = Pipeline {
             // Unknown ports (host ports, ports not yet announced) are switched without policy.
             miss: Miss::Goto(DST_GROUP),
         },
+        SERVICE_AFFINITY_TABLE,
         SERVICE_DNAT_TABLE,
         DST_GROUP_TABLE,
         POLICY_TABLE,
@@ -262,6 +276,7 @@ pub static VXLAN_PIPELINE: Pipeline = Pipeline {
             next: &[SERVICE_DNAT, SERVICE_SNAT],
             miss: Miss::Drop,
         },
+        SERVICE_AFFINITY_TABLE,
         SERVICE_DNAT_TABLE,
         DST_GROUP_TABLE,
         POLICY_TABLE,

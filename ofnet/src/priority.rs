@@ -21,8 +21,17 @@ pub const GUARD_ND: u16 = 110;
 /// Input table: neighbour solicitations for link-local targets follow the normal path, above
 /// the ND punt (`MATCH`).
 pub const ND_LINK_LOCAL: u16 = 110;
-/// Service watch flows (table 3): below the per-client DNAT flows (`MATCH`).
-pub const SERVICE_WATCH: u16 = 10;
+/// Service drops (table 3): packets to a VIP or of a service connection that no balance or
+/// forward flow (`MATCH`) took.
+pub const SERVICE_DROP: u16 = 10;
+/// Services with session affinity (table 3): a new connection whose client has no (valid)
+/// affinity entry goes through the group, below the per-provider commits (`MATCH`).
+pub const SERVICE_REBALANCE: u16 = 50;
+/// Services with session affinity (table 3): the first packet of a connection records the
+/// client's provider, above the forward flows (`MATCH`).
+pub const SERVICE_LEARN: u16 = 110;
+/// Conntrack entry (tables 3 and 6): untracked packets, disjoint from every other service flow.
+pub const SERVICE_CT: u16 = 200;
 /// Per-VLAN flood flows (table 9, VXLAN bridge).
 pub const FLOOD: u16 = 10;
 /// Exact matches: known destinations, VTEP and uplink ingress, DSCP marking, ARP punting.

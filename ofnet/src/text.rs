@@ -58,13 +58,32 @@ pub fn sorted(mut lines: Vec<String>) -> Vec<String> {
 
 /// One group as a `dump-groups` line.
 pub fn group(g: &Group) -> String {
-    let mut s = format!("group_id={},type=all", g.id);
+    let select = g.group_type == ofproto::group::GroupType::Select;
+    let mut s = format!(
+        "group_id={},type={}",
+        g.id,
+        if select { "select" } else { "all" }
+    );
     for b in &g.buckets {
-        s.push_str(",bucket=actions=");
+        s.push_str(",bucket=");
+        if select {
+            let _ = write!(s, "weight:{},", b.weight);
+        }
+        s.push_str("actions=");
         s.push_str(&actions(&b.actions));
     }
     s
 }
+
+/// The conntrack fields OVS prints before the protocol shorthand, in its order.
+const CT_FIELDS: [FieldId; 6] = [
+    nxm::CT_STATE,
+    nxm::CT_ZONE,
+    nxm::CT_MARK,
+    nxm::CT_NW_DST,
+    nxm::CT_NW_PROTO,
+    nxm::CT_TP_DST,
+];
 
 fn get(m: &Match, id: FieldId) -> Option<&Oxm> {
     m.fields.iter().find(|f| f.field == id)
@@ -93,7 +112,31 @@ pub fn matches(m: &Match) -> String {
         _ => (None, false),
     };
     let type_shown = shorthand.is_some();
+    for o in &m.fields {
+        let f = o.field;
+        if f == nxm::CT_STATE || f == nxm::CT_MARK || f == nxm::CT_ZONE {
+            let one = Match {
+                fields: vec![o.clone()],
+            };
+            let text = ofproto::format::format_match(&one, None);
+            out.push(text.trim_end_matches(',').to_string());
+        }
+    }
+    if let Some(o) = get(m, nxm::CT_NW_DST) {
+        out.push(format!("ct_nw_dst={}", ipv4_masked(o)));
+    }
+    if let Some(o) = get(m, nxm::CT_NW_PROTO) {
+        out.push(format!("ct_nw_proto={}", u(o)));
+    }
+    if let Some(o) = get(m, nxm::CT_TP_DST) {
+        out.push(format!("ct_tp_dst={}", u(o)));
+    }
     out.extend(shorthand.map(String::from));
+    for n in 0..8 {
+        if let Some(o) = get(m, nxm::reg(n)) {
+            out.push(format!("reg{n}={}", hex_masked(o)));
+        }
+    }
     for o in &m.fields {
         if o.field == FieldId::TUNNEL_ID {
             out.push(format!("tun_id={}", hex_masked(o)));
@@ -197,7 +240,8 @@ pub fn matches(m: &Match) -> String {
             FieldId::UDP_DST,
             nxm::TCP_FLAGS,
         ];
-        if !known.contains(&o.field) {
+        let reg = (0..8).any(|n| o.field == nxm::reg(n));
+        if !known.contains(&o.field) && !CT_FIELDS.contains(&o.field) && !reg {
             out.push(format!("?{}", o.field.info().map_or("field", |i| i.name)));
         }
     }
@@ -375,9 +419,7 @@ pub fn actions(acts: &[Action]) -> String {
                 };
                 let _ = write!(s, "set_field:{value}->{name}");
             }
-            other => {
-                let _ = write!(s, "?{other:?}");
-            }
+            other => ofproto::format::format_actions(&mut s, std::slice::from_ref(other)),
         }
     }
     s

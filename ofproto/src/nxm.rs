@@ -40,6 +40,14 @@ pub const CT_ZONE: FieldId = FieldId::new(CLASS_NXM1, 106);
 pub const CT_MARK: FieldId = FieldId::new(CLASS_NXM1, 107);
 /// `NXM_NX_CT_LABEL`.
 pub const CT_LABEL: FieldId = FieldId::new(CLASS_NXM1, 108);
+/// `NXM_NX_CT_NW_PROTO`: the IP protocol of the connection's original direction.
+pub const CT_NW_PROTO: FieldId = FieldId::new(CLASS_NXM1, 119);
+/// `NXM_NX_CT_NW_DST`: the IPv4 destination of the connection's original direction.
+pub const CT_NW_DST: FieldId = FieldId::new(CLASS_NXM1, 121);
+/// `NXM_NX_CT_IPV6_DST`: the IPv6 destination of the connection's original direction.
+pub const CT_IPV6_DST: FieldId = FieldId::new(CLASS_NXM1, 123);
+/// `NXM_NX_CT_TP_DST`: the transport destination port of the connection's original direction.
+pub const CT_TP_DST: FieldId = FieldId::new(CLASS_NXM1, 125);
 /// `ONFOXM_ET_TCP_FLAGS`: how OVS encodes `tcp_flags` in OpenFlow 1.3.
 pub const TCP_FLAGS: FieldId = FieldId::experimenter(ONF_EXPERIMENTER, 42);
 

@@ -1,6 +1,6 @@
 //! The debug REST of reference §4.3 (default `:9090`): `GET /inspect/driver` (both agents'
 //! state), `GET /inspect/endpoints` (this host's endpoints with their OVS ports), `GET
-//! /svcstats` (service load-balancer counters by client, both bridges merged) and
+//! /svcstats` (service load-balancer counters by service VIP and provider, both bridges merged) and
 //! `DELETE /debug/reclaimEndpoint/{id}`.
 
 use std::collections::BTreeMap;

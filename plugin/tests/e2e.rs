@@ -478,6 +478,25 @@ fn group_policy_rules_are_enforced() {
     }
 }
 
+/// Whether `dump` has the service's balance flow for `vip` (to its select group) and the
+/// forward flow of the connections committed to `provider` (its address is their `ct_mark`).
+fn service_flows_present(dump: &str, vip: &str, provider: &str) -> bool {
+    let mark = provider
+        .parse::<std::net::Ipv4Addr>()
+        .map(|a| format!("ct_mark={:#x}", u32::from(a)))
+        .unwrap_or_default();
+    let balance = dump.lines().any(|l| {
+        l.contains("table=3")
+            && l.contains("ct_state=+new+trk")
+            && l.contains(&format!("nw_dst={vip}"))
+            && l.contains("actions=group:")
+    });
+    let forward = dump.lines().any(|l| {
+        l.contains("table=3") && l.contains(&mark) && l.contains(&format!("ct_nw_dst={vip}"))
+    });
+    balance && forward
+}
+
 /// A service load balancer made with netctl: its selector makes the labelled pods its
 /// providers (netmaster), netplugin hands VIP, ports and providers to the datapath, and a client
 /// pod reaches VIP:80 on a provider's port 8080 (the handshake only completes if the reply comes
@@ -526,16 +545,14 @@ fn service_vip_reaches_labelled_providers() {
     }
     let dump = flows(&c, VXLAN_BRIDGE);
     assert!(
-        dump.lines().any(|l| l.contains("table=3")
-            && l.contains(&format!("nw_src={}", client.ip))
-            && l.contains(&format!("nw_dst={vip}"))),
-        "no DNAT flow for the client:\n{dump}"
+        service_flows_present(&dump, vip, &provider.ip),
+        "no balance or forward flow for the service:\n{dump}"
     );
     let (status, body) = http("GET", &c.debug_addr, "/svcstats").unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(
-        body.contains(vip) && body.contains(&client.ip),
-        "/svcstats does not show the client's service traffic: {body}"
+        body.contains(vip) && body.contains(&provider.ip),
+        "/svcstats does not show the service's traffic to its provider: {body}"
     );
 
     c.del_pod(&provider).unwrap();
@@ -640,8 +657,8 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
     let (status, body) = http("GET", &c.debug_addr, "/svcstats").unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(
-        body.contains(vip) && body.contains(&client.ip),
-        "/svcstats does not show the client's traffic to the cluster IP: {body}"
+        body.contains(vip) && body.contains(&provider.ip),
+        "/svcstats does not show the traffic to the cluster IP's provider: {body}"
     );
 
     // After a restart (the agents start empty) the service comes back from the API server's
@@ -658,15 +675,13 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
         body.contains("k8s:default/web"),
         "the service is not back in the agents after the restart: {body}"
     );
-    // The client keeps its provider: its DNAT flow was adopted, not deleted as stale, before
-    // the client sent anything. That needs the service known when the switch reconnects.
-    let dnat = format!("nw_src={},nw_dst={vip}", client.ip);
+    // The service's flows are there before the client sends anything (open connections keep
+    // their conntrack entry, and their forward flow is never deleted as stale). That needs the
+    // service known when the switch reconnects.
     let dump = flows(&c, VXLAN_BRIDGE);
     assert!(
-        dump.lines().any(|l| l.contains("table=3")
-            && l.contains(&dnat)
-            && l.contains(&format!("set_field:{}->ip_dst", provider.ip))),
-        "the client's DNAT flow did not survive the restart:\n{dump}"
+        service_flows_present(&dump, vip, &provider.ip),
+        "the service's flows did not survive the restart:\n{dump}"
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     while !tcp_connects(&client, vip, 80) {

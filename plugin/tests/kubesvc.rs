@@ -85,6 +85,7 @@ impl Recorder {
 
 fn spec(vip: [u8; 4], ports: &[(ServiceProtocol, u16, u16)]) -> ServiceSpec {
     ServiceSpec {
+        affinity_timeout: None,
         vip: Ipv4Addr::from(vip),
         ports: ports
             .iter()

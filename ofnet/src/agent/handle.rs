@@ -1,8 +1,7 @@
 //! [`AgentHandle`]: the API other crates call, one async method per agent operation.
 
-use super::adopt::ServiceAdopter;
-use super::balance::GetServiceStats;
 use super::service::AgentService;
+use super::svcproxy::GetServiceStats;
 use super::*;
 use crate::rpc;
 
@@ -24,8 +23,7 @@ impl AgentHandle {
 
     /// [`AgentHandle::start`], with a say in how `ofctrl` runs the bridge: where it keeps
     /// its flow generation across restarts (netplugin: the bridge's OVSDB `external_ids`),
-    /// which datapath id may drive it, bundles or barriers. The tables are the pipeline's and
-    /// the flow adopter is the agent's (service client assignments survive a restart).
+    /// which datapath id may drive it, bundles or barriers. The tables are the pipeline's.
     pub fn start_with(
         config: AgentConfig,
         customize: impl FnOnce(&mut BridgeConfig),
@@ -38,12 +36,7 @@ impl AgentHandle {
             BridgeConfig::new(config.bridge.clone(), datapath.pipeline().table_specs());
         customize(&mut bridge_config);
         bridge_config.tables = datapath.pipeline().table_specs();
-        // The bridge shows the agent the service flows it finds on connect (client
-        // assignments of a previous agent), so it needs the agent's address first.
         let mut ctx = Context::new();
-        bridge_config.adopter = Some(Box::new(ServiceAdopter {
-            agent: ctx.address(),
-        }));
         let bridge = BridgeHandle::start(bridge_config);
         let epdb = EndpointDb::default().start();
         let settings = Settings {
@@ -181,8 +174,8 @@ impl AgentHandle {
         self.update(AgentOp::SetRules { add, remove }).await
     }
 
-    /// Add or replace a load-balanced service. Clients keep their providers; their flows
-    /// follow the new ports. Refused ([`AgentError::Service`]): a VIP another service has, a
+    /// Add or replace a load-balanced service. Open connections keep their providers. Refused
+    /// ([`AgentError::Service`]): a VIP another service has, a
     /// port listed twice, port 0.
     pub async fn add_service(
         &self,
@@ -196,14 +189,15 @@ impl AgentHandle {
         .await
     }
 
-    /// Remove a service: its spec, providers, watch flows and every client's flows. An
-    /// unknown name is `Ok` (idempotent).
+    /// Remove a service: its spec, providers, groups and flows. An unknown name is `Ok`
+    /// (idempotent).
     pub async fn remove_service(&self, name: &str) -> Result<(), AgentError> {
         self.update(AgentOp::RemoveService(name.to_string())).await
     }
 
-    /// Set a service's providers (before or after its spec; an empty list leaves the service
-    /// inactive). Clients of a provider that left are balanced again on their next packet.
+    /// Set a service's providers (before or after its spec). A provider added gets new
+    /// connections at once; the connections of a provider that left end (their packets are
+    /// dropped), the others' are untouched. With no provider, new connections are rejected.
     pub async fn set_service_providers(
         &self,
         name: impl Into<String>,

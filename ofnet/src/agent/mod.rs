@@ -16,17 +16,16 @@
 //!
 //! Other crates use [`AgentHandle`] (`handle.rs`). `ops.rs` holds the operations and how each
 //! splits into an endpoint-DB change, a settings change and the owners it touches;
-//! `service.rs` serves the agent's RPC methods; `balance.rs` handles service first packets and
-//! statistics; `adopt.rs` keeps service client assignments across an agent restart.
+//! `service.rs` serves the agent's RPC methods; `svcproxy.rs` answers connections to service
+//! ports without providers and serves service statistics.
 
-mod adopt;
-mod balance;
 mod handle;
 mod ops;
 mod service;
+mod svcproxy;
 
 pub use handle::AgentHandle;
-pub use ops::{AdoptedClients, AgentOp, ServicePacket};
+pub use ops::AgentOp;
 use ops::{apply_settings, endpoint_op, touched};
 
 use crate::arp;
@@ -41,7 +40,6 @@ use crate::model::{
 };
 use crate::pipeline::id;
 use crate::rpc::{self, Peer, RpcServer};
-use crate::service::packet::FirstPacket;
 use crate::service::stats::ServiceStats;
 use crate::service::{ServiceError, ServiceSpec, Services};
 use crate::{VlanBridge, VxlanBridge};
@@ -225,14 +223,6 @@ impl Agent {
     /// switch to flood mode, announce every endpoint (the physical network must learn them).
     fn after(&mut self, op: &AgentOp, removed: Option<Endpoint>, ctx: &mut Context<Self>) {
         self.announce(op, removed);
-        if let AgentOp::ServiceFirstPacket(p) = op {
-            self.reinject(p);
-            return;
-        }
-        if let AgentOp::AdoptServiceClients(AdoptedClients(found)) = op {
-            self.count_adopted(found);
-            return;
-        }
         if self.config.kind != BridgeKind::Vlan {
             return;
         }
@@ -325,13 +315,13 @@ impl Agent {
         });
     }
 
-    fn on_packet_in(&mut self, packet_in: &ofproto::packet_in::PacketIn, ctx: &mut Context<Self>) {
+    fn on_packet_in(&mut self, packet_in: &ofproto::packet_in::PacketIn) {
         self.count("PktRcvd");
         let Some(in_port) = packet_in.in_port() else {
             return;
         };
         if packet_in.table_id == id::SERVICE_DNAT {
-            self.on_service_packet(in_port, &packet_in.data, ctx);
+            self.on_service_reject(in_port, &packet_in.data);
             return;
         }
         let tun_id = packet_in
@@ -413,8 +403,6 @@ impl Handler<Update> for Agent {
                     act.endpoints = s;
                 }
                 apply_settings(act.datapath.as_ref(), &mut act.settings, &op)?;
-                // A client endpoint that went away takes its service flows with it.
-                act.settings.services.prune(&act.endpoints);
                 act.recompute(touched(
                     &op,
                     &before,
@@ -457,7 +445,7 @@ impl Handler<Update> for Agent {
 impl Handler<SwitchEvent> for Agent {
     type Result = ();
 
-    fn handle(&mut self, event: SwitchEvent, ctx: &mut Context<Self>) {
+    fn handle(&mut self, event: SwitchEvent, _: &mut Context<Self>) {
         match event {
             SwitchEvent::Connected(handle) => {
                 self.count("SwitchConnected");
@@ -468,7 +456,7 @@ impl Handler<SwitchEvent> for Agent {
                     self.switch = None;
                 }
             }
-            SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in, ctx),
+            SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in),
             SwitchEvent::PortStatus { .. } | SwitchEvent::FlowRemoved { .. } => {}
         }
     }

@@ -2,7 +2,6 @@
 //! and the owners whose flows it can change.
 
 use super::*;
-use crate::service::adopt::Adopted;
 
 /// One change through the agent API.
 #[derive(Debug, Clone)]
@@ -50,27 +49,6 @@ pub enum AgentOp {
         name: String,
         providers: Vec<Ipv4Addr>,
     },
-    /// A client's first packet to a service VIP, punted by a watch flow: assign a provider
-    /// (if the client has none yet), install its flows, re-inject the packet. Only the agent
-    /// makes these (the fields are private).
-    ServiceFirstPacket(ServicePacket),
-    /// Client assignments a previous agent left on the switch, found on connect: record the
-    /// ones the state still allows (checked again here) so their flows are kept. Only the
-    /// agent makes these (see [`crate::service::adopt`]).
-    AdoptServiceClients(AdoptedClients),
-}
-
-/// Assignments read back from the switch's DNAT flows.
-#[derive(Debug, Clone)]
-pub struct AdoptedClients(pub(super) Vec<Adopted>);
-
-/// A first packet to balance: the service, the client endpoint and the packet.
-#[derive(Debug, Clone)]
-pub struct ServicePacket {
-    pub(super) service: String,
-    pub(super) vrf: String,
-    pub(super) in_port: u32,
-    pub(super) packet: FirstPacket,
 }
 
 /// How an op splits into an endpoint-DB change and a settings change.
@@ -101,7 +79,8 @@ pub(super) fn endpoint_op(op: &AgentOp, local_ip: Option<Ipv4Addr>) -> Option<En
 /// The owners whose flows an op can change; `None` when it can change any (networks change
 /// VRFs, VTEPs change every network and remote endpoint: rare, so recompute everything).
 /// Service owners come from the difference between the settings before and after, plus the
-/// clients whose provider is an endpoint the op adds or removes (its MAC is in their flows).
+/// services one of whose providers is an endpoint the op adds or removes (its MAC is in their
+/// flows).
 pub(super) fn touched(
     op: &AgentOp,
     before: &EndpointTable,
@@ -120,7 +99,7 @@ pub(super) fn touched(
         _ => None,
     };
     if let Some(ip) = endpoint_ip {
-        owners.extend(clients_of_provider(a, ip));
+        owners.extend(services_of_provider(a, ip));
     }
     Some(owners)
 }
@@ -165,56 +144,31 @@ fn endpoint_owners(
             .collect(),
         AgentOp::AddService { .. }
         | AgentOp::RemoveService(_)
-        | AgentOp::SetServiceProviders { .. }
-        | AgentOp::ServiceFirstPacket(_)
-        | AgentOp::AdoptServiceClients(_) => Vec::new(),
+        | AgentOp::SetServiceProviders { .. } => Vec::new(),
     })
 }
 
-/// The service owners whose flows differ between `before` and `after`: a service whose spec
-/// or providers changed (its watch flows and every client), and clients whose assignment
-/// changed.
+/// The service owners whose flows differ between `before` and `after`: every service whose
+/// spec, providers or group block changed, and the conntrack flows when any did.
 fn service_changes(before: &Services, after: &Services) -> Vec<Owner> {
     let names: BTreeSet<&String> = before.iter().chain(after.iter()).map(|(n, _)| n).collect();
-    let mut out = Vec::new();
-    for name in names {
-        let (b, a) = (before.get(name), after.get(name));
-        let clients: BTreeSet<Ipv4Addr> = b
-            .into_iter()
-            .chain(a)
-            .flat_map(|s| s.clients.keys().copied())
-            .collect();
-        let all = b.map(|s| (&s.spec, &s.providers)) != a.map(|s| (&s.spec, &s.providers));
-        if all {
-            out.push(Owner::Service(name.clone()));
-        }
-        for client in clients {
-            if all
-                || b.and_then(|s| s.clients.get(&client)) != a.and_then(|s| s.clients.get(&client))
-            {
-                out.push(Owner::ServiceClient {
-                    service: name.clone(),
-                    client,
-                });
-            }
-        }
+    let mut out: Vec<Owner> = names
+        .into_iter()
+        .filter(|name| before.get(name) != after.get(name))
+        .map(|name| Owner::Service(name.clone()))
+        .collect();
+    if !out.is_empty() {
+        out.push(Owner::ServiceConntrack);
     }
     out
 }
 
-/// The clients served by `provider`, in any service.
-fn clients_of_provider(services: &Services, provider: Ipv4Addr) -> Vec<Owner> {
+/// The services `provider` is a provider of.
+fn services_of_provider(services: &Services, provider: Ipv4Addr) -> Vec<Owner> {
     services
         .iter()
-        .flat_map(|(name, s)| {
-            s.clients
-                .iter()
-                .filter(move |(_, a)| a.provider == provider)
-                .map(move |(c, _)| Owner::ServiceClient {
-                    service: name.clone(),
-                    client: *c,
-                })
-        })
+        .filter(|(_, s)| s.providers.contains(&provider))
+        .map(|(name, _)| Owner::Service(name.clone()))
         .collect()
 }
 
@@ -303,14 +257,6 @@ pub(super) fn apply_settings(
         AgentOp::SetServiceProviders { name, providers } => {
             s.services.set_providers(name, providers.iter().copied());
         }
-        AgentOp::ServiceFirstPacket(p) => {
-            s.services.assign(&p.service, p.packet.client, &p.vrf);
-        }
-        AgentOp::AdoptServiceClients(AdoptedClients(found)) => {
-            for a in found {
-                s.services.adopt(&a.service, a.client, a.assignment.clone());
-            }
-        }
         _ => {}
     }
     Ok(())
@@ -345,6 +291,7 @@ mod tests {
             12 | 13 => AgentOp::AddService {
                 name: service,
                 spec: ServiceSpec {
+                    affinity_timeout: None,
                     vip: Ipv4Addr::new(10, 254, 0, r.next(3) as u8),
                     ports: vec![crate::service::ServicePort {
                         protocol: crate::service::ServiceProtocol::Tcp,
@@ -360,27 +307,10 @@ mod tests {
                     .collect(),
             },
             16 if r.next(4) == 0 => AgentOp::RemoveService(service),
-            // As a restarted agent finds them on the switch (the agent checks them again).
-            17 => AgentOp::AdoptServiceClients(AdoptedClients(vec![Adopted {
-                service,
-                client: Ipv4Addr::new(10, 1, 1, r.next(8) as u8),
-                assignment: crate::service::Assignment {
-                    provider: Ipv4Addr::new(10, 1, 1, r.next(8) as u8),
-                    vrf: "t1".into(),
-                },
-            }])),
-            16..=19 => AgentOp::ServiceFirstPacket(ServicePacket {
-                service,
-                vrf: "t1".into(),
-                in_port: 0,
-                packet: FirstPacket {
-                    client: Ipv4Addr::new(10, 1, 1, r.next(8) as u8),
-                    vip: Ipv4Addr::new(10, 254, 0, 0),
-                    protocol: crate::service::ServiceProtocol::Tcp,
-                    svc_port: 80,
-                    frame: Vec::new(),
-                },
-            }),
+            16..=19 => AgentOp::SetServiceProviders {
+                name: service,
+                providers: Vec::new(),
+            },
             0 => AgentOp::AddNetwork(Network {
                 vlan,
                 vni: 5000 + u32::from(vlan),
@@ -453,10 +383,9 @@ mod tests {
     }
 
     /// Updating only the owners an op touches gives exactly the table built from scratch,
-    /// after every op of a long random sequence (adopted assignments included).
+    /// after every op of a long random sequence (services, their groups and providers included).
     #[test]
     fn incremental_updates_equal_the_table_built_from_scratch() {
-        let mut adoptions = 0;
         for (datapath, seed) in [
             (Box::new(VxlanBridge) as Box<dyn Datapath>, 1u64),
             (Box::new(VxlanBridge), 2),
@@ -473,7 +402,7 @@ mod tests {
                 })
                 .unwrap();
             let mut applied = 0;
-            let mut clients = 0;
+            let mut groups = 0;
             for step in 0..600 {
                 let op = random_op(&mut r);
                 let before = table.clone();
@@ -487,8 +416,6 @@ mod tests {
                     table = before;
                     continue;
                 }
-                // As the agent does after every op.
-                s.services.prune(&table);
                 let topo = Topology {
                     endpoints: &table,
                     settings: &s,
@@ -514,24 +441,9 @@ mod tests {
                     continue;
                 }
                 installed.commit(updates);
-                if let AgentOp::AdoptServiceClients(AdoptedClients(found)) = &op {
-                    adoptions += found
-                        .iter()
-                        .filter(|a| {
-                            s.services
-                                .get(&a.service)
-                                .and_then(|x| x.clients.get(&a.client))
-                                == Some(&a.assignment)
-                        })
-                        .count();
-                }
                 settings = s;
                 applied += 1;
-                clients += settings
-                    .services
-                    .iter()
-                    .map(|(_, x)| x.clients.len())
-                    .sum::<usize>();
+                groups += installed.groups().count();
                 let topo = Topology {
                     endpoints: &table,
                     settings: &settings,
@@ -551,8 +463,7 @@ mod tests {
                 );
             }
             assert!(applied > 200, "only {applied} ops applied");
-            assert!(clients > 10, "only {clients} service clients seen");
+            assert!(groups > 10, "only {groups} groups seen");
         }
-        assert!(adoptions > 0, "no assignment was ever adopted");
     }
 }

@@ -93,13 +93,10 @@ pub enum Owner {
     Network(u16),
     /// A policy rule, by id.
     Rule(String),
-    /// A service's watch flows, by name.
+    /// A service's groups and flows, by name.
     Service(String),
-    /// The DNAT and SNAT flows of one client of a service.
-    ServiceClient {
-        service: String,
-        client: Ipv4Addr,
-    },
+    /// The conntrack entry flows every service needs (while any service has a spec).
+    ServiceConntrack,
 }
 
 impl std::fmt::Display for Owner {
@@ -112,9 +109,7 @@ impl std::fmt::Display for Owner {
             Owner::Network(v) => write!(f, "network on VLAN {v}"),
             Owner::Rule(id) => write!(f, "rule {id}"),
             Owner::Service(name) => write!(f, "service {name}"),
-            Owner::ServiceClient { service, client } => {
-                write!(f, "client {client} of service {service}")
-            }
+            Owner::ServiceConntrack => write!(f, "the service conntrack flows"),
         }
     }
 }
@@ -399,69 +394,73 @@ fn rule_part(p: &'static Pipeline, topo: &Topology<'_>, id: &str) -> Result<Part
     })
 }
 
-/// The parts every bridge datapath computes the same way: services (watch flows, and the
-/// DNAT/SNAT flows of each client). The provider's MAC comes from the endpoint DB when it knows
-/// the provider in the client's VRF.
+/// The parts every bridge datapath computes the same way: services (the conntrack entry
+/// flows, and each service's groups and flows). A provider's MAC comes from the endpoint DB
+/// when it knows the provider's address in any VRF.
 fn service_part(
     p: &'static Pipeline,
     topo: &Topology<'_>,
     owner: &Owner,
 ) -> Result<Part, DatapathError> {
-    let flows = match owner {
-        Owner::Service(name) => match topo.settings.services.get(name) {
-            Some(svc) => match svc.active_spec() {
-                Some(spec) => service::flows::watch(p.table(id::SERVICE_DNAT)?, name, spec)?,
-                None => Vec::new(),
-            },
-            None => Vec::new(),
-        },
-        Owner::ServiceClient {
-            service: name,
-            client,
-        } => {
-            let Some(svc) = topo.settings.services.get(name) else {
+    let services = &topo.settings.services;
+    match owner {
+        Owner::ServiceConntrack if services.any_active() => Ok(Part {
+            flows: vec![
+                service::flows::conntrack_entry(p.table(id::SERVICE_DNAT)?)?,
+                service::flows::conntrack_entry(p.table(id::SERVICE_SNAT)?)?,
+            ],
+            groups: Vec::new(),
+        }),
+        Owner::Service(name) => {
+            let Some(svc) = services.get(name) else {
                 return Ok(Part::default());
             };
-            let (Some(spec), Some(a)) = (svc.active_spec(), svc.clients.get(client)) else {
+            let Some(spec) = svc.active_spec() else {
                 return Ok(Part::default());
             };
-            let provider_mac = topo
-                .endpoints
-                .find(a.provider.into(), &a.vrf)
-                .map(|e| e.mac.octets());
-            service::flows::ClientFlows {
+            let providers: Vec<(Ipv4Addr, Option<[u8; 6]>)> = svc
+                .usable_providers()
+                .map(|ip| (ip, provider_mac(topo.endpoints, ip)))
+                .collect();
+            let (flows, groups) = service::flows::ServiceFlows {
                 name,
                 spec,
-                client: *client,
-                assignment: a,
-                provider_mac,
+                index: svc.index,
+                providers: &providers,
+                affinity_table: Some(id::SERVICE_AFFINITY),
             }
             .build(
                 p.table(id::SERVICE_DNAT)?,
                 id::DST_GROUP,
                 p.table(id::SERVICE_SNAT)?,
                 id::MAC_DEST,
-            )?
+            )?;
+            Ok(Part { flows, groups })
         }
-        _ => Vec::new(),
-    };
-    Ok(Part {
-        flows,
-        groups: Vec::new(),
-        meters: Vec::new(),
-    })
+        _ => Ok(Part::default()),
+    }
 }
 
-/// Every service owner of `services`: each service, each client.
+/// The MAC of the endpoint with address `ip` in any VRF of this bridge.
+fn provider_mac(endpoints: &EndpointTable, ip: Ipv4Addr) -> Option<[u8; 6]> {
+    endpoints
+        .vrfs()
+        .find_map(|v| endpoints.find(ip.into(), &v.vrf_name))
+        .map(|e| e.mac.octets())
+}
+
+/// Every service owner of `services`: each service, and the conntrack flows when any is
+/// active.
 pub fn service_owners(services: &Services) -> impl Iterator<Item = Owner> + '_ {
-    services.iter().flat_map(|(name, svc)| {
-        std::iter::once(Owner::Service(name.clone())).chain(svc.clients.keys().map(|c| {
-            Owner::ServiceClient {
-                service: name.clone(),
-                client: *c,
-            }
-        }))
-    })
+    services
+        .any_active()
+        .then_some(Owner::ServiceConntrack)
+        .into_iter()
+        .chain(
+            services
+                .iter()
+                .map(|(name, _)| Owner::Service(name.clone())),
+        )
 }
 
 /// The destination-group flows of an endpoint whose VRF exists on this bridge.

@@ -99,7 +99,7 @@ impl Datapath for VlanBridge {
                 .owned_by(category::UPLINK, u64::from(*port)),
             ],
             Owner::Rule(rid) => return rule_part(p, topo, rid),
-            Owner::Service(_) | Owner::ServiceClient { .. } => {
+            Owner::Service(_) | Owner::ServiceConntrack => {
                 return service_part(p, topo, owner);
             }
             Owner::Uplink(_) | Owner::Network(_) => Vec::new(),

@@ -253,7 +253,7 @@ impl Datapath for VxlanBridge {
             Owner::RemoteEndpoint(rid) => self.remote_part(topo, rid),
             Owner::Network(vlan) => self.network_part(topo, *vlan),
             Owner::Rule(rid) => rule_part(self.pipeline(), topo, rid),
-            Owner::Service(_) | Owner::ServiceClient { .. } => {
+            Owner::Service(_) | Owner::ServiceConntrack => {
                 service_part(self.pipeline(), topo, owner)
             }
             Owner::Uplink(_) => Ok(Part::default()),

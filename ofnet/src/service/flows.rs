@@ -1,259 +1,582 @@
-//! The flows of a service, as values built through the pipeline's tables 3 and 6, and the
-//! packet-out that re-injects a client's first packet.
+//! The flows and groups of services, as values built through the pipeline's tables 3
+//! (`service_dnat`) and 6 (`service_snat`).
 //!
-//! - watch (table 3, priority 10): per protocol in use, `ip,nw_dst=<vip>,nw_proto=6|17` → the
-//!   controller (whole packet): the first packet of a client without an assignment;
-//! - DNAT (table 3, priority 100), per assignment and service port:
-//!   `nw_src=<client>,nw_dst=<vip>,nw_proto,tp_dst=<svc_port>` → `nw_dst=<provider>`,
-//!   `tp_dst=<prov_port>`, `eth_dst=<provider MAC>` when the provider is a known endpoint in
-//!   the client's VRF; continue in 4 (destination group of the provider, then policy);
-//! - SNAT (table 6, priority 100), the reverse: `nw_src=<provider>,nw_dst=<client>,nw_proto,
-//!   tp_src=<prov_port>` → `nw_src=<vip>`, `tp_src=<svc_port>`; continue in 9.
+//! Conntrack zone: the VRF id, read from the metadata bits table 1 writes
+//! (`zone=OXM_OF_METADATA[32..47]`), so two tenants with the same addresses never share a
+//! connection entry.
 //!
-//! Every flow carries cookie category [`category::SERVICE`] with the service name's hash.
+//! Shared by every service (present while any service has a spec):
+//! - table 3 and table 6, priority [`priority::SERVICE_CT`]: `ip,ct_state=-trk` →
+//!   `ct(table=<same>,zone=VRF,nat)`: every IPv4 packet is looked up in conntrack once, and a
+//!   packet of a connection that was NATted gets its translation (to the provider for the
+//!   client's packets, back to the VIP for the replies). Table 3 sees endpoint traffic, table 6
+//!   what arrives from a VTEP or an uplink (replies of a provider on another host).
 //!
-//! The first packet is re-injected with the DNAT rewrite applied *in the packet-out* and
-//! `output:TABLE` from its original port: it then runs the pipeline with the provider as its
-//! destination, so it can never match a watch flow again (no loop, whatever the flows on the
-//! switch are at that moment), and it meets the same destination-group and policy flows as the
-//! packets the DNAT flow rewrites.
+//! Per service port (`i` is its index in the spec; `G` = [`group_id`]):
+//! - balance (table 3, [`priority::MATCH`]): `ct_state=+new+trk,<proto>,nw_dst=<vip>,
+//!   tp_dst=<svc_port>` → `group:G`, or, with no provider, the reject ([`REJECT_COOKIE_OBJECT`]
+//!   sends it to the controller, which answers with a TCP reset or an ICMP port unreachable);
+//! - group `G`, `select` (OVS hashes the 5-tuple): one bucket per provider,
+//!   `ct(commit,table=3,zone=VRF,nat(dst=<provider>:<prov_port>),exec(set_field:<provider>->ct_mark))`:
+//!   the connection is committed with its provider, whose address is also its `ct_mark`;
+//! - forward, per provider (table 3, `MATCH`): `ct_state=-rpl-inv+trk,ct_mark=<provider>,
+//!   ct_nw_dst=<vip>,ct_nw_proto,ct_tp_dst=<svc_port>,ip` → `eth_dst` of the provider (when the
+//!   endpoint DB knows it), continue in 4: every client packet of a connection to a current
+//!   provider, the first one included (it comes back from the group's recirculation);
+//! - reply, per provider (table 6, `MATCH`): the same with `+rpl`, continue in 9 (it only
+//!   counts the replies per provider for `/svcstats`).
+//!
+//! Per service (table 3, [`priority::SERVICE_DROP`]): `ct_state=-rpl-inv+trk,ct_nw_dst=<vip>,ip`
+//! and `ct_state=+trk,ip,nw_dst=<vip>` → drop: packets of connections whose provider left (so
+//! they end, while the other providers' connections are untouched), to ports the service does
+//! not have, and invalid ones.
+//!
+//! Every flow and group carries cookie category [`category::SERVICE`]; a service's with the
+//! service name's hash, the shared ones with object 0.
 
-use super::{Assignment, ServicePort, ServiceProtocol, ServiceSpec};
+use super::{ServicePort, ServiceProtocol, ServiceSpec};
 use crate::flows::{ETH_IPV4, NO_BUFFER, category, object_of};
 use crate::pipeline::{PipelineError, Table};
 use crate::priority;
-use ofctrl::Flow;
-use ofproto::action::Action;
+use ofctrl::{Flow, Group};
+use ofproto::action::nicira::Learn;
+use ofproto::action::nicira::{CT_COMMIT, NAT_DST};
+use ofproto::action::{Action, Ct, CtZone, Nat, NatRange, NxmHeader, Subfield};
+use ofproto::action::{LearnDst, LearnSpec, LearnSrc};
+use ofproto::group::{Bucket, GroupType};
 use ofproto::instruction::Instruction;
 use ofproto::matches::Match;
+use ofproto::nxm;
 use ofproto::oxm::{FieldId, Oxm};
-use ofproto::port::{OFPP_CONTROLLER, OFPP_TABLE};
+use ofproto::port::{OFPP_CONTROLLER, OFPP_IN_PORT};
 use std::net::Ipv4Addr;
 
-/// The watch flows of an active service (table 3).
-pub fn watch(table: Table, name: &str, spec: &ServiceSpec) -> Result<Vec<Flow>, PipelineError> {
-    spec.protocols()
-        .into_iter()
-        .map(|proto| {
-            let m = Match::new()
-                .eth_type(ETH_IPV4)
-                .ipv4_dst(spec.vip, None)
-                .ip_proto(proto.ip_proto());
-            let to_controller = Action::Output {
-                port: OFPP_CONTROLLER.into(),
-                max_len: NO_BUFFER,
-            };
-            Ok(table
-                .flow(
-                    priority::SERVICE_WATCH,
-                    m,
-                    vec![Instruction::ApplyActions(vec![to_controller])],
-                )?
-                .owned_by(category::SERVICE, object_of(name)))
-        })
-        .collect()
+/// `ct_state` bits.
+pub mod ct {
+    pub const NEW: u32 = 0x01;
+    pub const EST: u32 = 0x02;
+    pub const RPL: u32 = 0x08;
+    pub const INV: u32 = 0x10;
+    pub const TRK: u32 = 0x20;
+    pub const DNAT: u32 = 0x80;
 }
 
-fn port_oxm(proto: ServiceProtocol, dst: bool, port: u16) -> Oxm {
-    let field = match (proto, dst) {
-        (ServiceProtocol::Tcp, true) => FieldId::TCP_DST,
-        (ServiceProtocol::Tcp, false) => FieldId::TCP_SRC,
-        (ServiceProtocol::Udp, true) => FieldId::UDP_DST,
-        (ServiceProtocol::Udp, false) => FieldId::UDP_SRC,
+/// First id of the service groups (above every flood group id).
+pub const GROUP_BASE: u32 = 0x4000_0000;
+
+/// The cookie object of the reject flows (service ports without providers): the agent answers
+/// the packets these flows send up.
+pub const REJECT_COOKIE_OBJECT: u64 = 0xfe_ffff_ffff;
+
+/// The group of port `port` (index in the spec) of the service with group block `index`.
+pub fn group_id(index: u32, port: usize) -> u32 {
+    GROUP_BASE | ((index & 0x3f_ffff) << 8) | (port as u32 & 0xff)
+}
+
+/// The conntrack zone: the VRF id bits of the metadata.
+pub fn zone() -> CtZone {
+    CtZone::Field(Subfield {
+        field: NxmHeader::of(FieldId::METADATA),
+        ofs: 32,
+        n_bits: 16,
+    })
+}
+
+/// The conntrack entry flow of `table` (see the module documentation).
+pub fn conntrack_entry(table: Table) -> Result<Flow, PipelineError> {
+    let lookup = Action::Ct(Ct {
+        flags: 0,
+        zone: zone(),
+        recirc_table: table.id(),
+        alg: 0,
+        actions: vec![Action::Nat(Nat::default())],
+    });
+    Ok(table
+        .flow(
+            priority::SERVICE_CT,
+            Match::new().ct_state(0, Some(ct::TRK)).eth_type(ETH_IPV4),
+            vec![Instruction::ApplyActions(vec![lookup])],
+        )?
+        .owned_by(category::SERVICE, 0))
+}
+
+fn port_oxm(proto: ServiceProtocol, port: u16) -> Oxm {
+    let field = match proto {
+        ServiceProtocol::Tcp => FieldId::TCP_DST,
+        ServiceProtocol::Udp => FieldId::UDP_DST,
     };
     Oxm::int(field, u128::from(port), None)
 }
 
-/// The rewrite client → provider of one service port: what the DNAT flow and the first
-/// packet's packet-out apply.
-pub fn dnat_actions(
+/// The connection of a client to `port` of `vip` that conntrack committed with `provider`.
+fn connection(vip: Ipv4Addr, port: &ServicePort, provider: Ipv4Addr, reply: bool) -> Match {
+    connection_in(
+        vip,
+        port,
+        provider,
+        if reply { ct::TRK | ct::RPL } else { ct::TRK },
+        ct::TRK | ct::RPL | ct::INV,
+    )
+}
+
+/// [`connection`] in a given `ct_state`.
+fn connection_in(
+    vip: Ipv4Addr,
     port: &ServicePort,
     provider: Ipv4Addr,
-    provider_mac: Option<[u8; 6]>,
-) -> Vec<Action> {
-    let mut actions = vec![
-        Action::set_field(Oxm::int(
-            FieldId::IPV4_DST,
-            u128::from(u32::from(provider)),
+    state: u32,
+    mask: u32,
+) -> Match {
+    Match::new()
+        .ct_state(state, Some(mask))
+        .ct_mark(u32::from(provider), None)
+        .with(Oxm::int(nxm::CT_NW_DST, u128::from(u32::from(vip)), None))
+        .with(Oxm::int(
+            nxm::CT_NW_PROTO,
+            u128::from(port.protocol.ip_proto()),
             None,
-        )),
-        Action::set_field(port_oxm(port.protocol, true, port.prov_port)),
-    ];
-    if let Some(mac) = provider_mac {
-        actions.push(Action::set_field(Oxm::int(
-            FieldId::ETH_DST,
-            u128::from(u64::from_be_bytes([
-                0, 0, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
-            ])),
-            None,
-        )));
-    }
-    actions
+        ))
+        .with(Oxm::int(nxm::CT_TP_DST, u128::from(port.svc_port), None))
+        .eth_type(ETH_IPV4)
 }
 
-/// What one client's assignment needs, per service port: the DNAT flow in `dnat` (continuing
-/// in `dnat_next`) and the SNAT flow in `snat` (continuing in `snat_next`).
+/// Register 0: the provider a client's affinity entry names (table 2 loads it).
+///
+/// Session affinity (a spec with `affinity_timeout`): the balance flow of each port becomes an
+/// affinity lookup (`reg1=0/0x1` → mark looked up, `resubmit(,2)`, `resubmit(,3)`); back in
+/// table 3, a client whose entry names a current provider is committed to it (per provider,
+/// `MATCH`), any other goes through the group ([`priority::SERVICE_REBALANCE`]); the first
+/// packet of every connection then records (or refreshes) the client's entry in table 2 with a
+/// `learn` in a flow above the forward flow ([`priority::SERVICE_LEARN`]). (Open vSwitch does
+/// not run a `learn` inside a select group's bucket, hence the separate flow.)
+pub const AFFINITY_PROVIDER: FieldId = nxm::reg(0);
+/// Register 1, bit 0: the affinity table was consulted for this packet.
+pub const AFFINITY_LOOKED_UP: FieldId = nxm::reg(1);
+
+/// Commit a new connection to `provider` (DNAT to its port, `ct_mark` = its address) and come
+/// back to `dnat`.
+fn commit(dnat: Table, port: &ServicePort, provider: Ipv4Addr) -> Action {
+    Action::Ct(Ct {
+        flags: CT_COMMIT,
+        zone: zone(),
+        recirc_table: dnat.id(),
+        alg: 0,
+        actions: vec![
+            Action::Nat(Nat {
+                flags: NAT_DST,
+                range: NatRange {
+                    ipv4_min: Some(provider),
+                    proto_min: Some(port.prov_port),
+                    ..NatRange::default()
+                },
+            }),
+            Action::set_field(Oxm::int(
+                nxm::CT_MARK,
+                u128::from(u32::from(provider)),
+                None,
+            )),
+        ],
+    })
+}
+
+fn imm(value: u32, n_bits: u16) -> LearnSrc {
+    let bytes = value.to_be_bytes();
+    let len = 2 * usize::from(n_bits.div_ceil(16));
+    LearnSrc::Imm(bytes::Bytes::copy_from_slice(&bytes[4 - len..]))
+}
+
+fn learn_match(field: FieldId, ofs: u16, n_bits: u16, src: LearnSrc) -> LearnSpec {
+    LearnSpec {
+        n_bits,
+        src,
+        dst: LearnDst::Match {
+            field: NxmHeader::of(field),
+            ofs,
+        },
+    }
+}
+
+fn from_packet(field: FieldId, ofs: u16, n_bits: u16) -> LearnSpec {
+    learn_match(
+        field,
+        ofs,
+        n_bits,
+        LearnSrc::Field {
+            field: NxmHeader::of(field),
+            ofs,
+        },
+    )
+}
+
+/// The affinity entry a bucket learns into table `affinity`: this client (in its VRF), to this
+/// VIP port, loads `provider` into [`AFFINITY_PROVIDER`]; it goes after `timeout` idle seconds.
+fn learn_affinity(
+    affinity: u8,
+    vip: Ipv4Addr,
+    port: &ServicePort,
+    provider: Ipv4Addr,
+    timeout: u16,
+) -> Action {
+    let tp_dst = match port.protocol {
+        ServiceProtocol::Tcp => FieldId::TCP_DST,
+        ServiceProtocol::Udp => FieldId::UDP_DST,
+    };
+    Action::Learn(Learn {
+        idle_timeout: timeout,
+        priority: priority::MATCH,
+        table_id: affinity,
+        specs: vec![
+            learn_match(FieldId::ETH_TYPE, 0, 16, imm(u32::from(ETH_IPV4), 16)),
+            learn_match(
+                FieldId::IP_PROTO,
+                0,
+                8,
+                imm(u32::from(port.protocol.ip_proto()), 8),
+            ),
+            from_packet(FieldId::IPV4_SRC, 0, 32),
+            learn_match(FieldId::IPV4_DST, 0, 32, imm(u32::from(vip), 32)),
+            learn_match(tp_dst, 0, 16, imm(u32::from(port.svc_port), 16)),
+            from_packet(FieldId::METADATA, 32, 8),
+            LearnSpec {
+                n_bits: 32,
+                src: imm(u32::from(provider), 32),
+                dst: LearnDst::Load {
+                    field: NxmHeader::of(AFFINITY_PROVIDER),
+                    ofs: 0,
+                },
+            },
+        ],
+        ..Learn::default()
+    })
+}
+
+/// The bucket that sends a new connection to `provider`.
+pub fn bucket(dnat: Table, port: &ServicePort, provider: Ipv4Addr) -> Bucket {
+    Bucket {
+        weight: 1,
+        ..Bucket::new(vec![commit(dnat, port, provider)])
+    }
+}
+
+/// One service's flows and groups: its spec, its group block, and its providers with their MAC
+/// when the endpoint DB knows it.
 #[derive(Debug, Clone, Copy)]
-pub struct ClientFlows<'a> {
+pub struct ServiceFlows<'a> {
     pub name: &'a str,
     pub spec: &'a ServiceSpec,
-    pub client: Ipv4Addr,
-    pub assignment: &'a Assignment,
-    pub provider_mac: Option<[u8; 6]>,
+    pub index: u32,
+    pub providers: &'a [(Ipv4Addr, Option<[u8; 6]>)],
+    /// The session affinity table, when the pipeline has one.
+    pub affinity_table: Option<u8>,
 }
 
-impl ClientFlows<'_> {
+impl ServiceFlows<'_> {
+    /// The flows and groups (see the module documentation); `dnat_next` and `snat_next` are
+    /// where the forward and reply flows continue.
     pub fn build(
         &self,
         dnat: Table,
         dnat_next: u8,
         snat: Table,
         snat_next: u8,
-    ) -> Result<Vec<Flow>, PipelineError> {
+    ) -> Result<(Vec<Flow>, Vec<Group>), PipelineError> {
         let object = object_of(self.name);
-        let provider = self.assignment.provider;
-        let mut out = Vec::with_capacity(self.spec.ports.len() * 2);
-        for port in &self.spec.ports {
-            let proto = port.protocol;
-            let to_provider = Match::new()
+        let vip = self.spec.vip;
+        let mut flows = Vec::new();
+        let mut groups = Vec::new();
+        for (i, port) in self.spec.ports.iter().enumerate() {
+            let new_conn = Match::new()
+                .ct_state(ct::NEW | ct::TRK, Some(ct::NEW | ct::TRK))
                 .eth_type(ETH_IPV4)
-                .ipv4_src(self.client, None)
-                .ipv4_dst(self.spec.vip, None)
-                .ip_proto(proto.ip_proto())
-                .with(port_oxm(proto, true, port.svc_port));
-            out.push(
-                dnat.flow(
-                    priority::MATCH,
-                    to_provider,
-                    vec![
-                        Instruction::ApplyActions(dnat_actions(port, provider, self.provider_mac)),
-                        Instruction::GotoTable(dnat_next),
-                    ],
-                )?
-                .owned_by(category::SERVICE, object),
-            );
-            let to_client = Match::new()
-                .eth_type(ETH_IPV4)
-                .ipv4_src(provider, None)
-                .ipv4_dst(self.client, None)
-                .ip_proto(proto.ip_proto())
-                .with(port_oxm(proto, false, port.prov_port));
-            let back = vec![
-                Action::set_field(Oxm::int(
-                    FieldId::IPV4_SRC,
-                    u128::from(u32::from(self.spec.vip)),
-                    None,
-                )),
-                Action::set_field(port_oxm(proto, false, port.svc_port)),
-            ];
-            out.push(
-                snat.flow(
-                    priority::MATCH,
-                    to_client,
-                    vec![
-                        Instruction::ApplyActions(back),
-                        Instruction::GotoTable(snat_next),
-                    ],
-                )?
-                .owned_by(category::SERVICE, object),
+                .ipv4_dst(vip, None)
+                .ip_proto(port.protocol.ip_proto())
+                .with(port_oxm(port.protocol, port.svc_port));
+            if self.providers.is_empty() {
+                let up = Action::Output {
+                    port: OFPP_CONTROLLER.into(),
+                    max_len: NO_BUFFER,
+                };
+                flows.push(
+                    dnat.flow(
+                        priority::MATCH,
+                        new_conn,
+                        vec![Instruction::ApplyActions(vec![up])],
+                    )?
+                    .owned_by(category::SERVICE, REJECT_COOKIE_OBJECT),
+                );
+                continue;
+            }
+            let gid = group_id(self.index, i);
+            let affinity = self
+                .spec
+                .affinity_timeout
+                .zip(self.affinity_table)
+                .map(|(t, a)| (a, t));
+            groups.push(Group {
+                id: gid,
+                group_type: GroupType::Select,
+                buckets: self
+                    .providers
+                    .iter()
+                    .map(|(p, _)| bucket(dnat, port, *p))
+                    .collect(),
+            });
+            let to_group = vec![Instruction::ApplyActions(vec![Action::Group(gid)])];
+            match affinity {
+                None => flows.push(
+                    dnat.flow(priority::MATCH, new_conn, to_group)?
+                        .owned_by(category::SERVICE, object),
+                ),
+                Some((table, _)) => {
+                    // Look the client up in the affinity table, then come back: to its
+                    // recorded provider if it is still one, else through the group (which
+                    // records the new choice).
+                    let looked_up = |v: u32| Oxm::int(AFFINITY_LOOKED_UP, u128::from(v), Some(1));
+                    let lookup = vec![
+                        Action::RegLoad {
+                            dst: Subfield {
+                                field: NxmHeader::of(AFFINITY_LOOKED_UP),
+                                ofs: 0,
+                                n_bits: 1,
+                            },
+                            value: 1,
+                        },
+                        Action::Resubmit {
+                            in_port: OFPP_IN_PORT as u16,
+                            table: Some(table),
+                            ct: false,
+                        },
+                        Action::Resubmit {
+                            in_port: OFPP_IN_PORT as u16,
+                            table: Some(dnat.id()),
+                            ct: false,
+                        },
+                    ];
+                    flows.push(
+                        dnat.flow(
+                            priority::MATCH,
+                            new_conn.clone().with(looked_up(0)),
+                            vec![Instruction::ApplyActions(lookup)],
+                        )?
+                        .owned_by(category::SERVICE, object),
+                    );
+                    flows.push(
+                        dnat.flow(
+                            priority::SERVICE_REBALANCE,
+                            new_conn.clone().with(looked_up(1)),
+                            to_group,
+                        )?
+                        .owned_by(category::SERVICE, object),
+                    );
+                    for (p, _) in self.providers {
+                        let m = new_conn.clone().with(looked_up(1)).with(Oxm::int(
+                            AFFINITY_PROVIDER,
+                            u128::from(u32::from(*p)),
+                            None,
+                        ));
+                        flows.push(
+                            dnat.flow(
+                                priority::MATCH,
+                                m,
+                                vec![Instruction::ApplyActions(vec![commit(dnat, port, *p)])],
+                            )?
+                            .owned_by(category::SERVICE, object),
+                        );
+                    }
+                }
+            }
+            for (p, mac) in self.providers {
+                let mut to_provider = Vec::new();
+                if let Some(mac) = mac {
+                    to_provider.push(Instruction::ApplyActions(vec![Action::set_field(
+                        Oxm::new(FieldId::ETH_DST, mac, None),
+                    )]));
+                }
+                to_provider.push(Instruction::GotoTable(dnat_next));
+                if let Some((table, timeout)) = affinity {
+                    // The first packet of a connection records the client's choice.
+                    let mut first = vec![learn_affinity(table, vip, port, *p, timeout)];
+                    if let Some(mac) = mac {
+                        first.push(Action::set_field(Oxm::new(FieldId::ETH_DST, mac, None)));
+                    }
+                    flows.push(
+                        dnat.flow(
+                            priority::SERVICE_LEARN,
+                            connection_in(
+                                vip,
+                                port,
+                                *p,
+                                ct::NEW | ct::TRK,
+                                ct::NEW | ct::TRK | ct::RPL | ct::INV,
+                            ),
+                            vec![
+                                Instruction::ApplyActions(first),
+                                Instruction::GotoTable(dnat_next),
+                            ],
+                        )?
+                        .owned_by(category::SERVICE, object),
+                    );
+                }
+                flows.push(
+                    dnat.flow(
+                        priority::MATCH,
+                        connection(vip, port, *p, false),
+                        to_provider,
+                    )?
+                    .owned_by(category::SERVICE, object),
+                );
+                flows.push(
+                    snat.flow(
+                        priority::MATCH,
+                        connection(vip, port, *p, true),
+                        vec![Instruction::GotoTable(snat_next)],
+                    )?
+                    .owned_by(category::SERVICE, object),
+                );
+            }
+        }
+        let stale = Match::new()
+            .ct_state(ct::TRK, Some(ct::TRK | ct::RPL | ct::INV))
+            .with(Oxm::int(nxm::CT_NW_DST, u128::from(u32::from(vip)), None))
+            .eth_type(ETH_IPV4);
+        let to_vip = Match::new()
+            .ct_state(ct::TRK, Some(ct::TRK))
+            .eth_type(ETH_IPV4)
+            .ipv4_dst(vip, None);
+        for m in [stale, to_vip] {
+            flows.push(
+                dnat.flow(priority::SERVICE_DROP, m, Vec::new())?
+                    .owned_by(category::SERVICE, object),
             );
         }
-        Ok(out)
+        Ok((flows, groups))
     }
-}
-
-/// The packet-out actions re-injecting a client's first packet to `port` of the service: the
-/// DNAT rewrite, then the pipeline from table 0 (see the module documentation).
-pub fn reinject_actions(
-    port: &ServicePort,
-    provider: Ipv4Addr,
-    provider_mac: Option<[u8; 6]>,
-) -> Vec<Action> {
-    let mut actions = dnat_actions(port, provider, provider_mac);
-    actions.push(Action::output(OFPP_TABLE));
-    actions
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::web_spec as spec;
     use crate::pipeline::{VLAN_PIPELINE, VXLAN_PIPELINE, id};
     use crate::text;
 
-    use crate::fixtures::web_spec as spec;
+    const P1: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 11);
 
     #[test]
-    fn watch_flows_one_per_protocol() {
-        let t = VLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap();
-        let mut s = spec();
-        s.ports.push(ServicePort {
-            protocol: ServiceProtocol::Tcp,
-            svc_port: 443,
-            prov_port: 8443,
-        });
-        let lines: Vec<String> = watch(t, "web", &s)
-            .unwrap()
-            .iter()
-            .map(text::flow)
-            .collect();
-        assert_eq!(
-            lines,
-            vec![
-                "table=3, priority=10,tcp,nw_dst=10.254.0.10 actions=CONTROLLER:65535",
-                "table=3, priority=10,udp,nw_dst=10.254.0.10 actions=CONTROLLER:65535",
-            ]
-        );
-    }
-
-    #[test]
-    fn client_flows_rewrite_both_ways_per_port() {
-        for p in [&VLAN_PIPELINE, &VXLAN_PIPELINE] {
-            let a = Assignment {
-                provider: Ipv4Addr::new(10, 1, 1, 11),
-                vrf: "t".into(),
-            };
-            let s = spec();
-            let c = ClientFlows {
-                name: "web",
-                spec: &s,
-                client: Ipv4Addr::new(10, 1, 1, 2),
-                assignment: &a,
-                provider_mac: Some([2, 2, 10, 1, 1, 11]),
-            };
-            let flows = c
-                .build(
-                    p.table(id::SERVICE_DNAT).unwrap(),
-                    id::DST_GROUP,
-                    p.table(id::SERVICE_SNAT).unwrap(),
-                    id::MAC_DEST,
-                )
-                .unwrap();
-            assert!(flows.iter().all(|f| f.category == category::SERVICE));
-            let lines: Vec<String> = flows.iter().map(text::flow).collect();
+    fn entry_flows_look_every_ipv4_packet_up_in_the_vrf_zone() {
+        for (t, n) in [(id::SERVICE_DNAT, 3), (id::SERVICE_SNAT, 6)] {
+            let f = conntrack_entry(VLAN_PIPELINE.table(t).unwrap()).unwrap();
             assert_eq!(
-                lines,
-                vec![
-                    "table=3, priority=100,tcp,nw_src=10.1.1.2,nw_dst=10.254.0.10,tp_dst=80 actions=set_field:10.1.1.11->ip_dst,set_field:8080->tcp_dst,set_field:02:02:0a:01:01:0b->eth_dst,goto_table:4",
-                    "table=6, priority=100,tcp,nw_src=10.1.1.11,nw_dst=10.1.1.2,tp_src=8080 actions=set_field:10.254.0.10->ip_src,set_field:80->tcp_src,goto_table:9",
-                    "table=3, priority=100,udp,nw_src=10.1.1.2,nw_dst=10.254.0.10,tp_dst=53 actions=set_field:10.1.1.11->ip_dst,set_field:5353->udp_dst,set_field:02:02:0a:01:01:0b->eth_dst,goto_table:4",
-                    "table=6, priority=100,udp,nw_src=10.1.1.11,nw_dst=10.1.1.2,tp_src=5353 actions=set_field:10.254.0.10->ip_src,set_field:53->udp_src,goto_table:9",
-                ],
-                "{}",
-                p.name
+                text::flow(&f),
+                format!(
+                    "table={n}, priority=200,ct_state=-trk,ip actions=ct(table={n},zone=OXM_OF_METADATA[32..47],nat)"
+                )
             );
         }
     }
 
     #[test]
-    fn unknown_provider_mac_leaves_eth_dst_alone_and_reinjection_ends_in_table() {
-        let port = spec().ports[0];
-        let actions = reinject_actions(&port, Ipv4Addr::new(10, 1, 1, 11), None);
-        assert_eq!(actions.len(), 3);
-        assert_eq!(actions.last(), Some(&Action::output(OFPP_TABLE)));
-        assert!(
-            !actions
-                .iter()
-                .any(|a| matches!(a, Action::SetField(o) if o.field == FieldId::ETH_DST))
+    fn one_group_per_port_forward_and_reply_flows_per_provider() {
+        for p in [&VLAN_PIPELINE, &VXLAN_PIPELINE] {
+            let s = spec();
+            let providers = [
+                (P1, Some([2, 2, 10, 1, 1, 11])),
+                (Ipv4Addr::new(10, 1, 1, 12), None),
+            ];
+            let (flows, groups) = ServiceFlows {
+                name: "web",
+                spec: &s,
+                index: 1,
+                providers: &providers,
+                affinity_table: Some(id::SERVICE_AFFINITY),
+            }
+            .build(
+                p.table(id::SERVICE_DNAT).unwrap(),
+                id::DST_GROUP,
+                p.table(id::SERVICE_SNAT).unwrap(),
+                id::MAC_DEST,
+            )
+            .unwrap();
+            assert!(flows.iter().all(|f| f.category == category::SERVICE));
+            let lines = text::flows(&flows);
+            assert_eq!(lines.len(), 2 + 2 * 2 * 2 + 2, "{lines:#?}");
+            assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,tcp,nw_dst=10.254.0.10,tp_dst=80 actions=group:1073742080".to_string()), "{lines:#?}");
+            assert!(lines.contains(&"table=3, priority=100,ct_state=-rpl-inv+trk,ct_mark=0xa01010b,ct_nw_dst=10.254.0.10,ct_nw_proto=6,ct_tp_dst=80,ip actions=set_field:02:02:0a:01:01:0b->eth_dst,goto_table:4".to_string()), "{lines:#?}");
+            assert!(lines.contains(&"table=3, priority=100,ct_state=-rpl-inv+trk,ct_mark=0xa01010c,ct_nw_dst=10.254.0.10,ct_nw_proto=17,ct_tp_dst=53,ip actions=goto_table:4".to_string()), "unknown MAC: eth_dst left alone: {lines:#?}");
+            assert!(lines.contains(&"table=6, priority=100,ct_state=+rpl-inv+trk,ct_mark=0xa01010b,ct_nw_dst=10.254.0.10,ct_nw_proto=6,ct_tp_dst=80,ip actions=goto_table:9".to_string()), "{lines:#?}");
+            assert!(lines.contains(&"table=3, priority=10,ct_state=-rpl-inv+trk,ct_nw_dst=10.254.0.10,ip actions=drop".to_string()), "{lines:#?}");
+            assert_eq!(groups.len(), 2);
+            assert_eq!(groups[1].id, group_id(1, 1));
+            assert_eq!(
+                text::group(&groups[0]),
+                "group_id=1073742080,type=select,bucket=weight:1,actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.11:8080),exec(set_field:0xa01010b->ct_mark)),bucket=weight:1,actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.12:8080),exec(set_field:0xa01010c->ct_mark))"
+            );
+        }
+    }
+
+    #[test]
+    fn a_port_without_providers_rejects_through_the_controller() {
+        let s = spec();
+        let (flows, groups) = ServiceFlows {
+            name: "web",
+            spec: &s,
+            index: 0,
+            providers: &[],
+            affinity_table: Some(id::SERVICE_AFFINITY),
+        }
+        .build(
+            VLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
+            id::DST_GROUP,
+            VLAN_PIPELINE.table(id::SERVICE_SNAT).unwrap(),
+            id::MAC_DEST,
+        )
+        .unwrap();
+        assert!(groups.is_empty());
+        let lines = text::flows(&flows);
+        assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,udp,nw_dst=10.254.0.10,tp_dst=53 actions=CONTROLLER:65535".to_string()), "{lines:#?}");
+        assert_eq!(lines.len(), 4, "{lines:#?}");
+    }
+
+    #[test]
+    fn with_affinity_new_connections_look_the_client_up_and_first_packets_learn() {
+        let mut s = spec();
+        s.ports.truncate(1);
+        s.affinity_timeout = Some(30);
+        let providers = [(P1, None)];
+        let (flows, groups) = ServiceFlows {
+            name: "web",
+            spec: &s,
+            index: 0,
+            providers: &providers,
+            affinity_table: Some(id::SERVICE_AFFINITY),
+        }
+        .build(
+            VLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
+            id::DST_GROUP,
+            VLAN_PIPELINE.table(id::SERVICE_SNAT).unwrap(),
+            id::MAC_DEST,
+        )
+        .unwrap();
+        let lines = text::flows(&flows);
+        for want in [
+            "table=3, priority=100,ct_state=+new+trk,tcp,reg1=0/0x1,nw_dst=10.254.0.10,tp_dst=80 actions=load:0x1->NXM_NX_REG1[0],resubmit(,2),resubmit(,3)",
+            "table=3, priority=100,ct_state=+new+trk,tcp,reg0=0xa01010b,reg1=0x1/0x1,nw_dst=10.254.0.10,tp_dst=80 actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.11:8080),exec(set_field:0xa01010b->ct_mark))",
+            "table=3, priority=50,ct_state=+new+trk,tcp,reg1=0x1/0x1,nw_dst=10.254.0.10,tp_dst=80 actions=group:1073741824",
+        ] {
+            assert!(lines.contains(&want.to_string()), "{want}\n{lines:#?}");
+        }
+        assert_eq!(
+            text::group(&groups[0]),
+            "group_id=1073741824,type=select,bucket=weight:1,actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.11:8080),exec(set_field:0xa01010b->ct_mark))"
         );
+        let learn = "table=3, priority=110,ct_state=+new-rpl-inv+trk,ct_mark=0xa01010b,ct_nw_dst=10.254.0.10,ct_nw_proto=6,ct_tp_dst=80,ip actions=learn(table=2,idle_timeout=30,priority=100,eth_type=0x800,nw_proto=6,NXM_OF_IP_SRC[],ip_dst=10.254.0.10,tcp_dst=80,OXM_OF_METADATA[32..39],load:0xa01010b->NXM_NX_REG0[]),goto_table:4";
+        assert!(lines.contains(&learn.to_string()), "{lines:#?}");
+    }
+
+    #[test]
+    fn group_ids_do_not_meet_flood_groups_or_each_other() {
+        assert!(group_id(0, 0) > crate::datapath::vxlan::flood_chunk_group(0x1fff, 255));
+        assert_ne!(group_id(1, 0), group_id(0, 1));
+        assert_eq!(group_id(2, 3), 0x4000_0203);
     }
 }

@@ -65,18 +65,13 @@ pub fn export(services: &Services) -> SvcProxyExport {
         let Some(spec) = svc.active_spec() else {
             continue;
         };
-        let mut prov_hdl: BTreeMap<String, ProviderClients> = svc
+        // Connections are balanced in the switch: no client is bound to a provider, so every
+        // provider's `ClientEPs` is empty.
+        let prov_hdl: BTreeMap<String, ProviderClients> = svc
             .providers
             .iter()
             .map(|p| (p.to_string(), ProviderClients::default()))
             .collect();
-        for (client, a) in &svc.clients {
-            prov_hdl
-                .entry(a.provider.to_string())
-                .or_default()
-                .client_eps
-                .insert(client.to_string(), true);
-        }
         out.oper_state.insert(
             spec.vip.to_string(),
             OperState {
@@ -100,6 +95,7 @@ mod tests {
         s.set_spec(
             "web",
             ServiceSpec {
+                affinity_timeout: None,
                 vip: Ipv4Addr::new(10, 254, 0, 10),
                 ports: vec![ServicePort {
                     protocol: ServiceProtocol::Udp,
@@ -111,7 +107,6 @@ mod tests {
         .unwrap();
         s.set_providers("web", [Ipv4Addr::new(10, 1, 1, 11)]);
         s.set_providers("later", [Ipv4Addr::new(10, 1, 1, 12)]);
-        s.assign("web", Ipv4Addr::new(10, 1, 1, 2), "t");
         let v = serde_json::to_value(export(&s)).unwrap();
         assert_eq!(
             v,
@@ -124,7 +119,7 @@ mod tests {
                 },
                 "OperState": {"10.254.0.10": {
                     "Ports": [{"Protocol": "UDP", "SvcPort": 53, "ProvPort": 5353}],
-                    "ProvHdl": {"10.1.1.11": {"ClientEPs": {"10.1.1.2": true}}}
+                    "ProvHdl": {"10.1.1.11": {"ClientEPs": {}}}
                 }},
                 "EpStats": {}
             })

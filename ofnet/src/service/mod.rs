@@ -1,34 +1,27 @@
-//! Service load balancing (the reference's service proxy): state and the rules that change it.
+//! Service load balancing in the switch: state, and the rules that change it.
 //!
-//! A service is a name, a virtual IP (VIP) with ports, and a list of provider addresses; the
-//! spec and the providers arrive separately and in any order, and both are remembered. A
-//! service with both is *active*: its VIP is watched (table 3 sends the first packet of every
-//! client to the controller) and answered by the ARP proxy. On such a packet the agent picks the
-//! provider with the fewest clients ([`balancer`]) and records the *assignment* client →
-//! provider; the assignment's DNAT and SNAT flows ([`flows`]) are a function of it, so they
-//! follow the same owner/desired-state path as every other ofnet flow. Affinity is per client
-//! address: an assignment lasts until its provider leaves the list, the service goes, or the
-//! client endpoint goes ([`Services::prune`]), and survives an agent restart ([`adopt`]).
+//! A service is a name, a virtual IP (VIP) with ports, and a set of provider addresses; the
+//! spec and the providers arrive separately and in any order, and both are remembered. Every
+//! *new connection* to a VIP port is balanced by the switch itself: an OpenFlow `select` group
+//! per service port (one bucket per provider, hashed over the connection's 5-tuple) commits it
+//! to conntrack with a destination NAT to the chosen provider ([`flows`]); every later packet
+//! of the connection, and every reply, is translated by conntrack. No packet of a service goes
+//! to the controller, and no flow exists per client: the flows of a service are a function of
+//! its spec and providers only.
 //!
 //! Contract: this module holds plain values; it never talks to a switch. [`Services`] lives in
 //! the agent's settings, so a refused update rolls it back with the rest.
 //!
-//! - [`balancer`]: the provider choice.
-//! - [`adopt`]: assignments read back from the switch's DNAT flows when a restarted agent
-//!   connects, so clients keep their providers across an agent restart.
-//! - [`flows`]: watch, DNAT and SNAT flows, and the re-injection of a first packet.
-//! - [`packet`]: what the agent reads from a punted packet.
+//! - [`flows`]: the conntrack entry flows, the per-service groups and flows.
 //! - [`stats`]: the `/svcstats` shape, filled from flow statistics.
 //! - [`inspect`]: the `SvcProxy` part of the agent export.
+//! - [`reject`]: the TCP reset or ICMP unreachable answering a service port without providers.
 
-pub mod adopt;
-pub mod balancer;
 pub mod flows;
 pub mod inspect;
-pub mod packet;
+pub mod reject;
 pub mod stats;
 
-use crate::epdb::EndpointTable;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -87,6 +80,15 @@ pub struct ServiceSpec {
     pub vip: Ipv4Addr,
     #[serde(rename = "Ports")]
     pub ports: Vec<ServicePort>,
+    /// Session affinity by client address (Kubernetes `sessionAffinity: ClientIP`): a client's
+    /// new connections to a port go to the provider its previous one went to, until it has
+    /// made no new connection for this many seconds. `None`: every connection is balanced.
+    #[serde(
+        rename = "SessionAffinityTimeout",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub affinity_timeout: Option<u16>,
 }
 
 impl ServiceSpec {
@@ -129,6 +131,10 @@ pub enum ServiceError {
         protocol: ServiceProtocol,
         svc_port: u16,
     },
+    #[error("service {service}: a session affinity timeout of 0 seconds would never hold")]
+    ZeroAffinityTimeout { service: String },
+    #[error("service {service}: {ports} ports, at most 256 are supported")]
+    TooManyPorts { service: String, ports: usize },
     #[error("service {service}: port {protocol:?}/{svc_port}: port 0 is not a port")]
     ZeroPort {
         service: String,
@@ -137,48 +143,35 @@ pub enum ServiceError {
     },
 }
 
-/// Which provider serves a client, and in which VRF the client (and so the provider, for its
-/// MAC) is looked up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Assignment {
-    pub provider: Ipv4Addr,
-    pub vrf: String,
-}
+/// Most ports one service may have: each port is one group, numbered inside the service's
+/// block of group ids.
+pub const MAX_PORTS: usize = 256;
 
-/// One service: what is known of it so far, and its clients.
+/// One service: what is known of it so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Service {
     pub spec: Option<ServiceSpec>,
     pub providers: BTreeSet<Ipv4Addr>,
-    /// By client address.
-    pub clients: BTreeMap<Ipv4Addr, Assignment>,
+    /// The service's block of group ids (see [`flows::group_id`]), given when the service is
+    /// first seen and kept until it is removed.
+    pub index: u32,
 }
 
 impl Service {
-    /// The spec, when the service has providers too (then its VIP is watched and answered).
+    /// The spec, when the service has one: its VIP is then answered and balanced (or rejected
+    /// when it has no provider).
     pub fn active_spec(&self) -> Option<&ServiceSpec> {
-        self.spec.as_ref().filter(|_| !self.providers.is_empty())
+        self.spec.as_ref()
     }
 
-    /// Clients per provider (every provider listed, with 0 when it has none).
-    pub fn load(&self) -> BTreeMap<Ipv4Addr, usize> {
-        let mut load: BTreeMap<Ipv4Addr, usize> = self.providers.iter().map(|p| (*p, 0)).collect();
-        for a in self.clients.values() {
-            if let Some(n) = load.get_mut(&a.provider) {
-                *n += 1;
-            }
-        }
-        load
-    }
-
-    /// Drop assignments the current spec and providers no longer allow.
-    fn drop_stale_clients(&mut self) {
-        if self.active_spec().is_none() {
-            self.clients.clear();
-            return;
-        }
-        let providers = &self.providers;
-        self.clients.retain(|_, a| providers.contains(&a.provider));
+    /// The providers the groups balance over: every provider but the VIP itself (its traffic
+    /// would be the VIP's again).
+    pub fn usable_providers(&self) -> impl Iterator<Item = Ipv4Addr> + '_ {
+        let vip = self.spec.as_ref().map(|s| s.vip);
+        self.providers
+            .iter()
+            .copied()
+            .filter(move |p| Some(*p) != vip)
     }
 }
 
@@ -201,20 +194,41 @@ impl Services {
         self.by_name.is_empty()
     }
 
-    /// The active service whose VIP is `vip`.
+    /// Whether any service has a spec (then the conntrack entry flows are needed).
+    pub fn any_active(&self) -> bool {
+        self.by_name.values().any(|s| s.spec.is_some())
+    }
+
+    /// The service whose VIP is `vip`.
     pub fn by_vip(&self, vip: Ipv4Addr) -> Option<(&String, &Service)> {
         self.by_name
             .iter()
             .find(|(_, s)| s.active_spec().is_some_and(|spec| spec.vip == vip))
     }
 
-    /// Whether `ip` is the VIP of an active service (the ARP proxy answers for it).
+    /// Whether `ip` is the VIP of a service (the ARP proxy answers for it).
     pub fn is_vip(&self, ip: Ipv4Addr) -> bool {
         self.by_vip(ip).is_some()
     }
 
-    /// Add or replace a service's spec. Clients keep their providers; their flows follow the
-    /// new ports. Refused: a VIP another service has, a port listed twice, port 0.
+    /// The service `name`, created with the lowest free group block when new.
+    fn entry(&mut self, name: &str) -> &mut Service {
+        if !self.by_name.contains_key(name) {
+            let used: BTreeSet<u32> = self.by_name.values().map(|s| s.index).collect();
+            let index = (0..).find(|i| !used.contains(i)).unwrap_or_default();
+            self.by_name.insert(
+                name.to_string(),
+                Service {
+                    index,
+                    ..Service::default()
+                },
+            );
+        }
+        self.by_name.entry(name.to_string()).or_default()
+    }
+
+    /// Add or replace a service's spec; connections already open keep their provider.
+    /// Refused: a VIP another service has, a port listed twice, port 0, too many ports.
     pub fn set_spec(&mut self, name: &str, spec: ServiceSpec) -> Result<(), ServiceError> {
         if let Some((other, _)) = self
             .by_name
@@ -225,6 +239,17 @@ impl Services {
                 service: name.to_string(),
                 vip: spec.vip,
                 other: other.clone(),
+            });
+        }
+        if spec.affinity_timeout == Some(0) {
+            return Err(ServiceError::ZeroAffinityTimeout {
+                service: name.to_string(),
+            });
+        }
+        if spec.ports.len() > MAX_PORTS {
+            return Err(ServiceError::TooManyPorts {
+                service: name.to_string(),
+                ports: spec.ports.len(),
             });
         }
         let mut seen = BTreeSet::new();
@@ -244,74 +269,28 @@ impl Services {
                 });
             }
         }
-        let s = self.by_name.entry(name.to_string()).or_default();
-        s.spec = Some(spec);
-        s.drop_stale_clients();
+        self.entry(name).spec = Some(spec);
         Ok(())
     }
 
-    /// Set a service's providers (the spec may come later). Clients of a provider that left
-    /// lose their assignment and are balanced again on their next packet.
+    /// Set a service's providers (the spec may come later). A provider that left gets no new
+    /// connection, and the ones it had end (their packets are dropped); the others' connections
+    /// are untouched.
     pub fn set_providers(&mut self, name: &str, providers: impl IntoIterator<Item = Ipv4Addr>) {
-        let s = self.by_name.entry(name.to_string()).or_default();
-        s.providers = providers.into_iter().collect();
-        s.drop_stale_clients();
+        let providers: BTreeSet<Ipv4Addr> = providers.into_iter().collect();
+        if providers.is_empty() && !self.by_name.contains_key(name) {
+            return;
+        }
+        let s = self.entry(name);
+        s.providers = providers;
         if s.spec.is_none() && s.providers.is_empty() {
             self.by_name.remove(name);
         }
     }
 
-    /// Forget a service: spec, providers and clients. Unknown names are fine (`false`).
+    /// Forget a service: spec and providers. Unknown names are fine (`false`).
     pub fn remove(&mut self, name: &str) -> bool {
         self.by_name.remove(name).is_some()
-    }
-
-    /// Give `client` (in `vrf`) a provider of service `name` unless it has one; returns the
-    /// provider, or `None` when the service is not active.
-    pub fn assign(&mut self, name: &str, client: Ipv4Addr, vrf: &str) -> Option<Ipv4Addr> {
-        let s = self.by_name.get_mut(name)?;
-        s.active_spec()?;
-        if let Some(a) = s.clients.get(&client) {
-            return Some(a.provider);
-        }
-        let vip = s.spec.as_ref().map(|x| x.vip);
-        let provider = balancer::fewest_clients(&s.load(), vip)?;
-        s.clients.insert(
-            client,
-            Assignment {
-                provider,
-                vrf: vrf.to_string(),
-            },
-        );
-        Some(provider)
-    }
-
-    /// Record an assignment found on the switch ([`adopt::adoptable`]) unless the service is
-    /// not active, the provider is not one of its providers, or the client has one already;
-    /// returns whether it was recorded. It then counts for the balancer like any other.
-    pub fn adopt(&mut self, name: &str, client: Ipv4Addr, assignment: Assignment) -> bool {
-        let Some(s) = self.by_name.get_mut(name) else {
-            return false;
-        };
-        if s.active_spec().is_none()
-            || !s.providers.contains(&assignment.provider)
-            || s.clients.contains_key(&client)
-        {
-            return false;
-        }
-        s.clients.insert(client, assignment);
-        true
-    }
-
-    /// Drop the assignments of clients that are no longer local endpoints here.
-    pub fn prune(&mut self, endpoints: &EndpointTable) {
-        for s in self.by_name.values_mut() {
-            s.clients.retain(|client, a| {
-                endpoints
-                    .find((*client).into(), &a.vrf)
-                    .is_some_and(|e| e.is_local())
-            });
-        }
     }
 }
 
@@ -322,12 +301,10 @@ mod tests {
     const VIP: Ipv4Addr = Ipv4Addr::new(10, 254, 0, 10);
     const P1: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 11);
     const P2: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 12);
-    const C1: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 2);
-    const C2: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 3);
-    const C3: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 4);
 
     fn spec() -> ServiceSpec {
         ServiceSpec {
+            affinity_timeout: None,
             vip: VIP,
             ports: vec![ServicePort {
                 protocol: ServiceProtocol::Tcp,
@@ -342,43 +319,56 @@ mod tests {
         let mut s = Services::default();
         s.set_providers("web", [P1]);
         assert!(!s.is_vip(VIP));
-        assert_eq!(s.assign("web", C1, "t"), None, "no spec yet");
+        assert!(!s.any_active());
         s.set_spec("web", spec()).unwrap();
         assert!(s.is_vip(VIP));
-        assert_eq!(s.assign("web", C1, "t"), Some(P1));
+        assert_eq!(
+            s.get("web").unwrap().usable_providers().collect::<Vec<_>>(),
+            vec![P1]
+        );
     }
 
     #[test]
-    fn clients_spread_over_providers_and_stick() {
+    fn a_service_without_providers_keeps_its_vip_and_the_vip_is_never_a_provider() {
         let mut s = Services::default();
         s.set_spec("web", spec()).unwrap();
-        s.set_providers("web", [P1, P2]);
-        let a = s.assign("web", C1, "t").unwrap();
-        let b = s.assign("web", C2, "t").unwrap();
-        assert_ne!(a, b, "second client goes to the other provider");
-        assert_eq!(s.assign("web", C1, "t"), Some(a), "affinity per client");
-        // Removing C1's provider drops C1 only; it is balanced again on its next packet.
-        let keep = if a == P1 { P2 } else { P1 };
-        s.set_providers("web", [keep]);
-        let svc = s.get("web").unwrap();
-        assert!(!svc.clients.contains_key(&C1));
-        assert_eq!(svc.clients.get(&C2).map(|x| x.provider), Some(keep));
-        assert_eq!(s.assign("web", C1, "t"), Some(keep));
-        assert_eq!(s.assign("web", C3, "t"), Some(keep));
-    }
-
-    #[test]
-    fn no_providers_or_no_spec_means_no_clients() {
-        let mut s = Services::default();
-        s.set_spec("web", spec()).unwrap();
-        s.set_providers("web", [P1]);
-        s.assign("web", C1, "t");
+        s.set_providers("web", [P1, VIP]);
+        assert_eq!(
+            s.get("web").unwrap().usable_providers().collect::<Vec<_>>(),
+            vec![P1]
+        );
         s.set_providers("web", []);
-        assert!(s.get("web").unwrap().clients.is_empty());
-        assert!(!s.is_vip(VIP), "no providers: VIP not watched nor answered");
+        assert!(
+            s.is_vip(VIP),
+            "no providers: the VIP is still answered (and rejects)"
+        );
         assert!(s.remove("web"));
         assert!(!s.remove("web"), "unknown name: nothing to do");
-        assert!(s.is_empty());
+        s.set_providers("gone", []);
+        assert!(
+            s.is_empty(),
+            "no providers for an unknown service: nothing recorded"
+        );
+    }
+
+    #[test]
+    fn group_blocks_are_given_once_and_reused_after_removal() {
+        let mut s = Services::default();
+        s.set_spec("a", spec()).unwrap();
+        let mut other = spec();
+        other.vip = Ipv4Addr::new(10, 254, 0, 11);
+        s.set_spec("b", other.clone()).unwrap();
+        assert_eq!(
+            (s.get("a").unwrap().index, s.get("b").unwrap().index),
+            (0, 1)
+        );
+        s.set_providers("a", [P1, P2]);
+        assert_eq!(s.get("a").unwrap().index, 0, "kept across changes");
+        s.remove("a");
+        let mut third = spec();
+        third.vip = Ipv4Addr::new(10, 254, 0, 12);
+        s.set_spec("c", third).unwrap();
+        assert_eq!(s.get("c").unwrap().index, 0, "the freed block");
     }
 
     #[test]
@@ -400,6 +390,18 @@ mod tests {
         assert!(matches!(
             s.set_spec("web", zero),
             Err(ServiceError::ZeroPort { .. })
+        ));
+        let mut many = spec();
+        many.ports = (1..=257)
+            .map(|n| ServicePort {
+                protocol: ServiceProtocol::Tcp,
+                svc_port: n,
+                prov_port: n,
+            })
+            .collect();
+        assert!(matches!(
+            s.set_spec("web", many),
+            Err(ServiceError::TooManyPorts { ports: 257, .. })
         ));
         assert_eq!(s.get("web").unwrap().spec, Some(spec()));
         assert!(s.get("other").is_none());

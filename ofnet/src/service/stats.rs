@@ -1,20 +1,22 @@
 //! Service statistics in netplugin's `GET /svcstats` shape, filled from the flow statistics of
-//! tables 3 (DNAT: client → provider) and 6 (SNAT: provider → client) and the clients' port
-//! counters.
+//! the per-provider forward flows of table 3 (client → provider) and reply flows of table 6
+//! (provider → client), see [`super::flows`].
 //!
 //! Shape (reference field names): `{ "<client ip>": {EndpointIP, VrfName, PortStats,
 //! SvcStats: { "<vip>:<svc port>/<TCP|UDP>": {ServiceIP, ServiceVRF, Protocol, SvcPort,
 //! ProvPort, SvcStats, ProvStats: { "<provider ip>": {ProviderIP, ServiceIP, ServiceVrf,
 //! PacketsIn, BytesIn, PacketsOut, BytesOut} }}}}}`. Directions are the client's: `Out` is what
-//! the client sent (DNAT flow, port receive counters), `In` what it got (SNAT flow, port
-//! transmit counters). The reference keyed `SvcStats` by the VIP alone, so a service with two
-//! ports showed one; here every port has its own entry.
+//! the clients sent (forward flow), `In` what they got (reply flow). The reference keyed the
+//! top level by client address, as its balancing bound each client to one provider; connections
+//! are now balanced in the switch without any per-client state, so the top level is keyed by
+//! the service's VIP (`EndpointIP` is the VIP, `PortStats` zero) and sums all clients. The
+//! reference keyed `SvcStats` by the VIP alone, so a service with two ports showed one; here
+//! every port has its own entry.
 
 use super::{ServiceProtocol, Services};
-use crate::epdb::EndpointTable;
 use ofproto::matches::Match;
-use ofproto::multipart::{FlowStats, PortStats};
-use ofproto::oxm::FieldId;
+use ofproto::multipart::FlowStats;
+use ofproto::nxm;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
@@ -113,106 +115,74 @@ pub fn port_key(vip: Ipv4Addr, protocol: ServiceProtocol, svc_port: u16) -> Stri
     format!("{vip}:{svc_port}/{}", protocol.name())
 }
 
-/// (source, destination, IP protocol, transport port) of a flow match; the port is the
-/// destination port for DNAT flows and the source port for SNAT flows.
+/// (provider, VIP, IP protocol, service port) of a forward or reply flow's match.
 type FlowId = (Ipv4Addr, Ipv4Addr, u8, u16);
 
-fn flow_id(m: &Match, dst_port: bool) -> Option<FlowId> {
-    let src = m.get(FieldId::IPV4_SRC)?.ipv4()?;
-    let dst = m.get(FieldId::IPV4_DST)?.ipv4()?;
-    let proto = m.get(FieldId::IP_PROTO)?.value_u128() as u8;
-    let field = match (proto, dst_port) {
-        (6, true) => FieldId::TCP_DST,
-        (6, false) => FieldId::TCP_SRC,
-        (_, true) => FieldId::UDP_DST,
-        (_, false) => FieldId::UDP_SRC,
-    };
-    let port = m.get(field)?.value_u128() as u16;
-    Some((src, dst, proto, port))
+fn flow_id(m: &Match) -> Option<FlowId> {
+    let provider = Ipv4Addr::from(m.get(nxm::CT_MARK)?.value_u128() as u32);
+    let vip = Ipv4Addr::from(m.get(nxm::CT_NW_DST)?.value_u128() as u32);
+    let proto = m.get(nxm::CT_NW_PROTO)?.value_u128() as u8;
+    let port = m.get(nxm::CT_TP_DST)?.value_u128() as u16;
+    Some((provider, vip, proto, port))
 }
 
-fn counters(entries: &[FlowStats], dst_port: bool) -> HashMap<FlowId, (u64, u64)> {
+fn counters(entries: &[FlowStats]) -> HashMap<FlowId, (u64, u64)> {
     entries
         .iter()
-        .filter_map(|f| {
-            Some((
-                flow_id(&f.matching, dst_port)?,
-                (f.packet_count, f.byte_count),
-            ))
-        })
+        .filter_map(|f| Some((flow_id(&f.matching)?, (f.packet_count, f.byte_count))))
         .collect()
 }
 
-/// Fill the shape for every client assignment of `services`; `dnat` and `snat` are the flow
-/// statistics of tables 3 and 6, `ports` the port counters (empty when no switch answered:
-/// every counter is then 0).
-pub fn collect(
-    services: &Services,
-    endpoints: &EndpointTable,
-    dnat: &[FlowStats],
-    snat: &[FlowStats],
-    ports: &[PortStats],
-) -> ServiceStats {
-    let dnat = counters(dnat, true);
-    let snat = counters(snat, false);
+/// Fill the shape for every service of `services`, one entry per VIP summing all clients;
+/// `dnat` and `snat` are the flow statistics of tables 3 (forward flows: what clients sent to
+/// a provider) and 6 (reply flows: what a provider sent back), empty when no switch answered
+/// (every counter is then 0).
+pub fn collect(services: &Services, dnat: &[FlowStats], snat: &[FlowStats]) -> ServiceStats {
+    let dnat = counters(dnat);
+    let snat = counters(snat);
     let mut out = ServiceStats::default();
     for (_, svc) in services.iter() {
         let Some(spec) = svc.active_spec() else {
             continue;
         };
-        for (client, a) in &svc.clients {
-            let ep = out.0.entry(client.to_string()).or_insert_with(|| {
-                let port = endpoints
-                    .find((*client).into(), &a.vrf)
-                    .map(|e| e.port_no)
-                    .and_then(|p| ports.iter().find(|s| s.port_no == p));
-                EndpointServiceStats {
-                    endpoint_ip: client.to_string(),
-                    vrf_name: a.vrf.clone(),
-                    port_stats: port.map_or_else(DatapathStats::default, |s| DatapathStats {
-                        packets_out: s.counters[0],
-                        packets_in: s.counters[1],
-                        bytes_out: s.counters[2],
-                        bytes_in: s.counters[3],
-                    }),
-                    svc_stats: BTreeMap::new(),
-                }
+        let vip = spec.vip.to_string();
+        let ep = out
+            .0
+            .entry(vip.clone())
+            .or_insert_with(|| EndpointServiceStats {
+                endpoint_ip: vip.clone(),
+                ..EndpointServiceStats::default()
             });
-            for port in &spec.ports {
-                let proto = port.protocol.ip_proto();
-                let (po, bo) = dnat
-                    .get(&(*client, spec.vip, proto, port.svc_port))
-                    .copied()
-                    .unwrap_or_default();
-                let (pi, bi) = snat
-                    .get(&(a.provider, *client, proto, port.prov_port))
-                    .copied()
-                    .unwrap_or_default();
+        for port in &spec.ports {
+            let proto = port.protocol.ip_proto();
+            let entry = ep
+                .svc_stats
+                .entry(port_key(spec.vip, port.protocol, port.svc_port))
+                .or_insert_with(|| ClientServiceStats {
+                    service_ip: vip.clone(),
+                    protocol: port.protocol.name().to_string(),
+                    svc_port: port.svc_port.to_string(),
+                    prov_port: port.prov_port.to_string(),
+                    ..ClientServiceStats::default()
+                });
+            for provider in &svc.providers {
+                let id = (*provider, spec.vip, proto, port.svc_port);
+                let (po, bo) = dnat.get(&id).copied().unwrap_or_default();
+                let (pi, bi) = snat.get(&id).copied().unwrap_or_default();
                 let stats = DatapathStats {
                     packets_in: pi,
                     bytes_in: bi,
                     packets_out: po,
                     bytes_out: bo,
                 };
-                let entry = ep
-                    .svc_stats
-                    .entry(port_key(spec.vip, port.protocol, port.svc_port))
-                    .or_insert_with(|| ClientServiceStats {
-                        service_ip: spec.vip.to_string(),
-                        service_vrf: a.vrf.clone(),
-                        protocol: port.protocol.name().to_string(),
-                        svc_port: port.svc_port.to_string(),
-                        prov_port: port.prov_port.to_string(),
-                        ..ClientServiceStats::default()
-                    });
                 entry.svc_stats.add(&stats);
                 entry.prov_stats.insert(
-                    a.provider.to_string(),
+                    provider.to_string(),
                     ProviderStats {
-                        provider_ip: a.provider.to_string(),
-                        service_ip: spec.vip.to_string(),
-                        service_vrf: a.vrf.clone(),
+                        provider_ip: provider.to_string(),
+                        service_ip: vip.clone(),
                         stats,
+                        ..ProviderStats::default()
                     },
                 );
             }
@@ -225,12 +195,23 @@ pub fn collect(
 mod tests {
     use super::*;
 
-    use crate::fixtures::{VIP, endpoints, web_spec};
+    use crate::fixtures::{VIP, web_spec};
+    use crate::service::flows::ct;
+    use ofproto::oxm::Oxm;
 
-    const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 2);
     const PROVIDER: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 11);
 
-    fn flow(table_id: u8, m: Match, packets: u64) -> FlowStats {
+    fn flow(table_id: u8, reply: bool, packets: u64) -> FlowStats {
+        let m = Match::new()
+            .ct_state(
+                if reply { ct::TRK | ct::RPL } else { ct::TRK },
+                Some(ct::TRK | ct::RPL | ct::INV),
+            )
+            .ct_mark(u32::from(PROVIDER), None)
+            .with(Oxm::int(nxm::CT_NW_DST, u128::from(u32::from(VIP)), None))
+            .with(Oxm::int(nxm::CT_NW_PROTO, 6, None))
+            .with(Oxm::int(nxm::CT_TP_DST, 80, None))
+            .eth_type(0x0800);
         FlowStats {
             table_id,
             duration_sec: 0,
@@ -248,49 +229,12 @@ mod tests {
     }
 
     #[test]
-    fn dnat_counts_are_the_clients_out_snat_counts_its_in_per_port() {
-        let t = endpoints(2, &[(3, CLIENT)]);
+    fn forward_counts_are_out_reply_counts_are_in_per_provider_and_port() {
         let mut s = Services::default();
         s.set_spec("web", web_spec()).unwrap();
         s.set_providers("web", [PROVIDER]);
-        s.assign("web", CLIENT, "t1");
-        let dnat = vec![flow(
-            3,
-            Match::new()
-                .eth_type(0x0800)
-                .ipv4_src(CLIENT, None)
-                .ipv4_dst(VIP, None)
-                .ip_proto(6)
-                .tcp_dst(80),
-            5,
-        )];
-        let snat = vec![flow(
-            6,
-            Match::new()
-                .eth_type(0x0800)
-                .ipv4_src(PROVIDER, None)
-                .ipv4_dst(CLIENT, None)
-                .ip_proto(6)
-                .tcp_src(8080),
-            4,
-        )];
-        let ports = vec![PortStats {
-            port_no: 3,
-            counters: [7, 6, 700, 600, 0, 0, 0, 0, 0, 0, 0, 0],
-            duration_sec: 0,
-            duration_nsec: 0,
-        }];
-        let stats = collect(&s, &t, &dnat, &snat, &ports);
-        let ep = &stats.0["10.1.1.2"];
-        assert_eq!(
-            ep.port_stats,
-            DatapathStats {
-                packets_in: 6,
-                bytes_in: 600,
-                packets_out: 7,
-                bytes_out: 700
-            }
-        );
+        let stats = collect(&s, &[flow(3, false, 5)], &[flow(6, true, 4)]);
+        let ep = &stats.0["10.254.0.10"];
         let tcp = &ep.svc_stats["10.254.0.10:80/TCP"];
         let want = DatapathStats {
             packets_in: 4,
@@ -306,18 +250,13 @@ mod tests {
             "a port without traffic has zero counters"
         );
         let json = serde_json::to_value(&stats).unwrap();
-        let prov = &json["10.1.1.2"]["SvcStats"]["10.254.0.10:80/TCP"]["ProvStats"]["10.1.1.11"];
+        let prov = &json["10.254.0.10"]["SvcStats"]["10.254.0.10:80/TCP"]["ProvStats"]["10.1.1.11"];
         assert_eq!(
             prov,
             &serde_json::json!({"ProviderIP": "10.1.1.11", "ServiceIP": "10.254.0.10",
-                "ServiceVrf": "t1", "PacketsIn": 4, "BytesIn": 400, "PacketsOut": 5,
+                "ServiceVrf": "", "PacketsIn": 4, "BytesIn": 400, "PacketsOut": 5,
                 "BytesOut": 500})
         );
-        assert_eq!(
-            json["10.1.1.2"]["SvcStats"]["10.254.0.10:80/TCP"]["SvcPort"],
-            "80"
-        );
-
         let mut merged = ServiceStats::default();
         merged.merge(stats.clone());
         merged.merge(ServiceStats::default());

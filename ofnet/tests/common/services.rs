@@ -70,7 +70,7 @@ print("%.2f" % ((time.perf_counter() - start) * 1000))
 /// the peer closed it).
 const CONNECTION: &str = r#"
 import socket, sys
-s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)
 print(s.recv(100).decode(), flush=True)
 for line in sys.stdin:
     try:
@@ -79,6 +79,113 @@ for line in sys.stdin:
     except OSError as e:
         print("error: %s" % e, flush=True)
 "#;
+
+/// `count` new connections (TCP) or requests (UDP, each from a new socket) to
+/// `host:port`, `interval` seconds apart, each waiting at most `timeout` seconds; prints one
+/// line per attempt: its start (Unix time, seconds) and the answer, or `refused` (a TCP reset
+/// or an ICMP port unreachable), `timeout`, `closed`, `error`.
+const PROBE: &str = r#"
+import socket, sys, time
+proto, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+count, interval, timeout = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+for _ in range(count):
+    start = time.time()
+    try:
+        if proto == "tcp":
+            s = socket.create_connection((host, port), timeout=timeout)
+        else:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.settimeout(timeout)
+            s.connect((host, port))
+            s.send(b"hello")
+        answer = s.recv(100).decode() or "closed"
+        s.close()
+    except ConnectionRefusedError:
+        answer = "refused"
+    except socket.timeout:
+        answer = "timeout"
+    except OSError:
+        answer = "error"
+    print("%.3f %s" % (start, answer), flush=True)
+    if interval > 0:
+        time.sleep(interval)
+"#;
+
+/// A [`PROBE`] run in the background.
+pub struct Probe(Option<Child>);
+
+impl Probe {
+    /// Start `count` attempts from namespace `ns` to `VIP:port`, `interval` seconds apart.
+    pub fn start(ns: &str, proto: &str, port: u16, count: u32, interval: f64) -> Probe {
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, "python3", "-c", PROBE, proto, VIP])
+            .arg(port.to_string())
+            .arg(count.to_string())
+            .arg(interval.to_string())
+            .arg("1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Probe(Some(child))
+    }
+
+    /// Wait for the end; every attempt's (start, answer).
+    pub async fn finish(mut self) -> Vec<(f64, String)> {
+        let child = self.0.take().unwrap();
+        blocking(move || {
+            let out = child.wait_with_output().unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| {
+                    let (t, a) = l.split_once(' ')?;
+                    Some((t.parse().ok()?, a.to_string()))
+                })
+                .collect()
+        })
+        .await
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `count` attempts back to back from `ns` to `VIP:port`: how many each answer got.
+pub async fn tally(
+    ns: &str,
+    proto: &str,
+    port: u16,
+    count: u32,
+) -> std::collections::BTreeMap<String, u32> {
+    let mut out = std::collections::BTreeMap::new();
+    for (_, answer) in Probe::start(ns, proto, port, count, 0.0).finish().await {
+        *out.entry(answer).or_default() += 1;
+    }
+    out
+}
+
+/// Now, as Unix time in seconds (what [`PROBE`] prints).
+pub fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// The bridge's service groups (`type=select`) as `ovs-ofctl dump-groups` shows them.
+pub fn groups_on_bridge(ovs: &Ovs) -> Vec<String> {
+    ovs.dump_groups("br0")
+        .unwrap()
+        .into_iter()
+        .filter(|g| g.contains("type=select"))
+        .collect()
+}
 
 /// A provider's server (TCP 8080, UDP 5353), killed on drop.
 pub struct Server(Child);
@@ -260,6 +367,7 @@ pub async fn service_flows_of_agent(agent: &AgentHandle) -> Vec<String> {
 /// `80/tcp → 8080`, `53/udp → 5353` on the VIP.
 pub fn spec() -> ServiceSpec {
     ServiceSpec {
+        affinity_timeout: None,
         vip: VIP.parse().unwrap(),
         ports: vec![
             ServicePort {

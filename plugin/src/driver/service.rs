@@ -46,7 +46,14 @@ pub fn agent_service(state: &CfgServiceLbState) -> Result<(ServiceSpec, Vec<Ipv4
         .collect::<Result<Vec<_>>>()?;
     providers.sort();
     providers.dedup();
-    Ok((ServiceSpec { vip, ports }, providers))
+    Ok((
+        ServiceSpec {
+            vip,
+            ports,
+            affinity_timeout: None,
+        },
+        providers,
+    ))
 }
 
 /// `svcPort:provPort:protocol` (`80:8080:TCP`), as netmaster normalises it.
@@ -99,7 +106,7 @@ impl Driver {
         Ok(())
     }
 
-    /// `/svcstats`: both bridges' service counters, merged by client address.
+    /// `/svcstats`: both bridges' service counters, merged by service VIP.
     pub async fn service_stats(&self) -> Result<ServiceStats> {
         let mut all = ServiceStats::default();
         for kind in [BridgeKind::Vxlan, BridgeKind::Vlan] {

@@ -13,6 +13,8 @@
 //!   subset are left out (the datapath has one provider port per service port), with a note.
 //! - Providers: every IPv4 `subsets[].addresses[].ip` (not `notReadyAddresses`), sorted,
 //!   each once.
+//! - `sessionAffinity: ClientIP` becomes the spec's affinity timeout
+//!   (`sessionAffinityConfig.clientIP.timeoutSeconds`, default 10800 s).
 //! - Nothing here panics or fails on odd input: what cannot be used is skipped and named in
 //!   the notes the caller logs.
 
@@ -115,6 +117,43 @@ pub struct ServiceObjectSpec {
     pub cluster_ip: String,
     #[serde(default, deserialize_with = "nullable")]
     pub ports: Vec<ServiceObjectPort>,
+    /// `None` (default) or `ClientIP`.
+    #[serde(rename = "sessionAffinity", default, deserialize_with = "nullable")]
+    pub session_affinity: String,
+    #[serde(
+        rename = "sessionAffinityConfig",
+        default,
+        deserialize_with = "nullable"
+    )]
+    pub session_affinity_config: Value,
+}
+
+/// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds` (3 hours).
+pub const DEFAULT_AFFINITY_TIMEOUT: u16 = 10_800;
+
+/// The session affinity timeout of a Service: `Some` for `sessionAffinity: ClientIP` (its
+/// `timeoutSeconds`, default 3 h; above 65535 s, the most an OpenFlow idle timeout holds, cut
+/// with a note), `None` otherwise.
+fn affinity_timeout(spec: &ServiceObjectSpec, notes: &mut Vec<String>) -> Option<u16> {
+    if spec.session_affinity != "ClientIP" {
+        return None;
+    }
+    let secs = spec.session_affinity_config["clientIP"]["timeoutSeconds"].as_i64();
+    Some(match secs {
+        None => DEFAULT_AFFINITY_TIMEOUT,
+        Some(n) if n < 1 => {
+            notes.push(format!(
+                "sessionAffinity timeoutSeconds {n} is not a timeout; the default 10800 is used"
+            ));
+            DEFAULT_AFFINITY_TIMEOUT
+        }
+        Some(n) => u16::try_from(n).unwrap_or_else(|_| {
+            notes.push(format!(
+                "sessionAffinity timeoutSeconds {n} is more than the switch holds; 65535 is used"
+            ));
+            u16::MAX
+        }),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -360,7 +399,11 @@ pub fn desired(
         return None;
     }
     Some(AgentService {
-        spec: ServiceSpec { vip, ports },
+        spec: ServiceSpec {
+            vip,
+            ports,
+            affinity_timeout: affinity_timeout(spec, notes),
+        },
         providers,
     })
 }
@@ -488,6 +531,37 @@ mod tests {
         // Without Endpoints the service is there, with no providers.
         let got = desired(&svc, None, &mut notes).unwrap();
         assert!(got.providers.is_empty());
+    }
+
+    #[test]
+    fn client_ip_session_affinity_becomes_the_affinity_timeout() {
+        let with = |affinity: Value| {
+            let mut spec = json!({"clusterIP": "10.254.0.10", "ports": [{"port": 80}]});
+            if let (Some(o), Some(a)) = (spec.as_object_mut(), affinity.as_object()) {
+                o.extend(a.clone());
+            }
+            let svc =
+                service(json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": spec}));
+            let mut notes = Vec::new();
+            let got = desired(&svc, None, &mut notes).unwrap();
+            (got.spec.affinity_timeout, notes)
+        };
+        assert_eq!(with(json!({})).0, None);
+        assert_eq!(with(json!({"sessionAffinity": "None"})).0, None);
+        assert_eq!(
+            with(json!({"sessionAffinity": "ClientIP"})).0,
+            Some(DEFAULT_AFFINITY_TIMEOUT)
+        );
+        assert_eq!(
+            with(json!({"sessionAffinity": "ClientIP",
+                "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}}))
+            .0,
+            Some(60)
+        );
+        let (cut, notes) = with(json!({"sessionAffinity": "ClientIP",
+            "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 86400}}}));
+        assert_eq!(cut, Some(u16::MAX));
+        assert!(notes.iter().any(|n| n.contains("86400")), "{notes:?}");
     }
 
     #[test]

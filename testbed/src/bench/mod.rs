@@ -4,3 +4,4 @@
 pub mod flow_push;
 pub mod pod_setup;
 pub mod scale;
+pub mod services;

@@ -78,6 +78,18 @@ enum Bench {
         #[arg(long, default_value_t = 10_000)]
         groups: usize,
     },
+    /// Services balanced in the switch: connection set-up through a VIP against straight to
+    /// a provider (same run), connections/s, flows and memory for many services and clients.
+    Services {
+        #[arg(long, default_value_t = 500)]
+        connections: usize,
+        #[arg(long, default_value_t = 1_000)]
+        services: usize,
+        #[arg(long, default_value_t = 10)]
+        providers: usize,
+        #[arg(long, default_value_t = 10_000)]
+        clients: usize,
+    },
 }
 
 fn main() -> Result<()> {
@@ -114,6 +126,17 @@ fn main() -> Result<()> {
         }
         Command::Bench(Bench::PodSetup { pods }) => {
             let report = testbed::bench::pod_setup::run_bench(pods)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Command::Bench(Bench::Services {
+            connections,
+            services,
+            providers,
+            clients,
+        }) => {
+            let report =
+                testbed::bench::services::run_bench(connections, services, providers, clients)?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }
