@@ -69,3 +69,8 @@ pub fn endpoint_table(
     }
     t
 }
+
+/// [`endpoint_table`] on a VLAN network without VNI or originator.
+pub fn endpoints(vlan: u16, locals: &[(u32, Ipv4Addr)]) -> EndpointTable {
+    endpoint_table(vlan, 0, locals, None)
+}

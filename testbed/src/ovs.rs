@@ -232,6 +232,21 @@ impl Ovs {
         }
         if self.vswitchd.is_none() {
             self.start_vswitchd()?;
+            self.wait_bridges()?;
+        }
+        Ok(())
+    }
+
+    /// Wait until ovs-vswitchd has opened every bridge's management socket (it answers its
+    /// control socket before it has read the database and created the bridges).
+    fn wait_bridges(&self) -> Result<()> {
+        let bridges = self.vsctl(&["list-br"])?;
+        let deadline = std::time::Instant::now() + READY_TIMEOUT;
+        for br in bridges.lines().map(str::trim).filter(|b| !b.is_empty()) {
+            let sock = self.dir.path().join(format!("{br}.mgmt"));
+            while UnixStream::connect(&sock).is_err() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
         }
         Ok(())
     }

@@ -254,15 +254,22 @@ impl Members {
         } else {
             self.current.load(Ordering::Relaxed) % n
         };
-        let all = all || list.get(current).is_some_and(|m| !m.healthy.load(Ordering::Relaxed));
-        let checks = list.iter().enumerate().filter(|(i, _)| all || *i == current).map(|(i, m)| async move {
-            let mut client = m.client();
-            let ok = match tokio::time::timeout(CHECK_TIMEOUT, client.status()).await {
-                Ok(Ok(status)) => status.leader() != 0,
-                _ => false,
-            };
-            (i, ok)
-        });
+        let all = all
+            || list
+                .get(current)
+                .is_some_and(|m| !m.healthy.load(Ordering::Relaxed));
+        let checks = list
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| all || *i == current)
+            .map(|(i, m)| async move {
+                let mut client = m.client();
+                let ok = match tokio::time::timeout(CHECK_TIMEOUT, client.status()).await {
+                    Ok(Ok(status)) => status.leader() != 0,
+                    _ => false,
+                };
+                (i, ok)
+            });
         for (i, ok) in futures::future::join_all(checks).await {
             let m = &list[i];
             let was = m.healthy.load(Ordering::Relaxed);

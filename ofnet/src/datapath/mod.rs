@@ -410,6 +410,7 @@ fn service_part(
                 service::flows::conntrack_entry(p.table(id::SERVICE_SNAT)?)?,
             ],
             groups: Vec::new(),
+            meters: Vec::new(),
         }),
         Owner::Service(name) => {
             let Some(svc) = services.get(name) else {
@@ -435,7 +436,11 @@ fn service_part(
                 p.table(id::SERVICE_SNAT)?,
                 id::MAC_DEST,
             )?;
-            Ok(Part { flows, groups })
+            Ok(Part {
+                flows,
+                groups,
+                meters: Vec::new(),
+            })
         }
         _ => Ok(Part::default()),
     }

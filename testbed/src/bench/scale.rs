@@ -98,6 +98,10 @@ pub fn post_many(
 
 /// The number of flows on the VXLAN bridge matching TCP port `from` or above (`tp_dst=` or
 /// `tp_src=`).
+/// Flows one ported rule becomes on the switch: its two directions (`inRx`/`outTx`-style pair),
+/// each for IPv4 and IPv6.
+pub const FLOWS_PER_RULE: usize = 4;
+
 pub fn port_flows(c: &Cluster, from: u32) -> Result<usize> {
     let dump = c.ovs.ofctl(&["dump-flows", BRIDGE])?;
     Ok(dump
@@ -270,9 +274,9 @@ pub fn run_policy(rules: usize) -> Result<PolicyReport> {
     let port =
         |p: &str, i: usize| BASE_PORT + u32::try_from(i).unwrap_or(0) * 2 + u32::from(p == "p16");
     let (one, end) = create_many(&addr, rules, 1, &|i| rule("p1", i, port("p1", i)))?;
-    let confirmed_one = wait_flows(&c, base + 2 * rules, end)?;
+    let confirmed_one = wait_flows(&c, base + FLOWS_PER_RULE * rules, end)?;
     let (sixteen, end) = create_many(&addr, rules, 16, &|i| rule("p16", i, port("p16", i)))?;
-    let confirmed_sixteen = wait_flows(&c, base + 4 * rules, end)?;
+    let confirmed_sixteen = wait_flows(&c, base + 2 * FLOWS_PER_RULE * rules, end)?;
     let (nm, np) = c.pids();
     Ok(PolicyReport {
         rules,

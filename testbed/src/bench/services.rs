@@ -231,6 +231,7 @@ async fn latency(connections: usize) -> Result<(Vec<f64>, Vec<f64>, f64, Vec<usi
                 epg: 0,
                 epg_vlan: 0,
                 dscp: 0,
+                bandwidth: None,
             })
             .await?;
         if last != 2 {
@@ -396,6 +397,7 @@ async fn scale(services: usize, providers: usize, clients: usize) -> Result<Scal
                 timestamp: String::new(),
                 port_no: 0,
                 dscp: 0,
+                bandwidth: None,
             })
             .await?;
     }
