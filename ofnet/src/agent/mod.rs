@@ -279,8 +279,11 @@ impl Agent {
         let Some(ep) = ep else {
             return;
         };
-        for (_, peer) in self.masters.values() {
-            peer.notify(method, &ep);
+        for (master, peer) in self.masters.values() {
+            if let Err(e) = peer.notify(method, &ep) {
+                // A master that cannot keep up gets the full state when it reconnects.
+                tracing::warn!(master = %master.key(), error = %e, "endpoint announcement dropped");
+            }
         }
         if !self.masters.is_empty() {
             self.count(if method.ends_with("Add") {
