@@ -375,6 +375,9 @@ impl Cluster {
                 "vlan",
                 "--fwdmode",
                 "bridge",
+                // Clusters run side by side: each ofnet master on a port of its own.
+                "--ofnet-port",
+                "0",
             ],
             &[],
             &netmaster_log,

@@ -36,6 +36,8 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// Group commit of endpoint creates and deletes.
     pub endpoints: crate::endpoint::batch::Batcher,
+    /// The ofnet master while this netmaster leads (`/debug/ofnet`).
+    pub ofnet: crate::ofnet_master::Slot,
 }
 
 impl ResponseError for Error {

@@ -25,6 +25,7 @@ fn state(store: Arc<dyn StateStore>, role: LeaderState) -> Arc<AppState> {
         role: RoleView::fixed(role),
         control_addr: "127.0.0.1:9999".into(),
         http: reqwest::Client::new(),
+        ofnet: Default::default(),
     })
 }
 

@@ -11,6 +11,7 @@ mod election;
 mod endpoints;
 mod flags;
 mod netctl_cli;
+mod ofnet_rpc;
 mod outage;
 mod restart;
 mod store_contract;
