@@ -7,7 +7,7 @@ mod common;
 mod fake_kube;
 
 use common::*;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use testbed::demo::{Cluster, ClusterOptions, CniPod, http};
@@ -393,6 +393,22 @@ fn vxlan_pods_on_two_hosts_reach_each_other() {
         );
     }
     assert!(reaches(&b, &a.ip), "B -> A");
+    // The endpoints travelled through netmaster's ofnet master (no host watches the others'
+    // endpoints in etcd): both agents are registered and it holds both endpoints with their
+    // originators.
+    let netmaster = c.netmaster_url.trim_start_matches("http://");
+    let (status, body) = http("GET", netmaster, "/debug/ofnet").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let master: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(master["AgentDb"].as_object().unwrap().len(), 2, "{master}");
+    let eps = master["EndpointDb"].as_object().unwrap();
+    let origin = |ip: &str| {
+        eps.values()
+            .find(|e| e["IpAddr"] == ip)
+            .map(|e| e["OriginatorIp"].clone())
+    };
+    assert_eq!(origin(&a.ip), Some(Value::from(ip_a)), "{master}");
+    assert_eq!(origin(&b.ip), Some(Value::from(ip_b)), "{master}");
     let vtep_to_b = format!("vxif{}", ip_b.replace('.', ""));
     assert!(ovs_ports(&c, VXLAN_BRIDGE).contains(&vtep_to_b));
     c.del_pod(&b).unwrap();

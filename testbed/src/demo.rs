@@ -194,6 +194,9 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         &format!("unix:{}", d.join("vlan.of").display()),
         "--debug-listen",
         h.debug_addr,
+        // Every emulated host's agent on a port of its own, called back on loopback.
+        "--ofnet-rpc-listen",
+        "127.0.0.1:0",
         "--host-netns",
         &h.netns.path().to_string_lossy(),
         "--ovs-datapath",
