@@ -766,7 +766,10 @@ mod tests {
         }
         let (n, e) = full.expect("the queue is bounded");
         assert!(matches!(e, RpcError::Full { peer } if peer == addr), "{e}");
-        assert!(n >= PEER_QUEUE - 1 && n <= PEER_QUEUE + 1, "full after {n}");
+        assert!(
+            (PEER_QUEUE - 1..=PEER_QUEUE + 1).contains(&n),
+            "full after {n}"
+        );
         peer.close();
     }
 

@@ -362,33 +362,7 @@ impl Cluster {
         })?;
         let listen = format!("127.0.0.1:{port}");
         let netmaster_log = dir.path().join("netmaster.log");
-        let mut netmaster = Daemon::spawn(
-            "netmaster",
-            &[
-                bins.netmaster.to_string_lossy().as_ref(),
-                "--etcd",
-                &etcd.client_url(),
-                "--listen-url",
-                &listen,
-                "--control-url",
-                &listen,
-                "--mode",
-                "test",
-                "--netmode",
-                "vlan",
-                "--fwdmode",
-                "bridge",
-                // Clusters run side by side: each ofnet master on a port of its own.
-                "--ofnet-port",
-                "0",
-            ],
-            &[],
-            &netmaster_log,
-        )?;
-        netmaster.wait_ready(READY_TIMEOUT, || {
-            http("GET", &listen, "/api/v1/globals/")
-                .is_some_and(|(s, b)| s == 200 && b.contains("global"))
-        })?;
+        let netmaster = spawn_netmaster(&bins, &etcd.client_url(), &listen, &netmaster_log)?;
         let debug_port = pick_port()?;
         let mut cluster = Cluster {
             netplugin: None,
@@ -875,5 +849,71 @@ impl DemoState {
             let _ = writeln!(s, "pod {} in {}", pod.ip, pod.netns);
         }
         s
+    }
+}
+
+/// Start a netmaster listening (and controlling) on `listen` and wait until it answers for the
+/// global object (itself as leader, or proxied to the leader as a follower).
+fn spawn_netmaster(bins: &Binaries, etcd_url: &str, listen: &str, log: &Path) -> Result<Daemon> {
+    let mut netmaster = Daemon::spawn(
+        "netmaster",
+        &[
+            bins.netmaster.to_string_lossy().as_ref(),
+            "--etcd",
+            etcd_url,
+            "--listen-url",
+            listen,
+            "--control-url",
+            listen,
+            "--mode",
+            "test",
+            "--netmode",
+            "vlan",
+            "--fwdmode",
+            "bridge",
+            // Clusters run side by side: each ofnet master on a port of its own.
+            "--ofnet-port",
+            "0",
+        ],
+        &[],
+        log,
+    )?;
+    netmaster.wait_ready(READY_TIMEOUT, || {
+        http("GET", listen, "/api/v1/globals/")
+            .is_some_and(|(s, b)| s == 200 && b.contains("global"))
+    })?;
+    Ok(netmaster)
+}
+
+/// Another netmaster of a [`Cluster`] (a follower while the first leads), stopped on drop.
+pub struct ExtraNetmaster {
+    _daemon: Daemon,
+    /// `ip:port` of its REST API.
+    pub addr: String,
+}
+
+impl Cluster {
+    /// Start one more netmaster on its own loopback port, sharing the cluster's etcd.
+    pub fn add_netmaster(&self) -> Result<ExtraNetmaster> {
+        let port = pick_port()?;
+        let addr = format!("127.0.0.1:{port}");
+        let log = self.dir.path().join(format!("netmaster-{port}.log"));
+        let daemon = spawn_netmaster(&self.bins, &self.etcd.client_url(), &addr, &log)?;
+        Ok(ExtraNetmaster {
+            _daemon: daemon,
+            addr,
+        })
+    }
+
+    /// Stop the cluster's first netmaster (SIGTERM: it releases the leader lock, so another
+    /// netmaster takes over within a poll) and start it again on the same address, where it
+    /// follows (and proxies to) the new leader. `between` runs while it is down.
+    pub fn restart_netmaster(&mut self, between: impl FnOnce()) -> Result<()> {
+        self.netmaster.stop();
+        between();
+        let listen = self.netmaster_url.trim_start_matches("http://").to_string();
+        let log = self.dir.path().join("netmaster.log");
+        self.netmaster = spawn_netmaster(&self.bins, &self.etcd.client_url(), &listen, &log)?;
+        Ok(())
     }
 }
