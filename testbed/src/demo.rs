@@ -120,7 +120,7 @@ pub fn http(method: &str, addr: &str, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-fn pick_port() -> Result<u16> {
+pub(crate) fn pick_port() -> Result<u16> {
     free_port().map_err(|source| Error::Io {
         op: "pick a port",
         path: PathBuf::new(),
@@ -854,7 +854,12 @@ impl DemoState {
 
 /// Start a netmaster listening (and controlling) on `listen` and wait until it answers for the
 /// global object (itself as leader, or proxied to the leader as a follower).
-fn spawn_netmaster(bins: &Binaries, etcd_url: &str, listen: &str, log: &Path) -> Result<Daemon> {
+pub(crate) fn spawn_netmaster(
+    bins: &Binaries,
+    etcd_url: &str,
+    listen: &str,
+    log: &Path,
+) -> Result<Daemon> {
     let mut netmaster = Daemon::spawn(
         "netmaster",
         &[
