@@ -18,7 +18,7 @@ use crate::rest::{self, AppState};
 use crate::store::txn::Db;
 use crate::store::{ConnectError, EtcdConfig, EtcdStore, StateStore};
 
-/// The ofnet master RPC port registered as `netmaster.rpc`.
+/// The ofnet master RPC port registered as `netmaster.rpc` (Contiv's).
 pub const OFNET_MASTER_PORT: u16 = 9001;
 
 /// Everything netmaster is configured with (flags/env are parsed by the binary).
@@ -47,6 +47,10 @@ pub struct Config {
     pub service_ttl: i64,
     /// HTTP worker threads.
     pub workers: usize,
+    /// Port of the ofnet master's RPC server on the control host (Contiv: 9001; 0 picks one).
+    pub ofnet_port: u16,
+    /// How long a departed host's endpoints stay before they are withdrawn (Contiv: 24 h).
+    pub ofnet_grace: Duration,
 }
 
 impl Config {
@@ -66,6 +70,8 @@ impl Config {
             lock_ttl: Duration::from_secs(30),
             service_ttl: 10,
             workers: 2,
+            ofnet_port: OFNET_MASTER_PORT,
+            ofnet_grace: crate::ofnet_master::DEFAULT_GRACE,
         }
     }
 
@@ -276,6 +282,50 @@ async fn repair_policy_rules(db: &Db, role: &RoleView) {
     }
 }
 
+/// Run the ofnet master while this netmaster leads (one term per leadership; see
+/// [`crate::ofnet`]), until `cancel`.
+async fn ofnet_duties(
+    store: Arc<dyn StateStore>,
+    settings: crate::ofnet_master::Settings,
+    mut role: RoleView,
+    slot: crate::ofnet_master::Slot,
+    cancel: CancellationToken,
+) {
+    loop {
+        let term = (role.current().is_leader).then(|| {
+            let term = cancel.child_token();
+            let task = tokio::spawn(crate::ofnet_master::run_term(
+                store.clone(),
+                settings.clone(),
+                slot.clone(),
+                term.clone(),
+            ));
+            (term, task)
+        });
+        // Wait for a change of role (or the end).
+        let more = loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break false,
+                changed = role.changed() => {
+                    if !changed {
+                        break false;
+                    }
+                    if role.current().is_leader != term.is_some() {
+                        break true;
+                    }
+                }
+            }
+        };
+        if let Some((term, task)) = term {
+            term.cancel();
+            let _ = task.await;
+        }
+        if !more {
+            return;
+        }
+    }
+}
+
 /// Run netmaster until `shutdown` completes.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
     check(&config)?;
@@ -346,18 +396,23 @@ pub async fn run_with_store(
         Port: port,
         Hostname: hostname.clone(),
     };
-    let masters = vec![
-        registry::register(
-            store.clone(),
-            info(registry::NETMASTER, port),
-            cancel.clone(),
-        ),
-        registry::register(
-            store.clone(),
-            info(registry::NETMASTER_RPC, OFNET_MASTER_PORT),
-            cancel.clone(),
-        ),
-    ];
+    let masters = vec![registry::register(
+        store.clone(),
+        info(registry::NETMASTER, port),
+        cancel.clone(),
+    )];
+    let ofnet = crate::ofnet_master::Slot::default();
+    let ofnet_duties = tokio::spawn(ofnet_duties(
+        store.clone(),
+        crate::ofnet_master::Settings {
+            bind: SocketAddr::new(control_sock.ip(), config.ofnet_port),
+            service_ttl: config.service_ttl,
+            grace: config.ofnet_grace,
+        },
+        role.clone(),
+        ofnet.clone(),
+        cancel.clone(),
+    ));
     // Not spawned: the model transactions are not `Send` (async closures), so this runs on the
     // caller's task next to the shutdown future.
     let duties = leader_duties(db.clone(), config.clone(), role.clone(), masters);
@@ -370,6 +425,7 @@ pub async fn run_with_store(
         endpoints,
         cluster_mode: config.mode.clone(),
         reasons: Default::default(),
+        ofnet,
     });
     let app_state = state.clone();
     let mut server = actix_web::HttpServer::new(move || rest::app(app_state.clone()))
@@ -397,6 +453,7 @@ pub async fn run_with_store(
     handle.stop(true).await;
     cancel.cancel();
     let _ = election.await;
+    let _ = ofnet_duties.await;
     match serving.await {
         Ok(Ok(())) | Err(_) => Ok(()),
         Ok(Err(e)) => Err(DaemonError::Server(e)),

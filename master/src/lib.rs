@@ -19,6 +19,7 @@ pub mod error;
 pub mod leader;
 pub mod model;
 pub mod netctl;
+pub mod ofnet_master;
 pub mod policy;
 pub mod registry;
 pub mod resources;

@@ -1,57 +1,124 @@
 //! The ofnet master: the hub agents register with, relaying endpoints between hosts and
-//! fanning policy rules out to every agent.
+//! fanning policy rules out to every agent (reference §5.1).
 //!
-//! The [`Master`] actor owns the registered agents (each a [`Peer`]), every endpoint announced
-//! (newest `Timestamp` wins) and every rule. Its RPC methods are the reference's:
-//! `OfnetMaster.RegisterNode` (store the agent, then push it every endpoint of other hosts and
-//! every rule), `OfnetMaster.UnRegisterNode`, `OfnetMaster.EndpointAdd` and
-//! `OfnetMaster.EndpointDel` (store, then relay to every agent but the originator). The host
-//! daemon adds rules and agents through [`MasterHandle`]. Relayed calls are queued per agent, in
-//! order, without holding up the caller.
+//! Actors, no shared maps:
+//! - [`Registry`]: the registered agents, each with its [`Peer`] (one connection task and a
+//!   bounded queue per agent) and when it was last heard from. It is the only actor that
+//!   sends to agents: the other two hand it a [`Relay`].
+//! - [`EndpointDb`]: every endpoint announced (newest `Timestamp` wins), by id, with its
+//!   originator.
+//! - [`PolicyDb`]: every policy rule, by id.
+//!
+//! One message type per RPC method: [`RegisterNode`], [`UnRegisterNode`] (registry),
+//! [`EndpointAdd`], [`EndpointDel`] (endpoint DB); the RPC server's sessions (one task per
+//! connection, see [`crate::rpc`]) decode each request into its message. The host daemon adds
+//! rules, withdraws departed hosts ([`ClearNode`]) and reads the state through
+//! [`MasterHandle`].
+//!
+//! Ordering: a relay's arguments are serialized once and queued on every agent's peer, which
+//! sends them in order. A new agent's peer greets every new connection with a snapshot
+//! (every endpoint of other hosts, every rule) taken when that connection opens, before the
+//! relays queued since registration: replaying those on top of the snapshot ends at the
+//! current state. An agent whose queue is full (it stopped reading, or cannot keep up) is
+//! dropped: its connection and backlog are discarded and a new peer re-syncs it from a fresh
+//! snapshot.
 
 use crate::model::{Endpoint, Node, PolicyRule};
-use crate::rpc::{self, Peer, RpcServer};
+use crate::rpc::{self, Params, Peer, RpcError, RpcServer};
 use crate::timestamp;
 use actix::prelude::*;
+use futures::future::LocalBoxFuture;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
-/// A call from an agent.
+/// `OfnetMaster.RegisterNode`: store the agent, then push it the state.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<Value, String>")]
-struct Call {
-    method: String,
-    params: Value,
-}
+#[rtype(result = "Result<(), String>")]
+pub struct RegisterNode(pub Node);
+
+/// `OfnetMaster.UnRegisterNode`: forget the agent.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct UnRegisterNode(pub Node);
+
+/// `OfnetMaster.EndpointAdd`: store (unless older than what is known), relay to the others.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct EndpointAdd(pub Endpoint);
+
+/// `OfnetMaster.EndpointDel`: forget (unless older than what is known), relay to the others.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct EndpointDel(pub Endpoint);
 
 /// Add a rule and send it to every agent (a rule with the same id is replaced).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct AddRule(pub PolicyRule);
 
-/// Remove a rule everywhere.
+/// Remove a rule everywhere; true if it existed.
 #[derive(Debug, Message)]
 #[rtype(result = "bool")]
 pub struct DelRule(pub String);
+
+/// A host is gone (the reference's `ClearNode`): withdraw the endpoints it originated from
+/// every other agent and drop its agents. Answers how many endpoints were withdrawn.
+#[derive(Debug, Message)]
+#[rtype(result = "usize")]
+pub struct ClearNode(pub IpAddr);
 
 /// Ask an agent to register (the reference's `AddNode`: calls `OfnetAgent.AddMaster` on it).
 #[derive(Debug, Message)]
 #[rtype(result = "Result<(), String>")]
 pub struct AddNode(pub Node);
 
-/// The address agents call the master back on (known once the RPC server is bound).
+/// Queue `method(params)` on every agent but those on host `except`.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Relay {
+    pub method: &'static str,
+    pub params: Params,
+    pub except: Option<String>,
+}
+
+/// Endpoints not originated by `host` (all when `None`), for a greeting or inspection.
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<Endpoint>")]
+pub struct Endpoints(pub Option<String>);
+
+/// Every rule.
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<PolicyRule>")]
+pub struct Rules;
+
+/// The registry's part of the export.
+#[derive(Debug, Message)]
+#[rtype(result = "(Node, BTreeMap<String, Node>, BTreeMap<String, AgentStats>)")]
+struct InspectAgents;
+
+/// The address agents are told to call back (known once the RPC server is bound).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 struct SetAddress(Node);
 
-/// The master's state, for `/debug/ofnet`.
-#[derive(Debug, Message)]
-#[rtype(result = "MasterExport")]
-pub struct Inspect;
+/// What the master knows about one agent besides its address.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct AgentStats {
+    /// When it registered (RFC 3339).
+    pub registered: String,
+    /// When it last registered or announced an endpoint (RFC 3339).
+    pub last_heard: String,
+    /// Calls queued to it and not yet answered.
+    pub backlog: usize,
+    /// How often it was dropped for falling behind and re-synced.
+    pub resyncs: u64,
+}
 
-/// The master's state as JSON.
+/// The master's state as JSON: the reference's `/debug/ofnet` shape, `AgentStats` filled.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct MasterExport {
@@ -60,18 +127,222 @@ pub struct MasterExport {
     pub agent_db: BTreeMap<String, Node>,
     pub endpoint_db: BTreeMap<String, Endpoint>,
     pub policy_db: BTreeMap<String, PolicyRule>,
+    pub agent_stats: BTreeMap<String, AgentStats>,
 }
 
-/// See the module documentation.
-pub struct Master {
+struct Agent {
+    node: Node,
+    peer: Peer,
+    registered: String,
+    last_heard: String,
+    resyncs: u64,
+}
+
+/// The agents (see the module documentation).
+pub struct Registry {
     me: Node,
-    agents: BTreeMap<String, (Node, Peer)>,
-    endpoints: BTreeMap<String, Endpoint>,
-    rules: BTreeMap<String, PolicyRule>,
+    agents: BTreeMap<String, Agent>,
+    endpoints: Addr<EndpointDb>,
+    rules: Addr<PolicyDb>,
 }
 
-impl Actor for Master {
+impl Actor for Registry {
     type Context = Context<Self>;
+}
+
+impl Registry {
+    /// A peer to `node` whose every new connection first receives the complete state.
+    fn peer(&self, node: &Node, addr: SocketAddr) -> Peer {
+        let endpoints = self.endpoints.clone();
+        let rules = self.rules.clone();
+        let host = node.host_addr.clone();
+        let greeting: rpc::Greeting = std::rc::Rc::new(move || -> LocalBoxFuture<'static, _> {
+            let (endpoints, rules, host) = (endpoints.clone(), rules.clone(), host.clone());
+            Box::pin(async move {
+                let mut calls = Vec::new();
+                for ep in endpoints
+                    .send(Endpoints(Some(host)))
+                    .await
+                    .unwrap_or_default()
+                {
+                    if let Ok(v) = serde_json::to_value(ep) {
+                        calls.push(("OfnetAgent.EndpointAdd".to_string(), v));
+                    }
+                }
+                for rule in rules.send(Rules).await.unwrap_or_default() {
+                    if let Ok(v) = serde_json::to_value(rule) {
+                        calls.push(("PolicyAgent.AddRule".to_string(), v));
+                    }
+                }
+                calls
+            })
+        });
+        let peer = Peer::with_greeting(addr, greeting);
+        // Connect (and so send the snapshot) now rather than at the next relay.
+        let first = peer.clone();
+        actix_rt::spawn(async move {
+            if let Err(e) = first.connect().await {
+                tracing::warn!(error = %e, "cannot reach a registered agent yet");
+            }
+        });
+        peer
+    }
+}
+
+impl Handler<RegisterNode> for Registry {
+    type Result = Result<(), String>;
+
+    fn handle(&mut self, RegisterNode(node): RegisterNode, _: &mut Context<Self>) -> Self::Result {
+        let addr = node
+            .socket_addr()
+            .ok_or_else(|| format!("agent address {} is not ip:port", node.key()))?;
+        let now = timestamp::now();
+        if let Some(old) = self.agents.remove(&node.key()) {
+            // Registering again (a new connection, a new master term): start a fresh sync.
+            old.peer.close();
+        }
+        let peer = self.peer(&node, addr);
+        tracing::info!(agent = %node.key(), "agent registered");
+        self.agents.insert(
+            node.key(),
+            Agent {
+                node,
+                peer,
+                registered: now.clone(),
+                last_heard: now,
+                resyncs: 0,
+            },
+        );
+        Ok(())
+    }
+}
+
+impl Handler<UnRegisterNode> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, UnRegisterNode(node): UnRegisterNode, _: &mut Context<Self>) {
+        if let Some(agent) = self.agents.remove(&node.key()) {
+            agent.peer.close();
+            tracing::info!(agent = %node.key(), "agent unregistered");
+        }
+    }
+}
+
+impl Handler<Relay> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, relay: Relay, _: &mut Context<Self>) {
+        let method: Arc<str> = relay.method.into();
+        let mut behind = Vec::new();
+        let mut heard = None;
+        for (key, agent) in &mut self.agents {
+            if Some(&agent.node.host_addr) == relay.except.as_ref() {
+                heard.get_or_insert_with(timestamp::now);
+                agent.last_heard = heard.clone().unwrap_or_default();
+                continue;
+            }
+            match agent
+                .peer
+                .notify_encoded(method.clone(), relay.params.clone())
+            {
+                Ok(()) => {}
+                Err(RpcError::Full { .. } | RpcError::Closed(_)) => behind.push(key.clone()),
+                Err(e) => tracing::warn!(agent = %key, error = %e, "relay failed"),
+            }
+        }
+        for key in behind {
+            let Some(agent) = self.agents.get(&key) else {
+                continue;
+            };
+            tracing::warn!(agent = %key, "agent too far behind: dropped, re-syncing");
+            agent.peer.close();
+            let Some(addr) = agent.node.socket_addr() else {
+                continue;
+            };
+            let peer = self.peer(&agent.node, addr);
+            if let Some(agent) = self.agents.get_mut(&key) {
+                agent.peer = peer;
+                agent.resyncs += 1;
+            }
+        }
+    }
+}
+
+impl Handler<ClearNode> for Registry {
+    type Result = usize;
+
+    fn handle(&mut self, ClearNode(host): ClearNode, _: &mut Context<Self>) -> usize {
+        let host = host.to_string();
+        let gone: Vec<String> = self
+            .agents
+            .iter()
+            .filter(|(_, a)| a.node.host_addr == host)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &gone {
+            if let Some(agent) = self.agents.remove(key) {
+                agent.peer.close();
+            }
+        }
+        gone.len()
+    }
+}
+
+impl Handler<AddNode> for Registry {
+    type Result = ResponseFuture<Result<(), String>>;
+
+    fn handle(&mut self, AddNode(node): AddNode, _: &mut Context<Self>) -> Self::Result {
+        let me = self.me.clone();
+        Box::pin(async move {
+            let addr = node
+                .socket_addr()
+                .ok_or_else(|| format!("agent address {} is not ip:port", node.key()))?;
+            let peer = Peer::new(addr);
+            let done = peer
+                .call::<_, Value>("OfnetAgent.AddMaster", &me)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            peer.close();
+            done
+        })
+    }
+}
+
+impl Handler<SetAddress> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, SetAddress(me): SetAddress, _: &mut Context<Self>) {
+        self.me = me;
+    }
+}
+
+impl Handler<InspectAgents> for Registry {
+    type Result = MessageResult<InspectAgents>;
+
+    fn handle(&mut self, _: InspectAgents, _: &mut Context<Self>) -> Self::Result {
+        let nodes = self
+            .agents
+            .iter()
+            .map(|(k, a)| (k.clone(), a.node.clone()))
+            .collect();
+        let stats = self
+            .agents
+            .iter()
+            .map(|(k, a)| {
+                (
+                    k.clone(),
+                    AgentStats {
+                        registered: a.registered.clone(),
+                        last_heard: a.last_heard.clone(),
+                        backlog: a.peer.backlog(),
+                        resyncs: a.resyncs,
+                    },
+                )
+            })
+            .collect();
+        MessageResult((self.me.clone(), nodes, stats))
+    }
 }
 
 /// True when `new` is older than `have` (both stamped); unstamped announcements always apply.
@@ -85,100 +356,167 @@ fn older(new: &Endpoint, have: &Endpoint) -> bool {
     }
 }
 
-impl Master {
-    /// Queue `method(params)` to every agent but the one at `except`.
-    fn relay<P: Serialize>(&self, method: &'static str, params: &P, except: Option<&str>) {
-        for (node, peer) in self.agents.values() {
-            if Some(node.host_addr.as_str()) != except {
-                peer.notify(method, params);
-            }
+fn origin(ep: &Endpoint) -> Option<String> {
+    ep.originator_ip.map(|a| a.to_string())
+}
+
+/// Every endpoint announced (see the module documentation).
+pub struct EndpointDb {
+    endpoints: BTreeMap<String, Endpoint>,
+    registry: Option<Addr<Registry>>,
+}
+
+impl Actor for EndpointDb {
+    type Context = Context<Self>;
+}
+
+impl EndpointDb {
+    fn relay(&self, method: &'static str, ep: &Endpoint) {
+        let Some(registry) = &self.registry else {
+            return;
+        };
+        match rpc::encode_params(method, ep) {
+            Ok(params) => registry.do_send(Relay {
+                method,
+                params,
+                except: origin(ep),
+            }),
+            Err(e) => tracing::warn!(error = %e, "cannot relay an endpoint"),
         }
     }
+}
 
-    fn register(&mut self, node: Node) -> Result<Value, String> {
-        let addr = node
-            .socket_addr()
-            .ok_or_else(|| format!("agent address {} is not ip:port", node.key()))?;
-        let peer = Peer::new(addr);
-        for ep in self.endpoints.values() {
-            if ep.originator_ip.map(|a| a.to_string()).as_deref() != Some(&node.host_addr) {
-                peer.notify("OfnetAgent.EndpointAdd", ep);
-            }
-        }
-        for rule in self.rules.values() {
-            peer.notify("PolicyAgent.AddRule", rule);
-        }
-        tracing::info!(agent = %node.key(), "agent registered");
-        self.agents.insert(node.key(), (node, peer));
-        Ok(Value::Bool(true))
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct SetRegistry(Addr<Registry>);
+
+impl Handler<SetRegistry> for EndpointDb {
+    type Result = ();
+
+    fn handle(&mut self, SetRegistry(r): SetRegistry, _: &mut Context<Self>) {
+        self.registry = Some(r);
     }
+}
 
-    fn endpoint_add(&mut self, ep: Endpoint) -> Result<Value, String> {
+impl Handler<EndpointAdd> for EndpointDb {
+    type Result = ();
+
+    fn handle(&mut self, EndpointAdd(ep): EndpointAdd, _: &mut Context<Self>) {
         if let Some(have) = self.endpoints.get(&ep.endpoint_id)
-            && older(&ep, have)
+            && (older(&ep, have) || *have == ep)
         {
-            return Ok(Value::Bool(true));
+            return;
         }
-        let origin = ep.originator_ip.map(|a| a.to_string());
-        self.relay("OfnetAgent.EndpointAdd", &ep, origin.as_deref());
+        self.relay("OfnetAgent.EndpointAdd", &ep);
         self.endpoints.insert(ep.endpoint_id.clone(), ep);
-        Ok(Value::Bool(true))
     }
+}
 
-    fn endpoint_del(&mut self, ep: Endpoint) -> Result<Value, String> {
+impl Handler<EndpointDel> for EndpointDb {
+    type Result = ();
+
+    fn handle(&mut self, EndpointDel(ep): EndpointDel, _: &mut Context<Self>) {
         match self.endpoints.get(&ep.endpoint_id) {
-            None => return Ok(Value::Bool(true)),
-            Some(have) if older(&ep, have) => return Ok(Value::Bool(true)),
+            None => return,
+            Some(have) if older(&ep, have) => return,
             Some(_) => {}
         }
-        self.endpoints.remove(&ep.endpoint_id);
-        let origin = ep.originator_ip.map(|a| a.to_string());
-        self.relay("OfnetAgent.EndpointDel", &ep, origin.as_deref());
-        Ok(Value::Bool(true))
-    }
-}
-
-impl Handler<Call> for Master {
-    type Result = Result<Value, String>;
-
-    fn handle(&mut self, Call { method, params }: Call, _: &mut Context<Self>) -> Self::Result {
-        let m = method.as_str();
-        match m {
-            "OfnetMaster.RegisterNode" => self.register(rpc::params(m, params)?),
-            "OfnetMaster.UnRegisterNode" => {
-                let node: Node = rpc::params(m, params)?;
-                self.agents.remove(&node.key());
-                Ok(Value::Bool(true))
-            }
-            "OfnetMaster.EndpointAdd" => self.endpoint_add(rpc::params(m, params)?),
-            "OfnetMaster.EndpointDel" => self.endpoint_del(rpc::params(m, params)?),
-            other => Err(format!("unknown method {other}")),
+        if let Some(have) = self.endpoints.remove(&ep.endpoint_id) {
+            self.relay("OfnetAgent.EndpointDel", &have);
         }
     }
 }
 
-impl Handler<AddRule> for Master {
+impl Handler<ClearNode> for EndpointDb {
+    type Result = usize;
+
+    fn handle(&mut self, ClearNode(host): ClearNode, _: &mut Context<Self>) -> usize {
+        let gone: Vec<String> = self
+            .endpoints
+            .values()
+            .filter(|ep| ep.originator_ip.map(IpAddr::V4) == Some(host))
+            .map(|ep| ep.endpoint_id.clone())
+            .collect();
+        for id in &gone {
+            if let Some(ep) = self.endpoints.remove(id) {
+                tracing::info!(endpoint = %id, %host, "withdrawing the endpoint of a departed host");
+                self.relay("OfnetAgent.EndpointDel", &ep);
+            }
+        }
+        gone.len()
+    }
+}
+
+impl Handler<Endpoints> for EndpointDb {
+    type Result = MessageResult<Endpoints>;
+
+    fn handle(&mut self, Endpoints(except): Endpoints, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            self.endpoints
+                .values()
+                .filter(|ep| except.is_none() || origin(ep) != except)
+                .cloned()
+                .collect(),
+        )
+    }
+}
+
+/// Every policy rule (see the module documentation).
+pub struct PolicyDb {
+    rules: BTreeMap<String, PolicyRule>,
+    registry: Option<Addr<Registry>>,
+}
+
+impl Actor for PolicyDb {
+    type Context = Context<Self>;
+}
+
+impl PolicyDb {
+    fn relay(&self, method: &'static str, rule: &PolicyRule) {
+        let Some(registry) = &self.registry else {
+            return;
+        };
+        match rpc::encode_params(method, rule) {
+            Ok(params) => registry.do_send(Relay {
+                method,
+                params,
+                except: None,
+            }),
+            Err(e) => tracing::warn!(error = %e, "cannot relay a rule"),
+        }
+    }
+}
+
+impl Handler<SetRegistry> for PolicyDb {
+    type Result = ();
+
+    fn handle(&mut self, SetRegistry(r): SetRegistry, _: &mut Context<Self>) {
+        self.registry = Some(r);
+    }
+}
+
+impl Handler<AddRule> for PolicyDb {
     type Result = ();
 
     fn handle(&mut self, AddRule(rule): AddRule, _: &mut Context<Self>) {
-        if let Some(old) = self.rules.get(&rule.rule_id)
-            && *old != rule
-        {
+        match self.rules.get(&rule.rule_id) {
+            Some(old) if *old == rule => return,
             // Agents refuse a different rule under an existing id: replace it.
-            self.relay("PolicyAgent.DelRule", old, None);
+            Some(old) => self.relay("PolicyAgent.DelRule", old),
+            None => {}
         }
-        self.relay("PolicyAgent.AddRule", &rule, None);
+        self.relay("PolicyAgent.AddRule", &rule);
         self.rules.insert(rule.rule_id.clone(), rule);
     }
 }
 
-impl Handler<DelRule> for Master {
+impl Handler<DelRule> for PolicyDb {
     type Result = bool;
 
     fn handle(&mut self, DelRule(id): DelRule, _: &mut Context<Self>) -> bool {
         match self.rules.remove(&id) {
             Some(rule) => {
-                self.relay("PolicyAgent.DelRule", &rule, None);
+                self.relay("PolicyAgent.DelRule", &rule);
                 true
             }
             None => false,
@@ -186,71 +524,64 @@ impl Handler<DelRule> for Master {
     }
 }
 
-impl Handler<AddNode> for Master {
-    type Result = ResponseFuture<Result<(), String>>;
+impl Handler<Rules> for PolicyDb {
+    type Result = MessageResult<Rules>;
 
-    fn handle(&mut self, AddNode(node): AddNode, _: &mut Context<Self>) -> Self::Result {
-        let me = self.me.clone();
-        Box::pin(async move {
-            let addr = node
-                .socket_addr()
-                .ok_or_else(|| format!("agent address {} is not ip:port", node.key()))?;
-            Peer::new(addr)
-                .call::<_, Value>("OfnetAgent.AddMaster", &me)
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        })
+    fn handle(&mut self, _: Rules, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.rules.values().cloned().collect())
     }
 }
 
-impl Handler<SetAddress> for Master {
-    type Result = ();
-
-    fn handle(&mut self, SetAddress(me): SetAddress, _: &mut Context<Self>) {
-        self.me = me;
-    }
-}
-
-impl Handler<Inspect> for Master {
-    type Result = MessageResult<Inspect>;
-
-    fn handle(&mut self, _: Inspect, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(MasterExport {
-            my_addr: self.me.host_addr.clone(),
-            my_port: self.me.host_port,
-            agent_db: self
-                .agents
-                .iter()
-                .map(|(k, (n, _))| (k.clone(), n.clone()))
-                .collect(),
-            endpoint_db: self.endpoints.clone(),
-            policy_db: self.rules.clone(),
-        })
-    }
-}
-
+/// The master's RPC methods: each request becomes its message to the actor that owns it.
 #[derive(Clone)]
-struct MasterService(Addr<Master>);
+struct MasterService {
+    registry: Addr<Registry>,
+    endpoints: Addr<EndpointDb>,
+}
 
 impl rpc::Service for MasterService {
     fn call(
         &self,
         method: String,
         params: Value,
-    ) -> futures::future::LocalBoxFuture<'static, Result<Value, String>> {
-        let addr = self.0.clone();
+    ) -> LocalBoxFuture<'static, Result<Value, String>> {
+        let this = self.clone();
         Box::pin(async move {
-            addr.send(Call { method, params })
-                .await
-                .map_err(|_| "the master is not running".to_string())?
+            let m = method.as_str();
+            let gone = |_| "the master is not running".to_string();
+            match m {
+                "OfnetMaster.RegisterNode" => this
+                    .registry
+                    .send(RegisterNode(rpc::params(m, params)?))
+                    .await
+                    .map_err(gone)??,
+                "OfnetMaster.UnRegisterNode" => this
+                    .registry
+                    .send(UnRegisterNode(rpc::params(m, params)?))
+                    .await
+                    .map_err(gone)?,
+                "OfnetMaster.EndpointAdd" => this
+                    .endpoints
+                    .send(EndpointAdd(rpc::params(m, params)?))
+                    .await
+                    .map_err(gone)?,
+                "OfnetMaster.EndpointDel" => this
+                    .endpoints
+                    .send(EndpointDel(rpc::params(m, params)?))
+                    .await
+                    .map_err(gone)?,
+                other => return Err(format!("unknown method {other}")),
+            }
+            Ok(Value::Bool(true))
         })
     }
 }
 
-/// A running master and its RPC server.
+/// A running master and its RPC server; dropping it stops both.
 pub struct MasterHandle {
-    addr: Addr<Master>,
+    registry: Addr<Registry>,
+    endpoints: Addr<EndpointDb>,
+    rules: Addr<PolicyDb>,
     server: RpcServer,
 }
 
@@ -258,24 +589,57 @@ impl MasterHandle {
     /// Start the master and serve its RPC methods on `bind` (the reference uses port 9001).
     /// `advertise` is the address agents are told to call back (`bind` when `None`).
     pub async fn start(bind: SocketAddr, advertise: Option<SocketAddr>) -> std::io::Result<Self> {
-        let addr = Master {
-            me: Node {
-                host_addr: String::new(),
-                host_port: 0,
-            },
-            agents: BTreeMap::new(),
-            endpoints: BTreeMap::new(),
-            rules: BTreeMap::new(),
+        let listener = tokio::net::TcpListener::bind(bind).await?;
+        Self::start_with(listener, advertise, Vec::new(), Vec::new())
+    }
+
+    /// Start on a bound listener with the state a new leader rebuilt from the store (no agent
+    /// is registered yet, so nothing is relayed).
+    pub fn start_with(
+        listener: tokio::net::TcpListener,
+        advertise: Option<SocketAddr>,
+        endpoints: Vec<Endpoint>,
+        rules: Vec<PolicyRule>,
+    ) -> std::io::Result<Self> {
+        let endpoints = EndpointDb {
+            endpoints: endpoints
+                .into_iter()
+                .map(|e| (e.endpoint_id.clone(), e))
+                .collect(),
+            registry: None,
         }
         .start();
-        let server = rpc::serve(bind, MasterService(addr.clone())).await?;
-        let local = advertise.unwrap_or(server.local_addr());
-        // Handled before anything sent after this returns.
-        addr.do_send(SetAddress(Node {
-            host_addr: local.ip().to_string(),
-            host_port: local.port(),
-        }));
-        Ok(MasterHandle { addr, server })
+        let rules = PolicyDb {
+            rules: rules.into_iter().map(|r| (r.rule_id.clone(), r)).collect(),
+            registry: None,
+        }
+        .start();
+        let local = advertise.unwrap_or(listener.local_addr()?);
+        let registry = Registry {
+            me: Node {
+                host_addr: local.ip().to_string(),
+                host_port: local.port(),
+            },
+            agents: BTreeMap::new(),
+            endpoints: endpoints.clone(),
+            rules: rules.clone(),
+        }
+        .start();
+        endpoints.do_send(SetRegistry(registry.clone()));
+        rules.do_send(SetRegistry(registry.clone()));
+        let server = rpc::serve_listener(
+            listener,
+            MasterService {
+                registry: registry.clone(),
+                endpoints: endpoints.clone(),
+            },
+        )?;
+        Ok(MasterHandle {
+            registry,
+            endpoints,
+            rules,
+            server,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -283,7 +647,7 @@ impl MasterHandle {
     }
 
     pub async fn add_rule(&self, rule: PolicyRule) -> Result<(), String> {
-        self.addr
+        self.rules
             .send(AddRule(rule))
             .await
             .map_err(|e| e.to_string())
@@ -291,21 +655,90 @@ impl MasterHandle {
 
     /// True if the rule existed.
     pub async fn del_rule(&self, id: impl Into<String>) -> Result<bool, String> {
-        self.addr
+        self.rules
             .send(DelRule(id.into()))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// An endpoint from the durable record (as if its agent announced it).
+    pub async fn add_endpoint(&self, ep: Endpoint) -> Result<(), String> {
+        self.endpoints
+            .send(EndpointAdd(ep))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Withdraw every endpoint `host` originated and drop its agents; the count withdrawn.
+    pub async fn clear_node(&self, host: IpAddr) -> Result<usize, String> {
+        self.registry
+            .send(ClearNode(host))
+            .await
+            .map_err(|e| e.to_string())?;
+        self.endpoints
+            .send(ClearNode(host))
             .await
             .map_err(|e| e.to_string())
     }
 
     /// Ask the agent serving RPC at `agent` to register with this master.
     pub async fn add_node(&self, agent: Node) -> Result<(), String> {
-        self.addr
+        self.registry
             .send(AddNode(agent))
             .await
             .map_err(|e| e.to_string())?
     }
 
     pub async fn inspect(&self) -> Result<MasterExport, String> {
-        self.addr.send(Inspect).await.map_err(|e| e.to_string())
+        let err = |e: MailboxError| e.to_string();
+        let (me, agent_db, agent_stats) = self.registry.send(InspectAgents).await.map_err(err)?;
+        let endpoint_db = self
+            .endpoints
+            .send(Endpoints(None))
+            .await
+            .map_err(err)?
+            .into_iter()
+            .map(|e| (e.endpoint_id.clone(), e))
+            .collect();
+        let policy_db = self
+            .rules
+            .send(Rules)
+            .await
+            .map_err(err)?
+            .into_iter()
+            .map(|r| (r.rule_id.clone(), r))
+            .collect();
+        Ok(MasterExport {
+            my_addr: me.host_addr,
+            my_port: me.host_port,
+            agent_db,
+            endpoint_db,
+            policy_db,
+            agent_stats,
+        })
+    }
+}
+
+impl Drop for MasterHandle {
+    fn drop(&mut self) {
+        // The actors stop with their last address; the agents' connections with the registry.
+        self.registry.do_send(Shutdown);
+    }
+}
+
+/// Close every agent connection and stop.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct Shutdown;
+
+impl Handler<Shutdown> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
+        for agent in self.agents.values() {
+            agent.peer.close();
+        }
+        self.agents.clear();
+        ctx.stop();
     }
 }

@@ -1,50 +1,66 @@
-//! The master↔agent RPC: JSON requests and responses in length-delimited frames over TCP.
+//! The master↔agent RPC on Contiv's wire: Go `net/rpc` with the JSON-RPC 1.0 codec over plain
+//! TCP, so an ofnet agent or master written in Go can sit in the same cluster.
 //!
-//! Wire format (one JSON object per frame, 4-byte big-endian length prefix):
-//! request `{"id":7,"method":"OfnetMaster.EndpointAdd","params":{...}}`, response
-//! `{"id":7,"result":true}` or `{"id":7,"error":"..."}`. Method names are the reference's.
+//! Wire format: JSON values back to back on the stream (we end each with a newline, as Go's
+//! encoder does). Request `{"method":"OfnetMaster.RegisterNode","params":[{...}],"id":7}`
+//! (exactly one argument, in an array), response `{"id":7,"result":true,"error":null}` or
+//! `{"id":7,"result":null,"error":"..."}`. Method names are the reference's (§5.1).
 //!
 //! - [`Peer`]: the client side, a task owning one connection plus a cloneable handle. Calls
-//!   are sent in the order they were made and answered one at a time, so an `EndpointAdd`
-//!   followed by an `EndpointDel` can never arrive swapped. A broken connection is re-dialled
-//!   (a few attempts with back-off) and the call retried once.
-//! - [`serve`]: the server side, an accept loop that hands each request to a [`Service`] and
-//!   answers in order, per connection.
+//!   go out in the order they were queued and are answered one at a time, so an `EndpointAdd`
+//!   followed by an `EndpointDel` can never arrive swapped (a Go server runs calls
+//!   concurrently; waiting for each answer keeps the order there too). The queue is bounded:
+//!   [`Peer::notify`] never waits and reports a full queue, so a peer that stops reading
+//!   cannot hold up the caller. A broken connection is re-dialled (a few attempts with
+//!   back-off), greeted again, and the call retried once.
+//! - [`serve`]: the server side, an accept loop with one session task per connection that
+//!   decodes each request, hands it to a [`Service`] and answers in order. A malformed JSON
+//!   value, a request without a method, an unknown method or wrong params are answered with
+//!   an error naming the problem (id `null` when none could be read); the connection stays
+//!   usable.
 
-use bytes::Bytes;
+use bytes::{Buf, BytesMut};
 use futures::future::LocalBoxFuture;
 use futures::{SinkExt, StreamExt};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
+use tokio_util::codec::{Decoder, Encoder, Framed};
 
 /// How long a call waits for its answer.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Dial attempts before a call fails, and the pause between them (doubling).
 const DIAL_ATTEMPTS: u32 = 5;
 const DIAL_BACKOFF: Duration = Duration::from_millis(50);
+/// Calls a peer may have queued before [`Peer::notify`] reports it as too far behind.
+pub const PEER_QUEUE: usize = 4096;
+/// The largest JSON value accepted on a connection.
+pub const MAX_VALUE: usize = 16 << 20;
 
-/// A request frame.
+/// A request as the server reads it (the id is echoed whatever its JSON type).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Request {
-    pub id: u64,
     pub method: String,
+    #[serde(default)]
     pub params: Value,
+    #[serde(default)]
+    pub id: Value,
 }
 
-/// A response frame: exactly one of `result` and `error`.
+/// A response: `error` is `null` on success, `result` is `null` on failure (Go's codec writes
+/// both).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Response {
-    pub id: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub id: Value,
+    #[serde(default)]
+    pub result: Value,
+    #[serde(default)]
+    pub error: Option<Value>,
 }
 
 /// A failed call.
@@ -66,43 +82,134 @@ pub enum RpcError {
         method: String,
         reason: String,
     },
+    #[error("cannot encode the arguments of {method}: {reason}")]
+    Encode { method: String, reason: String },
+    #[error("{peer} is too far behind: {PEER_QUEUE} calls already queued")]
+    Full { peer: SocketAddr },
     #[error("the connection task to {0} is gone")]
     Closed(SocketAddr),
 }
 
-type Conn = Framed<TcpStream, LengthDelimitedCodec>;
+/// What the codec reads: a JSON value, or bytes that are not one (skipped up to the next
+/// newline, so the stream stays usable).
+#[derive(Debug)]
+pub enum Frame {
+    Value(Value),
+    Malformed(String),
+}
+
+/// JSON values back to back, each written with a trailing newline.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct JsonCodec;
+
+impl Decoder for JsonCodec {
+    type Item = Frame;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, std::io::Error> {
+        let start = buf
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(buf.len());
+        buf.advance(start);
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        let mut values = serde_json::Deserializer::from_slice(buf).into_iter::<Value>();
+        match values.next() {
+            Some(Ok(v)) => {
+                let used = values.byte_offset();
+                buf.advance(used);
+                Ok(Some(Frame::Value(v)))
+            }
+            Some(Err(e)) if e.is_eof() => {
+                if buf.len() > MAX_VALUE {
+                    return Err(std::io::Error::other(format!(
+                        "a JSON value longer than {MAX_VALUE} bytes"
+                    )));
+                }
+                Ok(None)
+            }
+            Some(Err(e)) => {
+                let skip = buf
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(buf.len(), |n| n + 1);
+                buf.advance(skip);
+                Ok(Some(Frame::Malformed(e.to_string())))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+impl Encoder<Vec<u8>> for JsonCodec {
+    type Error = std::io::Error;
+
+    fn encode(&mut self, mut item: Vec<u8>, dst: &mut BytesMut) -> Result<(), std::io::Error> {
+        item.push(b'\n');
+        dst.extend_from_slice(&item);
+        Ok(())
+    }
+}
+
+type Conn = Framed<TcpStream, JsonCodec>;
+
+/// Arguments serialized once (a relay to a thousand agents encodes its endpoint once).
+pub type Params = Arc<str>;
+
+/// Serialize one call argument.
+pub fn encode_params<P: Serialize>(method: &str, params: &P) -> Result<Params, RpcError> {
+    serde_json::to_string(params)
+        .map(Params::from)
+        .map_err(|e| RpcError::Encode {
+            method: method.into(),
+            reason: e.to_string(),
+        })
+}
+
+/// The bytes of request `id`.
+fn request_bytes(method: &str, params: &str, id: u64) -> Vec<u8> {
+    let method = serde_json::to_string(method).unwrap_or_else(|_| "\"\"".into());
+    format!("{{\"method\":{method},\"params\":[{params}],\"id\":{id}}}").into_bytes()
+}
 
 struct Call {
     /// `None`: only make sure the connection is up (and greeted).
-    method: Option<String>,
-    params: Value,
-    reply: oneshot::Sender<Result<Value, RpcError>>,
+    method: Option<Arc<str>>,
+    params: Params,
+    /// `None`: nobody waits; a failure is logged.
+    reply: Option<oneshot::Sender<Result<Value, RpcError>>>,
 }
 
 /// The calls a peer makes first on every new connection, before anything queued: how a client
-/// re-synchronizes a server that restarted (register, then re-announce its state).
+/// re-synchronizes a server that restarted (register, then re-announce its state), or how a
+/// master re-synchronizes an agent it dropped.
 pub type Greeting = std::rc::Rc<dyn Fn() -> LocalBoxFuture<'static, Vec<(String, Value)>>>;
 
 /// A handle to a remote RPC server (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct Peer {
     addr: SocketAddr,
-    calls: mpsc::UnboundedSender<Call>,
+    calls: mpsc::Sender<Call>,
+    task: tokio::task::AbortHandle,
 }
 
 impl Peer {
     /// Start the connection task (inside an actix or tokio runtime); it dials on first use.
     pub fn new(addr: SocketAddr) -> Peer {
-        let (calls, rx) = mpsc::unbounded_channel();
-        actix_rt::spawn(run_peer(addr, rx, None));
-        Peer { addr, calls }
+        Self::start(addr, None)
     }
 
     /// A peer that sends `greeting`'s calls on every new connection.
     pub fn with_greeting(addr: SocketAddr, greeting: Greeting) -> Peer {
-        let (calls, rx) = mpsc::unbounded_channel();
-        actix_rt::spawn(run_peer(addr, rx, Some(greeting)));
-        Peer { addr, calls }
+        Self::start(addr, Some(greeting))
+    }
+
+    fn start(addr: SocketAddr, greeting: Option<Greeting>) -> Peer {
+        let (calls, rx) = mpsc::channel(PEER_QUEUE);
+        let task = actix_rt::spawn(run_peer(addr, rx, greeting)).abort_handle();
+        Peer { addr, calls, task }
     }
 
     /// Connect now (and greet) instead of on the first call.
@@ -111,9 +218,10 @@ impl Peer {
         self.calls
             .send(Call {
                 method: None,
-                params: Value::Null,
-                reply,
+                params: Params::from("null"),
+                reply: Some(reply),
             })
+            .await
             .map_err(|_| RpcError::Closed(self.addr))?;
         answer
             .await
@@ -125,48 +233,58 @@ impl Peer {
         self.addr
     }
 
-    /// Call `method` and decode its result.
+    /// Stop the connection task now, dropping whatever is queued.
+    pub fn close(&self) {
+        self.task.abort();
+    }
+
+    /// Call `method` and decode its result (waits for room in the queue).
     pub async fn call<P: Serialize, R: DeserializeOwned>(
         &self,
         method: &str,
         params: &P,
     ) -> Result<R, RpcError> {
-        let bad = |reason: String| RpcError::BadReply {
-            peer: self.addr,
-            method: method.to_string(),
-            reason,
-        };
-        let params = serde_json::to_value(params).map_err(|e| bad(e.to_string()))?;
+        let params = encode_params(method, params)?;
         let (reply, answer) = oneshot::channel();
         self.calls
             .send(Call {
-                method: Some(method.to_string()),
+                method: Some(method.into()),
                 params,
-                reply,
+                reply: Some(reply),
             })
+            .await
             .map_err(|_| RpcError::Closed(self.addr))?;
         let value = answer.await.map_err(|_| RpcError::Closed(self.addr))??;
-        serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+        serde_json::from_value(value).map_err(|e| RpcError::BadReply {
+            peer: self.addr,
+            method: method.to_string(),
+            reason: e.to_string(),
+        })
     }
 
-    /// Queue a call whose answer nobody waits for; failures are logged. Order with other
-    /// calls on this peer is kept.
-    pub fn notify<P: Serialize>(&self, method: &'static str, params: &P) {
-        let peer = self.clone();
-        let params = serde_json::to_value(params);
-        actix_rt::spawn(async move {
-            let result = match params {
-                Ok(p) => peer.call::<Value, Value>(method, &p).await.map(|_| ()),
-                Err(e) => Err(RpcError::BadReply {
-                    peer: peer.addr,
-                    method: method.into(),
-                    reason: e.to_string(),
-                }),
-            };
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "RPC notification failed");
-            }
-        });
+    /// Queue a call whose answer nobody waits for (a failed call is logged); order with the
+    /// other calls on this peer is kept. Never waits: a full queue is [`RpcError::Full`].
+    pub fn notify<P: Serialize>(&self, method: &str, params: &P) -> Result<(), RpcError> {
+        self.notify_encoded(method.into(), encode_params(method, params)?)
+    }
+
+    /// [`Peer::notify`] with arguments already serialized.
+    pub fn notify_encoded(&self, method: Arc<str>, params: Params) -> Result<(), RpcError> {
+        self.calls
+            .try_send(Call {
+                method: Some(method),
+                params,
+                reply: None,
+            })
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => RpcError::Full { peer: self.addr },
+                mpsc::error::TrySendError::Closed(_) => RpcError::Closed(self.addr),
+            })
+    }
+
+    /// Calls queued and not yet answered.
+    pub fn backlog(&self) -> usize {
+        PEER_QUEUE - self.calls.capacity()
     }
 }
 
@@ -177,7 +295,7 @@ async fn dial(addr: SocketAddr) -> Result<Conn, RpcError> {
         match TcpStream::connect(addr).await {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
-                return Ok(Framed::new(s, LengthDelimitedCodec::new()));
+                return Ok(Framed::new(s, JsonCodec));
             }
             Err(e) => last = e.to_string(),
         }
@@ -190,17 +308,75 @@ async fn dial(addr: SocketAddr) -> Result<Conn, RpcError> {
     })
 }
 
-/// One request/response exchange on `conn`; `Err(None)` means the connection broke.
-async fn exchange(conn: &mut Conn, req: &Request) -> Result<Response, Option<String>> {
-    let bytes = serde_json::to_vec(req).map_err(|e| Some(e.to_string()))?;
-    conn.send(Bytes::from(bytes)).await.map_err(|_| None)?;
+/// Why one exchange failed.
+enum ExchangeError {
+    /// The connection broke (a retry on a new one may work).
+    Broken,
+    /// The peer answered something that is not a response.
+    Bad(String),
+}
+
+/// One request/response exchange on `conn`.
+async fn exchange(
+    conn: &mut Conn,
+    method: &str,
+    params: &str,
+    id: u64,
+) -> Result<Response, ExchangeError> {
+    conn.send(request_bytes(method, params, id))
+        .await
+        .map_err(|_| ExchangeError::Broken)?;
     loop {
-        let frame = conn.next().await.ok_or(None)?.map_err(|_| None)?;
-        let resp: Response = serde_json::from_slice(&frame).map_err(|e| Some(e.to_string()))?;
-        if resp.id == req.id {
+        let frame = conn
+            .next()
+            .await
+            .ok_or(ExchangeError::Broken)?
+            .map_err(|_| ExchangeError::Broken)?;
+        let value = match frame {
+            Frame::Value(v) => v,
+            Frame::Malformed(reason) => return Err(ExchangeError::Bad(reason)),
+        };
+        let resp: Response =
+            serde_json::from_value(value).map_err(|e| ExchangeError::Bad(e.to_string()))?;
+        if resp.id.as_u64() == Some(id) {
             return Ok(resp);
         }
         // An answer to a call that timed out earlier: skip it.
+    }
+}
+
+/// The outcome of one call on `conn` (`None` in the error means: re-dial and retry).
+async fn call_on(
+    addr: SocketAddr,
+    conn: &mut Conn,
+    method: &str,
+    params: &str,
+    id: u64,
+) -> Result<Value, Option<RpcError>> {
+    match tokio::time::timeout(CALL_TIMEOUT, exchange(conn, method, params, id)).await {
+        Err(_) => Err(Some(RpcError::Timeout {
+            peer: addr,
+            method: method.into(),
+        })),
+        Ok(Err(ExchangeError::Broken)) => Err(None),
+        Ok(Err(ExchangeError::Bad(reason))) => Err(Some(RpcError::BadReply {
+            peer: addr,
+            method: method.into(),
+            reason,
+        })),
+        Ok(Ok(resp)) => match resp.error {
+            None | Some(Value::Null) => Ok(resp.result),
+            Some(Value::String(error)) => Err(Some(RpcError::Remote {
+                peer: addr,
+                method: method.into(),
+                error,
+            })),
+            Some(other) => Err(Some(RpcError::Remote {
+                peer: addr,
+                method: method.into(),
+                error: other.to_string(),
+            })),
+        },
     }
 }
 
@@ -216,28 +392,18 @@ async fn dial_and_greet(
         return Ok(conn);
     };
     for (method, params) in greeting().await {
-        let req = Request {
-            id: *next_id,
-            method,
-            params,
-        };
+        let params = encode_params(&method, &params)?;
         *next_id += 1;
-        match tokio::time::timeout(CALL_TIMEOUT, exchange(&mut conn, &req)).await {
-            Ok(Ok(resp)) => {
-                if let Some(error) = resp.error {
-                    tracing::warn!(%addr, method = %req.method, %error, "greeting call refused");
-                }
+        match call_on(addr, &mut conn, &method, &params, *next_id).await {
+            Ok(_) => {}
+            Err(Some(e @ RpcError::Remote { .. })) => {
+                tracing::warn!(%addr, error = %e, "greeting call refused");
             }
-            Ok(Err(reason)) => {
+            Err(Some(e)) => return Err(e),
+            Err(None) => {
                 return Err(RpcError::Unreachable {
                     peer: addr,
-                    reason: reason.unwrap_or_else(|| "connection lost while greeting".into()),
-                });
-            }
-            Err(_) => {
-                return Err(RpcError::Timeout {
-                    peer: addr,
-                    method: req.method,
+                    reason: "connection lost while greeting".into(),
                 });
             }
         }
@@ -245,13 +411,9 @@ async fn dial_and_greet(
     Ok(conn)
 }
 
-async fn run_peer(
-    addr: SocketAddr,
-    mut calls: mpsc::UnboundedReceiver<Call>,
-    greeting: Option<Greeting>,
-) {
+async fn run_peer(addr: SocketAddr, mut calls: mpsc::Receiver<Call>, greeting: Option<Greeting>) {
     let mut conn: Option<Conn> = None;
-    let mut next_id = 1u64;
+    let mut next_id = 0u64;
     while let Some(call) = calls.recv().await {
         let Some(method) = call.method else {
             let outcome = match conn {
@@ -264,7 +426,9 @@ async fn run_peer(
                     Err(e) => Err(e),
                 },
             };
-            let _ = call.reply.send(outcome);
+            if let Some(reply) = call.reply {
+                let _ = reply.send(outcome);
+            }
             continue;
         };
         let mut outcome = Err(RpcError::Closed(addr));
@@ -282,50 +446,37 @@ async fn run_peer(
             let Some(c) = conn.as_mut() else {
                 break;
             };
-            let req = Request {
-                id: next_id,
-                method: method.clone(),
-                params: call.params.clone(),
-            };
             next_id += 1;
-            match tokio::time::timeout(CALL_TIMEOUT, exchange(c, &req)).await {
-                Err(_) => {
-                    outcome = Err(RpcError::Timeout {
-                        peer: addr,
-                        method: method.clone(),
-                    });
-                    // The answer may still come; a fresh connection avoids reading it later.
-                    conn = None;
+            match call_on(addr, c, &method, &call.params, next_id).await {
+                Ok(v) => {
+                    outcome = Ok(v);
                     break;
                 }
-                Ok(Ok(resp)) => {
-                    outcome = match (resp.result, resp.error) {
-                        (_, Some(error)) => Err(RpcError::Remote {
-                            peer: addr,
-                            method: method.clone(),
-                            error,
-                        }),
-                        (result, None) => Ok(result.unwrap_or(Value::Null)),
-                    };
+                Err(Some(e)) => {
+                    if !matches!(e, RpcError::Remote { .. }) {
+                        // A late answer or garbage may follow: start on a fresh connection.
+                        conn = None;
+                    }
+                    outcome = Err(e);
                     break;
                 }
-                Ok(Err(Some(reason))) => {
-                    outcome = Err(RpcError::BadReply {
-                        peer: addr,
-                        method: method.clone(),
-                        reason,
-                    });
-                    conn = None;
-                    break;
-                }
-                Ok(Err(None)) => conn = None,
+                Err(None) => conn = None,
             }
         }
-        let _ = call.reply.send(outcome);
+        match call.reply {
+            Some(reply) => {
+                let _ = reply.send(outcome);
+            }
+            None => {
+                if let Err(e) = outcome {
+                    tracing::warn!(error = %e, "RPC notification failed");
+                }
+            }
+        }
     }
 }
 
-/// What serves RPC requests: `method` and `params` in, a result or an error message out.
+/// What serves RPC requests: `method` and its one argument in, a result or an error message out.
 pub trait Service: Clone + 'static {
     fn call(&self, method: String, params: Value)
     -> LocalBoxFuture<'static, Result<Value, String>>;
@@ -359,6 +510,11 @@ impl Drop for RpcServer {
 /// Accept connections on `addr` (port 0 picks one) and serve them with `service`.
 pub async fn serve<S: Service>(addr: SocketAddr, service: S) -> std::io::Result<RpcServer> {
     let listener = TcpListener::bind(addr).await?;
+    serve_listener(listener, service)
+}
+
+/// Serve `service` on a listener already bound.
+pub fn serve_listener<S: Service>(listener: TcpListener, service: S) -> std::io::Result<RpcServer> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "RPC server listening");
     let (stop, stopped) = tokio::sync::watch::channel(());
@@ -368,7 +524,7 @@ pub async fn serve<S: Service>(addr: SocketAddr, service: S) -> std::io::Result<
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
                     actix_rt::spawn(session(
-                        Framed::new(stream, LengthDelimitedCodec::new()),
+                        Framed::new(stream, JsonCodec),
                         service.clone(),
                         stopped.clone(),
                     ));
@@ -387,6 +543,28 @@ pub async fn serve<S: Service>(addr: SocketAddr, service: S) -> std::io::Result<
     })
 }
 
+/// Decode one request value: its id (for the answer) and method and argument, or what is wrong.
+fn read_request(value: Value) -> (Value, Result<(String, Value), String>) {
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    let req = match serde_json::from_value::<Request>(value) {
+        Ok(r) => r,
+        Err(e) => return (id, Err(format!("not a JSON-RPC request: {e}"))),
+    };
+    let arg = match req.params {
+        Value::Array(mut args) if args.len() == 1 => args.pop().unwrap_or(Value::Null),
+        other => {
+            return (
+                id,
+                Err(format!(
+                    "bad params for {}: expected one argument in an array, got {other}",
+                    req.method
+                )),
+            );
+        }
+    };
+    (id, Ok((req.method, arg)))
+}
+
 async fn session<S: Service>(
     mut conn: Conn,
     service: S,
@@ -397,31 +575,36 @@ async fn session<S: Service>(
             f = conn.next() => f,
             _ = stop.changed() => return,
         };
-        let Some(Ok(frame)) = frame else {
-            return;
-        };
-        let resp = match serde_json::from_slice::<Request>(&frame) {
-            Ok(req) => match service.call(req.method, req.params).await {
-                Ok(result) => Response {
-                    id: req.id,
-                    result: Some(result),
-                    error: None,
-                },
-                Err(error) => Response {
-                    id: req.id,
-                    result: None,
-                    error: Some(error),
-                },
-            },
-            Err(e) => {
-                tracing::warn!(error = %e, "malformed RPC request; closing the connection");
+        let (id, outcome) = match frame {
+            None => return,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "RPC connection failed");
                 return;
             }
+            Some(Ok(Frame::Malformed(reason))) => {
+                (Value::Null, Err(format!("malformed JSON value: {reason}")))
+            }
+            Some(Ok(Frame::Value(value))) => match read_request(value) {
+                (id, Ok((method, arg))) => (id, service.call(method, arg).await),
+                (id, Err(e)) => (id, Err(e)),
+            },
+        };
+        let resp = match outcome {
+            Ok(result) => Response {
+                id,
+                result,
+                error: None,
+            },
+            Err(error) => Response {
+                id,
+                result: Value::Null,
+                error: Some(Value::String(error)),
+            },
         };
         let Ok(bytes) = serde_json::to_vec(&resp) else {
             return;
         };
-        if conn.send(Bytes::from(bytes)).await.is_err() {
+        if conn.send(bytes).await.is_err() {
             return;
         }
     }
@@ -430,6 +613,7 @@ async fn session<S: Service>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     #[derive(Clone)]
     struct Echo;
@@ -443,6 +627,7 @@ mod tests {
             Box::pin(async move {
                 match method.as_str() {
                     "Test.Echo" => Ok(params),
+                    "Test.Number" => self::params::<u32>(&method, params).map(Value::from),
                     other => Err(format!("unknown method {other}")),
                 }
             })
@@ -450,27 +635,98 @@ mod tests {
     }
 
     #[test]
-    fn frames_use_the_documented_json_shape() {
-        let r = Request {
-            id: 7,
-            method: "OfnetMaster.EndpointAdd".into(),
-            params: serde_json::json!({"EndpointID": "x"}),
-        };
+    fn requests_and_responses_use_go_jsonrpc_shapes() {
         assert_eq!(
-            serde_json::to_string(&r).unwrap(),
-            r#"{"id":7,"method":"OfnetMaster.EndpointAdd","params":{"EndpointID":"x"}}"#
+            String::from_utf8(request_bytes(
+                "OfnetMaster.RegisterNode",
+                r#"{"HostAddr":"10.0.0.1","HostPort":9002}"#,
+                7
+            ))
+            .unwrap(),
+            r#"{"method":"OfnetMaster.RegisterNode","params":[{"HostAddr":"10.0.0.1","HostPort":9002}],"id":7}"#
         );
         let ok = Response {
-            id: 7,
-            result: Some(Value::Bool(true)),
+            id: Value::from(7),
+            result: Value::Bool(true),
             error: None,
         };
         assert_eq!(
             serde_json::to_string(&ok).unwrap(),
-            r#"{"id":7,"result":true}"#
+            r#"{"id":7,"result":true,"error":null}"#
         );
-        let err: Response = serde_json::from_str(r#"{"id":7,"error":"no"}"#).unwrap();
-        assert_eq!(err.error.as_deref(), Some("no"));
+        let err: Response = serde_json::from_str(r#"{"id":7,"result":null,"error":"no"}"#).unwrap();
+        assert_eq!(err.error, Some(Value::from("no")));
+    }
+
+    #[test]
+    fn the_codec_reads_values_back_to_back_split_anywhere_and_skips_garbage() {
+        let mut codec = JsonCodec;
+        let mut buf = BytesMut::from(&b"{\"a\":1}{\"b\":"[..]);
+        let Some(Frame::Value(v)) = codec.decode(&mut buf).unwrap() else {
+            panic!("first value")
+        };
+        assert_eq!(v, serde_json::json!({"a": 1}));
+        assert!(
+            codec.decode(&mut buf).unwrap().is_none(),
+            "half a value waits"
+        );
+        buf.extend_from_slice(b"2}\n{oops\n[3]");
+        let Some(Frame::Value(v)) = codec.decode(&mut buf).unwrap() else {
+            panic!("second value")
+        };
+        assert_eq!(v, serde_json::json!({"b": 2}));
+        assert!(matches!(
+            codec.decode(&mut buf).unwrap(),
+            Some(Frame::Malformed(_))
+        ));
+        let Some(Frame::Value(v)) = codec.decode(&mut buf).unwrap() else {
+            panic!("value after garbage")
+        };
+        assert_eq!(v, serde_json::json!([3]));
+    }
+
+    /// A client writing bytes by hand: every bad request gets an error answer naming the
+    /// problem, and the same connection then serves a good one.
+    #[actix_rt::test]
+    async fn bad_input_is_answered_and_the_connection_stays_usable() {
+        let server = serve("127.0.0.1:0".parse().unwrap(), Echo).await.unwrap();
+        let stream = TcpStream::connect(server.local_addr()).await.unwrap();
+        let (read, mut write) = stream.into_split();
+        let mut lines = BufReader::new(read).lines();
+        let mut ask = async |text: &str| -> Value {
+            write.write_all(text.as_bytes()).await.unwrap();
+            write.write_all(b"\n").await.unwrap();
+            let line = lines.next_line().await.unwrap().unwrap();
+            serde_json::from_str(&line).unwrap()
+        };
+        let cases = [
+            (r#"{"method":"Test.Echo",oops}"#, "malformed JSON"),
+            (r#"{"params":[1],"id":2}"#, "missing field `method`"),
+            (
+                r#"{"method":"Test.Nope","params":[1],"id":3}"#,
+                "unknown method Test.Nope",
+            ),
+            (
+                r#"{"method":"Test.Echo","params":{},"id":4}"#,
+                "expected one argument",
+            ),
+            (
+                r#"{"method":"Test.Number","params":["x"],"id":5}"#,
+                "bad params for Test.Number",
+            ),
+        ];
+        for (text, why) in cases {
+            // The malformed one is cut by the newline and answered once the next arrives.
+            let answer = ask(text).await;
+            let error = answer["error"].as_str().unwrap_or_default();
+            assert!(error.contains(why), "{text}: {answer}");
+            assert_eq!(answer["result"], Value::Null, "{answer}");
+        }
+        let answer = ask(r#"{"method":"Test.Echo","params":[{"x":1}],"id":6}"#).await;
+        assert_eq!(
+            answer,
+            serde_json::json!({"id": 6, "result": {"x": 1}, "error": null})
+        );
     }
 
     #[actix_rt::test]
@@ -486,6 +742,35 @@ mod tests {
             matches!(&err, RpcError::Remote { method, error, .. } if method == "Test.Nope" && error.contains("unknown method")),
             "{err}"
         );
+        // A refused call leaves the connection usable.
+        assert_eq!(peer.call::<_, u32>("Test.Echo", &3).await.unwrap(), 3);
+    }
+
+    /// A server that accepts and never reads: notifications fill the bounded queue and are
+    /// then refused at once instead of piling up.
+    #[actix_rt::test]
+    async fn a_peer_that_stops_reading_fills_its_queue_and_is_reported() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _held = actix_rt::spawn(async move {
+            let (_s, _) = listener.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        });
+        let peer = Peer::new(addr);
+        let mut full = None;
+        for n in 0..PEER_QUEUE * 2 {
+            if let Err(e) = peer.notify("Test.Echo", &n) {
+                full = Some((n, e));
+                break;
+            }
+        }
+        let (n, e) = full.expect("the queue is bounded");
+        assert!(matches!(e, RpcError::Full { peer } if peer == addr), "{e}");
+        assert!(
+            (PEER_QUEUE - 1..=PEER_QUEUE + 1).contains(&n),
+            "full after {n}"
+        );
+        peer.close();
     }
 
     /// Counts greetings: every new connection must greet before its first call.

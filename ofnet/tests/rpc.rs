@@ -145,3 +145,98 @@ async fn endpoints_and_rules_travel_through_the_master() {
         ["10.1.1.3:t1", "10.1.1.4:t1", "10.1.1.5:t1"]
     );
 }
+
+/// A hand-written agent that answers `true` at once and counts `OfnetAgent.EndpointAdd`s.
+async fn counting_agent() -> (u16, std::rc::Rc<std::cell::Cell<usize>>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = std::rc::Rc::new(std::cell::Cell::new(0));
+    let seen = count.clone();
+    actix_rt::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let seen = seen.clone();
+            actix_rt::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                let mut lines = BufReader::new(read).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let req: serde_json::Value = serde_json::from_str(&line).unwrap();
+                    if req["method"] == "OfnetAgent.EndpointAdd" {
+                        seen.set(seen.get() + 1);
+                    }
+                    let answer =
+                        serde_json::json!({"id": req["id"], "result": true, "error": null});
+                    let mut bytes = serde_json::to_vec(&answer).unwrap();
+                    bytes.push(b'\n');
+                    if write.write_all(&bytes).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, count)
+}
+
+/// An agent that accepts the master's connection and never reads: its queue fills, it is
+/// dropped and re-synced, and a healthy agent keeps getting every endpoint meanwhile.
+#[actix_rt::test]
+async fn an_agent_that_stops_reading_is_dropped_and_does_not_stall_the_others() {
+    init_tracing();
+    let master = MasterHandle::start("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    // The stuck agent: accepts, holds the connections, never reads them.
+    let stuck = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let stuck_port = stuck.local_addr().unwrap().port();
+    let _held = actix_rt::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = stuck.accept().await {
+            held.push(s);
+        }
+    });
+    let (healthy_port, healthy) = counting_agent().await;
+    let origin = ofnet::rpc::Peer::new(master.local_addr());
+    let stuck_node = Node {
+        host_addr: "127.0.0.1".into(),
+        host_port: stuck_port,
+    };
+    for port in [stuck_port, healthy_port] {
+        let node = Node {
+            host_addr: "127.0.0.1".into(),
+            host_port: port,
+        };
+        let _: bool = origin
+            .call("OfnetMaster.RegisterNode", &node)
+            .await
+            .unwrap();
+    }
+    // More endpoints than a peer's queue holds (the stuck agent's first call never gets an
+    // answer, so nothing drains its queue).
+    let total = ofnet::rpc::PEER_QUEUE + 200;
+    for n in 0..total {
+        let ip = format!("10.2.{}.{}", n / 250, n % 250 + 1);
+        let ep = serde_json::json!({
+            "EndpointID": format!("{ip}:t1"), "EndpointType": 2, "EndpointGroup": 0,
+            "IpAddr": ip, "IpMask": "255.255.255.255", "Ipv6Addr": null, "Ipv6Mask": null,
+            "Vrf": "t1", "MacAddrStr": "02:02:0a:02:00:01", "Vlan": 3, "Vni": 5000,
+            "EndpointGroupVlan": 0, "OriginatorIp": "192.0.2.7", "OriginatorMac": "",
+            "Timestamp": ""
+        });
+        let _: bool = origin.call("OfnetMaster.EndpointAdd", &ep).await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m = master.inspect().await.unwrap();
+        let resyncs = m.agent_stats[&stuck_node.key()].resyncs;
+        if resyncs >= 1 && healthy.get() == total {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stuck agent resyncs {resyncs}, the healthy one got {} of {total}",
+            healthy.get()
+        );
+        actix_rt::time::sleep(Duration::from_millis(50)).await;
+    }
+}

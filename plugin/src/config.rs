@@ -122,6 +122,15 @@ pub struct Args {
         default_value = "0.0.0.0:9090"
     )]
     pub debug_listen: SocketAddr,
+    /// Where the VXLAN agent serves ofnet RPC (`OfnetAgent.*`, `PolicyAgent.*`) for the master
+    /// (Contiv: port 9002). The master calls back the host of this address, or the control IP
+    /// when it is unspecified; port 0 picks one.
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_OFNET_RPC_LISTEN",
+        default_value = "0.0.0.0:9002"
+    )]
+    pub ofnet_rpc_listen: SocketAddr,
     /// netmaster URL; default: the `netmaster` service registered in etcd.
     #[arg(long, env = "CONTIV_NETPLUGIN_NETMASTER")]
     pub netmaster: Option<String>,
@@ -195,6 +204,7 @@ pub struct Config {
     pub vxlan_of_listen: OfListen,
     pub vlan_of_listen: OfListen,
     pub debug_listen: SocketAddr,
+    pub ofnet_rpc_listen: SocketAddr,
     pub netmaster: Option<String>,
     pub host_netns: Option<PathBuf>,
     pub ovs_datapath: String,
@@ -339,6 +349,7 @@ impl Args {
             vxlan_of_listen: OfListen::parse("vxlan-of-listen", &self.vxlan_of_listen)?,
             vlan_of_listen: OfListen::parse("vlan-of-listen", &self.vlan_of_listen)?,
             debug_listen: self.debug_listen,
+            ofnet_rpc_listen: self.ofnet_rpc_listen,
             netmaster: self.netmaster.filter(|s| !s.is_empty()),
             host_netns: self.host_netns,
             ovs_datapath,

@@ -11,8 +11,10 @@
 //!    flow set, so a restart replaces flows in place (ofctrl generations) and pods keep
 //!    their traffic. With `fail_mode=secure` OVS keeps its flows while we are away.
 //! 5. The CNI socket, the debug REST, the service registrations (`netplugin`,
-//!    `netplugin.vtep`), the etcd watches, and in kubernetes mode with an API server the
-//!    Kubernetes Service/Endpoints watches ([`crate::kubesvc`]).
+//!    `netplugin.vtep`), the etcd watches, the VXLAN agent's ofnet RPC server and its
+//!    registration with the leader's ofnet master, found and followed through `netmaster.rpc`
+//!    ([`crate::ofnet_rpc`]), and in kubernetes mode with an API server the Kubernetes
+//!    Service/Endpoints watches ([`crate::kubesvc`]).
 //!
 //! [`run`] returns when `shutdown` resolves; ports, veths and flows stay (a restart adopts
 //! them).
@@ -34,7 +36,7 @@ use crate::error::{PluginError, Result};
 use crate::kubeapi::{self, KubeClient, KubeConfig};
 use crate::ovsdb::OvsdbClient;
 use crate::watch::{self, Topic};
-use crate::{cniserver, debug, http, kubesvc};
+use crate::{cniserver, debug, http, kubesvc, ofnet_rpc};
 
 /// How often to look for the global config while netmaster has not written it.
 const GLOBAL_POLL: Duration = Duration::from_millis(500);
@@ -189,10 +191,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     let debug_task = actix_rt::spawn(http::serve_tcp(debug, debug::handler(driver.clone())));
     let registered = CancellationToken::new();
     register_services(&driver, &registered);
-    let watches: Vec<_> = revisions
+    let mut watches: Vec<_> = revisions
         .into_iter()
+        .filter(|(topic, _)| Topic::FOLLOWED.contains(topic))
         .map(|(topic, rev)| actix_rt::spawn(watch::follow(driver.clone(), topic, rev)))
         .collect();
+    let _rpc = ofnet_rpc::serve(&driver).await?;
+    watches.push(actix_rt::spawn(ofnet_rpc::follow_masters(driver.clone())));
     tracing::info!(
         host = %cfg.host,
         cni = %cfg.cni_socket.display(),
@@ -202,8 +207,12 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
 
     shutdown.await;
     tracing::info!("shutting down; ports, veths and flows stay for the next start");
-    // Unregister: others stop sending us tunnels and requests.
+    // Unregister: others stop sending us tunnels and requests; masters stop relaying to us.
     registered.cancel();
+    for w in &watches {
+        w.abort();
+    }
+    driver.agent(BridgeKind::Vxlan).unregister().await;
     cni_task.abort();
     debug_task.abort();
     for w in watches {

@@ -13,6 +13,7 @@
 //! - [`debug`]: the debug REST (§4.3).
 //! - [`http`]: the small HTTP/1.1 server both APIs use.
 //! - [`oper`]: the endpoint oper state kept in etcd.
+//! - [`ofnet_rpc`]: the VXLAN agent's RPC server and its registration with the ofnet master.
 //! - [`hostnet`]: netlink in the namespace OVS's datapath lives in.
 //! - [`ovsdb`]: OVSDB JSON-RPC client, monitor cache, bridge and port operations.
 //! - [`netlink`]: veth pairs, pod namespaces, addresses, routes.
@@ -29,6 +30,7 @@ pub mod http;
 pub mod kubeapi;
 pub mod kubesvc;
 pub mod netlink;
+pub mod ofnet_rpc;
 pub mod oper;
 pub mod ovsdb;
 pub mod watch;

@@ -1,6 +1,7 @@
 //! Replay and watch of the cluster state netplugin follows (reference §4.1 steps 4 and 6):
 //! networks (`state/nets`), endpoint groups (`state/endpointGroups`), the global config
-//! (`master/config`), endpoints' oper state (`oper/eps`, for other hosts' endpoints),
+//! (`master/config`), endpoints' oper state (`oper/eps`, for other hosts' endpoints: replayed
+//! at start only, never followed; the ofnet master relays changes, see `crate::ofnet_rpc`),
 //! compiled policy rules (`state/policyRule`) and service load balancers (`state/serviceLB`).
 //!
 //! Contract: [`replay`] applies the current content of each prefix and returns the revision
@@ -26,8 +27,8 @@ pub enum Topic {
     Networks,
     Groups,
     Global,
-    /// Endpoints' oper state: other hosts' endpoints (this host's are re-adopted by
-    /// [`Driver::reconcile`]).
+    /// Endpoints' oper state: other hosts' endpoints at start (this host's are re-adopted by
+    /// [`Driver::reconcile`]). Not followed: see [`Topic::FOLLOWED`].
     Endpoints,
     /// Compiled policy rules and the attachments that make them count (`state/policy/` and
     /// `state/policyRule/`, one prefix, so their order is the store's).
@@ -43,6 +44,16 @@ impl Topic {
         Topic::Groups,
         Topic::Global,
         Topic::Endpoints,
+        Topic::PolicyRules,
+        Topic::Services,
+    ];
+
+    /// What is watched after the replay: everything but endpoints, which the ofnet master
+    /// relays.
+    pub const FOLLOWED: [Topic; 5] = [
+        Topic::Networks,
+        Topic::Groups,
+        Topic::Global,
         Topic::PolicyRules,
         Topic::Services,
     ];
@@ -134,11 +145,8 @@ async fn apply_delete(driver: &Driver, topic: Topic, key: &str) {
                 tracing::warn!(rule = %id, error = %e, "removing a policy rule");
             }
         }
-        Topic::Endpoints => {
-            if let Err(e) = driver.remove_remote(id).await {
-                tracing::warn!(endpoint = %id, error = %e, "removing a remote endpoint");
-            }
-        }
+        // Read once at start only: changes come from the ofnet master (`crate::ofnet_rpc`).
+        Topic::Endpoints => {}
         Topic::Services => {
             if let Err(e) = driver.remove_service(id).await {
                 tracing::warn!(service = %id, error = %e, "removing a service");

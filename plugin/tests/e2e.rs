@@ -7,7 +7,7 @@ mod common;
 mod fake_kube;
 
 use common::*;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use testbed::demo::{Cluster, ClusterOptions, CniPod, http};
@@ -332,11 +332,10 @@ fn netplugin_restart_is_hitless() {
 /// Two hosts on a VXLAN network: each netplugin learns the other's endpoints from etcd,
 /// makes a VTEP port towards it, and pods on the two hosts reach each other; the VTEP goes
 /// with the last endpoint behind it.
-#[test]
-fn vxlan_pods_on_two_hosts_reach_each_other() {
-    testbed::require!(Root, Ovs, Etcd, Ip, Ping);
-    let mut c = cluster();
-    let (ip_a, ip_b) = ("192.168.88.1", "192.168.88.2");
+/// Give the cluster's host the underlay address `ip_a` and add a second host at `ip_b`, wired
+/// to it: each host's underlay address lives on an OVS bridge `br-phy` holding its end of the
+/// wire (the userspace datapath tunnels through it).
+fn second_host(c: &mut Cluster, ip_a: &str, ip_b: &str) -> testbed::demo::ExtraHost {
     let (if_a, if_b) = (testbed::unique_name("v"), testbed::unique_name("v"));
     // Each host's underlay address lives on an OVS bridge `br-phy` holding its end of the
     // wire: the userspace datapath tunnels through it.
@@ -377,6 +376,15 @@ fn vxlan_pods_on_two_hosts_reach_each_other() {
         .exec(&["ping", "-c", "1", "-W", "2", ip_a])
         .unwrap();
 
+    host_b
+}
+
+#[test]
+fn vxlan_pods_on_two_hosts_reach_each_other() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping);
+    let mut c = cluster();
+    let (ip_a, ip_b) = ("192.168.88.1", "192.168.88.2");
+    let host_b = second_host(&mut c, ip_a, ip_b);
     create_network(&c, "wide", "vxlan", "10.48.0.0/24", "10.48.0.1");
     let a = c
         .add_pod(&c.conflist("wide-a", "wide", "").unwrap())
@@ -394,6 +402,22 @@ fn vxlan_pods_on_two_hosts_reach_each_other() {
         );
     }
     assert!(reaches(&b, &a.ip), "B -> A");
+    // The endpoints travelled through netmaster's ofnet master (no host watches the others'
+    // endpoints in etcd): both agents are registered and it holds both endpoints with their
+    // originators.
+    let netmaster = c.netmaster_url.trim_start_matches("http://");
+    let (status, body) = http("GET", netmaster, "/debug/ofnet").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let master: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(master["AgentDb"].as_object().unwrap().len(), 2, "{master}");
+    let eps = master["EndpointDb"].as_object().unwrap();
+    let origin = |ip: &str| {
+        eps.values()
+            .find(|e| e["IpAddr"] == ip)
+            .map(|e| e["OriginatorIp"].clone())
+    };
+    assert_eq!(origin(&a.ip), Some(Value::from(ip_a)), "{master}");
+    assert_eq!(origin(&b.ip), Some(Value::from(ip_b)), "{master}");
     let vtep_to_b = format!("vxif{}", ip_b.replace('.', ""));
     assert!(ovs_ports(&c, VXLAN_BRIDGE).contains(&vtep_to_b));
     c.del_pod(&b).unwrap();
@@ -405,6 +429,100 @@ fn vxlan_pods_on_two_hosts_reach_each_other() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    drop(host_b);
+}
+
+/// `ovs-ofctl dump-flows` without the counters and ages: what the switch would forward with.
+fn flow_table(c: &Cluster) -> Vec<String> {
+    let mut flows: Vec<String> = flows(c, VXLAN_BRIDGE)
+        .lines()
+        .filter(|l| l.contains("priority"))
+        .map(|l| {
+            l.split(", ")
+                .filter(|f| {
+                    ![
+                        "duration=",
+                        "n_packets=",
+                        "n_bytes=",
+                        "idle_age=",
+                        "hard_age=",
+                    ]
+                    .iter()
+                    .any(|p| f.trim_start().starts_with(p))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect();
+    flows.sort();
+    flows
+}
+
+/// Two netmasters, two hosts pinging each other at 100 packets per second: the leader hands
+/// over, both agents re-register with the new leader's ofnet master, no packet is lost and no
+/// flow changes; a pod created afterwards reaches the old ones through the new master.
+#[test]
+fn ofnet_master_failover_loses_no_packet_and_changes_no_flow() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping);
+    let mut c = cluster();
+    let standby = c.add_netmaster().unwrap();
+    let (ip_a, ip_b) = ("192.168.89.1", "192.168.89.2");
+    let host_b = second_host(&mut c, ip_a, ip_b);
+    create_network(&c, "wide", "vxlan", "10.49.0.0/24", "10.49.0.1");
+    let a = c.add_pod(&c.conflist("fo-a", "wide", "").unwrap()).unwrap();
+    let b = c
+        .add_pod(&host_b.conflist("fo-b", "wide", "").unwrap())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.can_ping(&b.ip, 1) {
+        assert!(Instant::now() < deadline, "A never reached B");
+    }
+    let before = flow_table(&c);
+    let ping = Command::new("ip")
+        .args(["netns", "exec", a.netns.name(), "ping", "-q", "-i", "0.01"])
+        .args(["-c", "600", "-W", "1", &b.ip])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let registered = |addr: &str| {
+        http("GET", addr, "/debug/ofnet").is_some_and(|(s, body)| {
+            s == 200
+                && serde_json::from_str::<Value>(&body)
+                    .is_ok_and(|v| v["AgentDb"].as_object().is_some_and(|a| a.len() == 2))
+        })
+    };
+    c.restart_netmaster(|| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !registered(&standby.addr) {
+            assert!(
+                Instant::now() < deadline,
+                "the agents never registered with the new leader"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+    .unwrap();
+    let out = ping.wait_with_output().unwrap();
+    let summary = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        summary.contains("600 packets transmitted, 600 received"),
+        "packets lost across the failover: {summary}"
+    );
+    assert_eq!(flow_table(&c), before, "the failover changed flows");
+    // The first netmaster now follows and proxies; a new pod reaches the old ones.
+    let d = c
+        .add_pod(&host_b.conflist("fo-d", "wide", "").unwrap())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.can_ping(&d.ip, 1) {
+        assert!(
+            Instant::now() < deadline,
+            "A never reached the new pod on B"
+        );
+    }
+    assert!(reaches(&d, &a.ip), "new pod -> A");
     drop(host_b);
 }
 

@@ -120,7 +120,7 @@ pub fn http(method: &str, addr: &str, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-fn pick_port() -> Result<u16> {
+pub(crate) fn pick_port() -> Result<u16> {
     free_port().map_err(|source| Error::Io {
         op: "pick a port",
         path: PathBuf::new(),
@@ -210,6 +210,9 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         &format!("unix:{}", d.join("vlan.of").display()),
         "--debug-listen",
         h.debug_addr,
+        // Every emulated host's agent on a port of its own, called back on loopback.
+        "--ofnet-rpc-listen",
+        "127.0.0.1:0",
         "--host-netns",
         &h.netns.path().to_string_lossy(),
         "--ovs-datapath",
@@ -376,28 +379,7 @@ impl Cluster {
         })?;
         let listen = format!("127.0.0.1:{port}");
         let netmaster_log = dir.path().join("netmaster.log");
-        let mut netmaster_argv: Vec<String> = [
-            bins.netmaster.to_string_lossy().as_ref(),
-            "--listen-url",
-            &listen,
-            "--control-url",
-            &listen,
-            "--mode",
-            "test",
-            "--netmode",
-            "vlan",
-            "--fwdmode",
-            "bridge",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        netmaster_argv.extend(etcd_args(&etcd));
-        let mut netmaster = Daemon::spawn("netmaster", &netmaster_argv, &[], &netmaster_log)?;
-        netmaster.wait_ready(READY_TIMEOUT, || {
-            http("GET", &listen, "/api/v1/globals/")
-                .is_some_and(|(s, b)| s == 200 && b.contains("global"))
-        })?;
+        let netmaster = spawn_netmaster(&bins, &etcd_args(&etcd), &listen, &netmaster_log)?;
         let debug_port = pick_port()?;
         let mut cluster = Cluster {
             netplugin: None,
@@ -907,5 +889,76 @@ impl DemoState {
             let _ = writeln!(s, "pod {} in {}", pod.ip, pod.netns);
         }
         s
+    }
+}
+
+/// Start a netmaster listening (and controlling) on `listen` and wait until it answers for the
+/// global object (itself as leader, or proxied to the leader as a follower).
+/// Start a netmaster; `etcd` are its etcd flags (see [`etcd_args`]).
+pub(crate) fn spawn_netmaster(
+    bins: &Binaries,
+    etcd: &[String],
+    listen: &str,
+    log: &Path,
+) -> Result<Daemon> {
+    let mut argv: Vec<String> = vec![bins.netmaster.to_string_lossy().into_owned()];
+    argv.extend(etcd.iter().cloned());
+    argv.extend(
+        [
+            "--listen-url",
+            listen,
+            "--control-url",
+            listen,
+            "--mode",
+            "test",
+            "--netmode",
+            "vlan",
+            "--fwdmode",
+            "bridge",
+            // Clusters run side by side: each ofnet master on a port of its own.
+            "--ofnet-port",
+            "0",
+        ]
+        .iter()
+        .map(|a| a.to_string()),
+    );
+    let mut netmaster = Daemon::spawn("netmaster", &argv, &[], log)?;
+    netmaster.wait_ready(READY_TIMEOUT, || {
+        http("GET", listen, "/api/v1/globals/")
+            .is_some_and(|(s, b)| s == 200 && b.contains("global"))
+    })?;
+    Ok(netmaster)
+}
+
+/// Another netmaster of a [`Cluster`] (a follower while the first leads), stopped on drop.
+pub struct ExtraNetmaster {
+    _daemon: Daemon,
+    /// `ip:port` of its REST API.
+    pub addr: String,
+}
+
+impl Cluster {
+    /// Start one more netmaster on its own loopback port, sharing the cluster's etcd.
+    pub fn add_netmaster(&self) -> Result<ExtraNetmaster> {
+        let port = pick_port()?;
+        let addr = format!("127.0.0.1:{port}");
+        let log = self.dir.path().join(format!("netmaster-{port}.log"));
+        let daemon = spawn_netmaster(&self.bins, &etcd_args(&self.etcd), &addr, &log)?;
+        Ok(ExtraNetmaster {
+            _daemon: daemon,
+            addr,
+        })
+    }
+
+    /// Stop the cluster's first netmaster (SIGTERM: it releases the leader lock, so another
+    /// netmaster takes over within a poll) and start it again on the same address, where it
+    /// follows (and proxies to) the new leader. `between` runs while it is down.
+    pub fn restart_netmaster(&mut self, between: impl FnOnce()) -> Result<()> {
+        self.netmaster.stop();
+        between();
+        let listen = self.netmaster_url.trim_start_matches("http://").to_string();
+        let log = self.dir.path().join("netmaster.log");
+        self.netmaster = spawn_netmaster(&self.bins, &etcd_args(&self.etcd), &listen, &log)?;
+        Ok(())
     }
 }

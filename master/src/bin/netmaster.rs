@@ -113,6 +113,20 @@ struct Flags {
         default_value_t = 30
     )]
     lock_ttl: u64,
+    /// Port of the ofnet master RPC server (on the control address' host) while leader.
+    #[arg(
+        long = "ofnet-port",
+        env = "CONTIV_NETMASTER_OFNET_PORT",
+        default_value_t = daemon::OFNET_MASTER_PORT
+    )]
+    ofnet_port: u16,
+    /// Seconds a departed host's endpoints stay before they are withdrawn from other hosts.
+    #[arg(
+        long = "ofnet-grace",
+        env = "CONTIV_NETMASTER_OFNET_GRACE",
+        default_value_t = 24 * 3600
+    )]
+    ofnet_grace: u64,
 }
 
 /// Contiv's exit code for bad options.
@@ -166,6 +180,8 @@ fn main() -> ExitCode {
     config.listen_url = flags.listen_url;
     config.control_url = flags.control_url;
     config.lock_ttl = Duration::from_secs(flags.lock_ttl.max(2));
+    config.ofnet_port = flags.ofnet_port;
+    config.ofnet_grace = Duration::from_secs(flags.ofnet_grace);
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

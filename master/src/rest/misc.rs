@@ -21,6 +21,19 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         "/debug/epcleanup/tenant/{tenant}/{category}/{id}",
         web::delete().to(epcleanup),
     );
+    cfg.route("/debug/ofnet", web::get().to(debug_ofnet));
+}
+
+/// The ofnet master's state: `{MyAddr, MyPort, AgentDb, EndpointDb, PolicyDb, AgentStats}`
+/// (reference §2.4; `AgentStats` says when each agent was last heard and how far behind it is).
+async fn debug_ofnet(state: web::Data<AppState>) -> HttpResponse {
+    let Some(master) = state.ofnet.get() else {
+        return HttpResponse::ServiceUnavailable().body("the ofnet master is starting");
+    };
+    match master.inspect().await {
+        Ok(export) => HttpResponse::Ok().json(export),
+        Err(e) => HttpResponse::ServiceUnavailable().body(e.to_string()),
+    }
 }
 
 /// Version information reported by `/version` and `netctl version`.

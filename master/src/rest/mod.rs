@@ -43,6 +43,8 @@ pub struct AppState {
     pub cluster_mode: String,
     /// Error messages as reason phrases (for Contiv's Go client, which prints the status line).
     pub reasons: reason::ReasonPhrases,
+    /// The ofnet master while this netmaster leads (`/debug/ofnet`).
+    pub ofnet: crate::ofnet_master::Slot,
 }
 
 impl ResponseError for Error {

@@ -27,6 +27,7 @@ fn state(store: Arc<dyn StateStore>, role: LeaderState) -> Arc<AppState> {
         http: reqwest::Client::new(),
         cluster_mode: "test".into(),
         reasons: Default::default(),
+        ofnet: Default::default(),
     })
 }
 

@@ -15,6 +15,7 @@ mod endpoints;
 mod failover;
 mod flags;
 mod netctl_cli;
+mod ofnet_rpc;
 mod outage;
 mod restart;
 mod scale;

@@ -235,6 +235,25 @@ impl AgentHandle {
         Ok(server)
     }
 
+    /// Tell masters this port at registration (when serving RPC with a service of one's own,
+    /// e.g. one wrapping [`super::AgentService`]).
+    pub fn set_rpc_port(&self, port: u16) {
+        self.addr.do_send(SetRpcPort(port));
+    }
+
+    /// Leave every master (`OfnetMaster.UnRegisterNode`), e.g. at shutdown.
+    pub async fn unregister(&self) {
+        let _ = self.addr.send(super::Unregister).await;
+    }
+
+    /// Forget the master `host:port`; true if it was known.
+    pub async fn remove_master(&self, key: impl Into<String>) -> Result<bool, AgentError> {
+        self.addr
+            .send(super::RemoveMaster(key.into()))
+            .await
+            .map_err(|_| AgentError::Stopped)
+    }
+
     /// Register with a master (see [`AddMaster`]).
     pub async fn add_master(&self, master: Node) -> Result<(), AgentError> {
         self.addr

@@ -23,6 +23,7 @@ mod handle;
 mod ops;
 mod service;
 mod svcproxy;
+pub use service::AgentService;
 
 pub use handle::AgentHandle;
 pub use ops::AgentOp;
@@ -66,6 +67,10 @@ pub struct AgentConfig {
     /// This host's VTEP address: recorded as the originator of local endpoints; remote
     /// endpoints carrying it are this host's own and ignored.
     pub local_ip: Option<Ipv4Addr>,
+    /// The address masters call this agent back on (`RegisterNode`'s `HostAddr`); `local_ip`
+    /// when `None`. Contiv used the VTEP address; a host whose VTEP is not reachable from the
+    /// master (emulated hosts) gives its control address.
+    pub rpc_addr: Option<std::net::IpAddr>,
     pub arp_mode: ArpMode,
     /// Background gratuitous-ARP rounds for an endpoint group with its own VLAN, after one of
     /// its endpoints is added (VLAN bridge; reference: 15 rounds, 3 s apart).
@@ -79,6 +84,7 @@ impl AgentConfig {
             kind,
             bridge: bridge.into(),
             local_ip: None,
+            rpc_addr: None,
             arp_mode: ArpMode::Proxy,
             garp_repeats: 15,
             garp_interval: Duration::from_secs(3),
@@ -146,7 +152,53 @@ pub struct AddMaster(pub Node);
 /// The port the agent's RPC server listens on (told to masters at registration).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-struct SetRpcPort(u16);
+pub(crate) struct SetRpcPort(pub(crate) u16);
+
+/// Forget a master (it stopped leading or went away): its connection and queue are dropped.
+#[derive(Debug, Message)]
+#[rtype(result = "bool")]
+pub struct RemoveMaster(pub String);
+
+/// Leave every master (the reference's shutdown: `OfnetMaster.UnRegisterNode`), so they stop
+/// relaying to this agent. Each master gets a short time to answer.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Unregister;
+
+impl Handler<Unregister> for Agent {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: Unregister, _: &mut Context<Self>) -> Self::Result {
+        let me = self.me();
+        let peers: Vec<Peer> = std::mem::take(&mut self.masters)
+            .into_values()
+            .map(|(_, p)| p)
+            .collect();
+        Box::pin(async move {
+            for peer in peers {
+                let leave = peer.call::<_, serde_json::Value>("OfnetMaster.UnRegisterNode", &me);
+                if let Err(e) = tokio::time::timeout(Duration::from_secs(2), leave).await {
+                    tracing::warn!(master = %peer.addr(), error = %e, "UnRegisterNode not answered");
+                }
+                peer.close();
+            }
+        })
+    }
+}
+
+impl Handler<RemoveMaster> for Agent {
+    type Result = bool;
+
+    fn handle(&mut self, RemoveMaster(key): RemoveMaster, _: &mut Context<Self>) -> bool {
+        match self.masters.remove(&key) {
+            Some((_, peer)) => {
+                peer.close();
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 /// One background gratuitous-ARP round of an endpoint group; schedules the next.
 #[derive(Debug, Message)]
@@ -271,8 +323,11 @@ impl Agent {
         let Some(ep) = ep else {
             return;
         };
-        for (_, peer) in self.masters.values() {
-            peer.notify(method, &ep);
+        for (master, peer) in self.masters.values() {
+            if let Err(e) = peer.notify(method, &ep) {
+                // A master that cannot keep up gets the full state when it reconnects.
+                tracing::warn!(master = %master.key(), error = %e, "endpoint announcement dropped");
+            }
         }
         if !self.masters.is_empty() {
             self.count(if method.ends_with("Add") {
@@ -499,14 +554,7 @@ impl Handler<RegistrationCalls> for Agent {
     type Result = MessageResult<RegistrationCalls>;
 
     fn handle(&mut self, _: RegistrationCalls, _: &mut Context<Self>) -> Self::Result {
-        let me = Node {
-            host_addr: self
-                .config
-                .local_ip
-                .map(|a| a.to_string())
-                .unwrap_or_default(),
-            host_port: self.rpc_port,
-        };
+        let me = self.me();
         let mut calls = vec![(
             "OfnetMaster.RegisterNode".to_string(),
             serde_json::to_value(me).unwrap_or_default(),
@@ -517,6 +565,21 @@ impl Handler<RegistrationCalls> for Agent {
             }
         }
         MessageResult(calls)
+    }
+}
+
+impl Agent {
+    /// This agent as masters know it (`RegisterNode`'s argument).
+    fn me(&self) -> Node {
+        Node {
+            host_addr: self
+                .config
+                .rpc_addr
+                .or(self.config.local_ip.map(std::net::IpAddr::V4))
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            host_port: self.rpc_port,
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use super::*;
 /// The agent's RPC methods, served by [`AgentHandle::serve_rpc`]. Every method answers
 /// `true`, as in the reference; a refused change answers its error.
 #[derive(Clone)]
-pub(super) struct AgentService(pub(super) AgentHandle);
+pub struct AgentService(pub AgentHandle);
 
 impl rpc::Service for AgentService {
     fn call(

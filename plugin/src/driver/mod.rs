@@ -217,6 +217,7 @@ impl Driver {
         let agent = |kind, bridge: &str| {
             let mut config = AgentConfig::new(kind, bridge);
             config.local_ip = Some(cfg.vtep_ip);
+            config.rpc_addr = Some(crate::ofnet_rpc::advertised_ip(&cfg));
             config.arp_mode = arp_mode;
             let generations = generation::OvsdbGenerations {
                 ovsdb: ovsdb.clone(),

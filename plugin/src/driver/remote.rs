@@ -1,14 +1,17 @@
-//! Endpoints of other hosts on VXLAN networks. Contiv relayed them through the ofnet master's
-//! RPC; here they come from etcd: every netplugin writes its endpoints' oper state
-//! (`/contiv.io/oper/eps/<id>`, with `homingHost` and `vtepIP`), and every other netplugin
-//! follows that prefix ([`crate::watch`]). One source of truth, no second protocol, and a
-//! restarted netplugin gets them all back with one listing.
+//! Endpoints of other hosts on VXLAN networks, as Contiv distributed them: each netplugin's
+//! VXLAN agent announces its local endpoints to the ofnet master (`OfnetMaster.EndpointAdd`),
+//! which relays them to every other agent (`OfnetAgent.EndpointAdd`); they arrive here through
+//! [`crate::ofnet_rpc`]. There is no per-host watch of every endpoint's oper state: etcd is
+//! read once at start (the durable record, so a restart re-installs remote endpoints before the
+//! switch reconnects and keeps their traffic), then the master is the one source of changes.
 //!
 //! Contract: for a remote endpoint on a VXLAN network, the VTEP port towards its host exists
 //! (`vxif<address digits>`, created on the first endpoint from that host, removed with the
-//! last) and the agent knows the endpoint; VLAN networks need nothing (the uplink carries them).
-//! Applying the same record twice changes nothing. At start, VTEP ports no replayed endpoint
-//! needs (their hosts' last endpoints went while netplugin was down) are deleted.
+//! last) and the agent knows the endpoint; endpoints of VLAN networks (the uplink carries them)
+//! and of networks this host does not know are ignored. Applying the same endpoint twice
+//! changes nothing (a master failover re-announces everything: no flow churn). At start, VTEP
+//! ports no replayed endpoint needs (their hosts' last endpoints went while netplugin was
+//! down) are deleted.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -47,7 +50,7 @@ impl Driver {
             && oper.vtep_ip != self.cfg.vtep_ip.to_string()
     }
 
-    /// An oper record was written: install it if it is another host's VXLAN endpoint.
+    /// An oper record read at start: install it if it is another host's VXLAN endpoint.
     pub async fn add_remote(&self, oper: &OperEndpointState) -> Result<bool> {
         if !self.is_remote(oper) {
             return Ok(false);
@@ -82,18 +85,8 @@ impl Driver {
                     .map_err(|_| invalid("ipv6Address", &oper.ipv6_address))?,
             ),
         };
-        let agent_id = Endpoint::id_for(IpAddr::V4(ip), &net.tenant);
-        let wanted = RemoteEndpoint {
-            agent_id: agent_id.clone(),
-            vtep,
-            ipv6,
-        };
-        if self.with_state(|s| s.remote.get(&oper.id) == Some(&wanted)) {
-            return Ok(true);
-        }
-        self.use_vtep(vtep).await?;
         let endpoint = Endpoint {
-            endpoint_id: agent_id,
+            endpoint_id: Endpoint::id_for(IpAddr::V4(ip), &net.tenant),
             endpoint_type: ENDPOINT_INTERNAL,
             endpoint_group: u16::try_from(oper.endpoint_group_id).unwrap_or(0),
             ip_addr: Some(ip),
@@ -112,6 +105,38 @@ impl Driver {
             dscp: 0,
             bandwidth: None,
         };
+        self.add_remote_endpoint(endpoint).await
+    }
+
+    /// An endpoint relayed by the master (`OfnetAgent.EndpointAdd`), or read at start: install
+    /// it when it is another host's endpoint on a VXLAN network this host knows.
+    pub async fn add_remote_endpoint(&self, endpoint: Endpoint) -> Result<bool> {
+        let Some(vtep) = endpoint.originator_ip else {
+            return Ok(false);
+        };
+        if vtep == self.cfg.vtep_ip {
+            return Ok(false);
+        }
+        let on_vxlan = self.with_state(|s| {
+            s.networks.values().any(|(cfg, net)| {
+                bridge_kind(&cfg.pkt_tag_type) == BridgeKind::Vxlan
+                    && net.vni == endpoint.vni
+                    && net.vrf == endpoint.vrf
+            })
+        });
+        if !on_vxlan {
+            return Ok(false);
+        }
+        let wanted = RemoteEndpoint {
+            agent_id: endpoint.endpoint_id.clone(),
+            vtep,
+            ipv6: endpoint.ipv6_addr,
+        };
+        let before = self.with_state(|s| s.remote.get(&wanted.agent_id).cloned());
+        if before.as_ref() == Some(&wanted) {
+            return Ok(true);
+        }
+        self.use_vtep(vtep).await?;
         if let Err(e) = self
             .agent(BridgeKind::Vxlan)
             .add_remote_endpoint(endpoint)
@@ -120,28 +145,18 @@ impl Driver {
             self.release_vtep(vtep).await?;
             return Err(PluginError::agent(BridgeKind::Vxlan, e));
         }
-        let old = self.with_state(|s| s.remote.insert(oper.id.clone(), wanted.clone()));
-        // A changed record (a new address, another VTEP) replaced the old one: drop what only
-        // the old one used, so the VTEP's user count stays one per endpoint.
-        if let Some(old) = old {
-            if old.agent_id != wanted.agent_id {
-                match self
-                    .agent(BridgeKind::Vxlan)
-                    .remove_remote_endpoint(old.agent_id)
-                    .await
-                {
-                    Ok(()) | Err(ofnet::AgentError::EndpointDb(_)) => {}
-                    Err(e) => return Err(PluginError::agent(BridgeKind::Vxlan, e)),
-                }
-            }
-            self.release_vtep(old.vtep).await?;
+        self.with_state(|s| s.remote.insert(wanted.agent_id.clone(), wanted));
+        if let Some(moved) = before {
+            // The address moved to another host: the old VTEP loses a user.
+            self.release_vtep(moved.vtep).await?;
         }
         Ok(true)
     }
 
-    /// An oper record was deleted: forget the remote endpoint, and its VTEP with the last one.
-    pub async fn remove_remote(&self, id: &str) -> Result<()> {
-        let Some(remote) = self.with_state(|s| s.remote.remove(id)) else {
+    /// A remote endpoint was withdrawn (`OfnetAgent.EndpointDel`): forget it, and its VTEP with
+    /// the last one. Unknown ids are fine.
+    pub async fn remove_remote(&self, agent_id: &str) -> Result<()> {
+        let Some(remote) = self.with_state(|s| s.remote.remove(agent_id)) else {
             return Ok(());
         };
         match self

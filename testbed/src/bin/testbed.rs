@@ -90,6 +90,18 @@ enum Bench {
         #[arg(long, default_value_t = 10_000)]
         clients: usize,
     },
+    /// Endpoint fan-out of the leader's ofnet master to N emulated agents (JSON-RPC only, no
+    /// OVS): p50/p99/max until every agent has an endpoint, netmaster RSS and CPU, and the
+    /// re-registration time after a leader change.
+    Convergence {
+        #[arg(long, default_value_t = 100)]
+        agents: usize,
+        #[arg(long, default_value_t = 200)]
+        endpoints: usize,
+        /// Endpoints announced per second.
+        #[arg(long, default_value_t = 20.0)]
+        rate: f64,
+    },
 }
 
 fn main() -> Result<()> {
@@ -121,6 +133,15 @@ fn main() -> Result<()> {
         }
         Command::Bench(Bench::Objects { networks, groups }) => {
             let report = testbed::bench::scale::run_objects(networks, groups)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Command::Bench(Bench::Convergence {
+            agents,
+            endpoints,
+            rate,
+        }) => {
+            let report = testbed::bench::convergence::run(agents, endpoints, rate)?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }

@@ -20,6 +20,8 @@ pub fn config(etcd_url: &str, port: u16, lock_ttl_secs: u64) -> Config {
     c.control_url = format!("127.0.0.1:{port}");
     c.lock_ttl = Duration::from_secs(lock_ttl_secs);
     c.service_ttl = 3;
+    // Tests run side by side: each ofnet master on a port of its own.
+    c.ofnet_port = 0;
     c
 }
 
@@ -118,6 +120,7 @@ impl Subprocess {
                 &addr,
             ])
             .args(["--lock-ttl", &lock_ttl_secs.to_string()])
+            .args(["--ofnet-port", "0"])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
