@@ -113,12 +113,25 @@ async fn balance(kind: BridgeKind) {
         export["Stats"]
     );
 
-    // Statistics: per provider, both directions.
-    let stats = agent.service_stats().await.unwrap();
-    let tcp_stats = &stats.0[VIP].svc_stats["10.254.0.10:80/TCP"];
-    for p in [ip(11), ip(12), ip(13)] {
-        let s = &tcp_stats.prov_stats[&p.to_string()].stats;
-        assert!(s.packets_out >= 60 && s.packets_in >= 60, "{p}: {s:?}");
+    // Statistics: per provider, both directions. OVS folds datapath counters into its
+    // OpenFlow flows asynchronously (revalidators), so read until they caught up.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let stats = agent.service_stats().await.unwrap();
+        let tcp_stats = &stats.0[VIP].svc_stats["10.254.0.10:80/TCP"];
+        let short: Vec<String> = [ip(11), ip(12), ip(13)]
+            .iter()
+            .filter_map(|p| {
+                let s = &tcp_stats.prov_stats[&p.to_string()].stats;
+                (s.packets_out < 60 || s.packets_in < 60).then(|| format!("{p}: {s:?}"))
+            })
+            .collect();
+        if short.is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{short:?}");
+        let _ = ovs.appctl(&["revalidator/wait"]);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 
     // Removing the service removes every flow and group.
