@@ -101,7 +101,7 @@ static INPUT_TABLE: TableDecl = TableDecl {
 };
 
 /// What table 1 matches to classify a port and guard its sources.
-const GUARD_MATCHES: &[FieldId] = &[
+const GUARD_MATCHES: [FieldId; 12] = [
     F_IN_PORT,
     FieldId::ETH_SRC,
     FieldId::ETH_TYPE,
@@ -117,21 +117,16 @@ const GUARD_MATCHES: &[FieldId] = &[
 ];
 
 /// [`GUARD_MATCHES`] and the VNI of VTEP traffic.
-const GUARD_MATCHES_VXLAN: &[FieldId] = &[
-    F_IN_PORT,
-    FieldId::ETH_SRC,
-    FieldId::ETH_TYPE,
-    FieldId::IPV4_SRC,
-    FieldId::IPV6_SRC,
-    FieldId::IP_PROTO,
-    FieldId::UDP_SRC,
-    FieldId::UDP_DST,
-    FieldId::ICMPV6_TYPE,
-    FieldId::IPV6_ND_TARGET,
-    FieldId::ARP_SPA,
-    FieldId::ARP_SHA,
-    FieldId::TUNNEL_ID,
-];
+const GUARD_MATCHES_VXLAN: [FieldId; 13] = {
+    let mut all = [FieldId::TUNNEL_ID; 13];
+    let mut i = 0;
+    while i < GUARD_MATCHES.len() {
+        all[i] = GUARD_MATCHES[i];
+        i += 1;
+    }
+    all
+};
+
 static SERVICE_AFFINITY_TABLE: TableDecl = TableDecl {
     id: SERVICE_AFFINITY,
     name: "service_affinity",
@@ -235,7 +230,7 @@ pub static VLAN_PIPELINE: Pipeline = Pipeline {
             id: VLAN,
             name: "vlan",
             purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); uplink traffic skips policy",
-            matches: GUARD_MATCHES,
+            matches: &GUARD_MATCHES,
             sets: &[FieldId::IP_DSCP],
             writes_metadata: metadata::PORT_MASK,
             next: &[SERVICE_DNAT, SERVICE_SNAT],
@@ -270,7 +265,7 @@ pub static VXLAN_PIPELINE: Pipeline = Pipeline {
             id: VLAN,
             name: "vlan",
             purpose: "classifies by ingress port: local VLAN, VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); VTEP traffic by VNI, skipping policy",
-            matches: GUARD_MATCHES_VXLAN,
+            matches: &GUARD_MATCHES_VXLAN,
             sets: &[FieldId::VLAN_VID, FieldId::IP_DSCP],
             writes_metadata: metadata::PORT_MASK | metadata::RX_VTEP,
             next: &[SERVICE_DNAT, SERVICE_SNAT],
