@@ -279,6 +279,7 @@ mod tests {
         };
         let spec = ServiceSpec {
             affinity_timeout: None,
+            vip6: None,
             vip,
             ports: vec![ServicePort {
                 protocol: ServiceProtocol::Tcp,

@@ -20,6 +20,7 @@ pub fn web_spec() -> ServiceSpec {
     };
     ServiceSpec {
         affinity_timeout: None,
+        vip6: None,
         vip: VIP,
         ports: vec![
             port(ServiceProtocol::Tcp, 80, 8080),

@@ -8,6 +8,8 @@
 //!   `::` or a link-local address) or source link-layer option is not its own: ignored;
 //! - for the endpoint's own address (duplicate address detection of itself): ignored;
 //! - from a VTEP or uplink for a target that is not local here: ignored (its host answers);
+//! - from a local endpoint, for the IPv6 VIP of a dual-stack service: answered with the MAC of
+//!   the service's IPv4 VIP (`02:02:<IPv4 vip>`);
 //! - target known in the network's VRF: answered with a neighbour advertisement carrying the
 //!   target's MAC, out the ingress port (same tag; same VNI for a VTEP). A solicitation from
 //!   `::` (duplicate address detection of an address in use) is answered to all nodes;
@@ -232,8 +234,18 @@ pub fn handle_solicit(
             return (Vec::new(), Outcome::OwnAddress);
         }
     }
-    let dst = topo.endpoints.find(ns.target.into(), &network.vrf);
     let from_local = matches!(ingress, Ingress::Endpoint(_));
+    if from_local && let Some(spec) = topo.settings.services.by_vip6(ns.target) {
+        // A dual-stack service's IPv6 VIP is at the MAC of its IPv4 VIP.
+        return (
+            vec![PacketOut {
+                actions: ingress.reply_actions(in_port),
+                data: neighbor_advert(&ns, spec.vip_mac()),
+            }],
+            Outcome::Replied,
+        );
+    }
+    let dst = topo.endpoints.find(ns.target.into(), &network.vrf);
     match (ingress, dst) {
         (_, Some(d)) if from_local || d.is_local() => (
             vec![PacketOut {

@@ -76,11 +76,12 @@ pub fn group(g: &Group) -> String {
 }
 
 /// The conntrack fields OVS prints before the protocol shorthand, in its order.
-const CT_FIELDS: [FieldId; 6] = [
+const CT_FIELDS: [FieldId; 7] = [
     nxm::CT_STATE,
     nxm::CT_ZONE,
     nxm::CT_MARK,
     nxm::CT_NW_DST,
+    nxm::CT_IPV6_DST,
     nxm::CT_NW_PROTO,
     nxm::CT_TP_DST,
 ];
@@ -124,6 +125,9 @@ pub fn matches(m: &Match) -> String {
     }
     if let Some(o) = get(m, nxm::CT_NW_DST) {
         out.push(format!("ct_nw_dst={}", ipv4_masked(o)));
+    }
+    if let Some(o) = get(m, nxm::CT_IPV6_DST) {
+        out.push(format!("ct_ipv6_dst={}", ipv6_masked(o)));
     }
     if let Some(o) = get(m, nxm::CT_NW_PROTO) {
         out.push(format!("ct_nw_proto={}", u(o)));

@@ -86,6 +86,7 @@ impl Recorder {
 fn spec(vip: [u8; 4], ports: &[(ServiceProtocol, u16, u16)]) -> ServiceSpec {
     ServiceSpec {
         affinity_timeout: None,
+        vip6: None,
         vip: Ipv4Addr::from(vip),
         ports: ports
             .iter()

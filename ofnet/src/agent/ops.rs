@@ -292,6 +292,7 @@ mod tests {
                 name: service,
                 spec: ServiceSpec {
                     affinity_timeout: None,
+                    vip6: None,
                     vip: Ipv4Addr::new(10, 254, 0, r.next(3) as u8),
                     ports: vec![crate::service::ServicePort {
                         protocol: crate::service::ServiceProtocol::Tcp,

@@ -404,14 +404,24 @@ fn service_part(
 ) -> Result<Part, DatapathError> {
     let services = &topo.settings.services;
     match owner {
-        Owner::ServiceConntrack if services.any_active() => Ok(Part {
-            flows: vec![
-                service::flows::conntrack_entry(p.table(id::SERVICE_DNAT)?)?,
-                service::flows::conntrack_entry(p.table(id::SERVICE_SNAT)?)?,
-            ],
-            groups: Vec::new(),
-            meters: Vec::new(),
-        }),
+        Owner::ServiceConntrack if services.any_active() => {
+            // IPv6 packets are looked up only while a dual-stack service exists.
+            let mut families = vec![crate::flows::ETH_IPV4];
+            if services.any_ipv6() {
+                families.push(crate::flows::ETH_IPV6);
+            }
+            let mut flows = Vec::new();
+            for eth in families {
+                for t in [id::SERVICE_DNAT, id::SERVICE_SNAT] {
+                    flows.push(service::flows::conntrack_entry_for(p.table(t)?, eth)?);
+                }
+            }
+            Ok(Part {
+                flows,
+                groups: Vec::new(),
+                meters: Vec::new(),
+            })
+        }
         Owner::Service(name) => {
             let Some(svc) = services.get(name) else {
                 return Ok(Part::default());
@@ -419,9 +429,9 @@ fn service_part(
             let Some(spec) = svc.active_spec() else {
                 return Ok(Part::default());
             };
-            let providers: Vec<(Ipv4Addr, Option<[u8; 6]>)> = svc
+            let providers: Vec<service::flows::Provider> = svc
                 .usable_providers()
-                .map(|ip| (ip, provider_mac(topo.endpoints, ip)))
+                .map(|ip| provider_of(topo.endpoints, ip))
                 .collect();
             let (flows, groups) = service::flows::ServiceFlows {
                 name,
@@ -446,12 +456,17 @@ fn service_part(
     }
 }
 
-/// The MAC of the endpoint with address `ip` in any VRF of this bridge.
-fn provider_mac(endpoints: &EndpointTable, ip: Ipv4Addr) -> Option<[u8; 6]> {
-    endpoints
+/// The provider `ip`: the MAC and IPv6 address of the endpoint with address `ip` in any VRF of
+/// this bridge, when the endpoint DB has it.
+fn provider_of(endpoints: &EndpointTable, ip: Ipv4Addr) -> service::flows::Provider {
+    let ep = endpoints
         .vrfs()
-        .find_map(|v| endpoints.find(ip.into(), &v.vrf_name))
-        .map(|e| e.mac.octets())
+        .find_map(|v| endpoints.find(ip.into(), &v.vrf_name));
+    service::flows::Provider {
+        ip,
+        mac: ep.map(|e| e.mac.octets()),
+        ipv6: ep.and_then(|e| e.ipv6_addr),
+    }
 }
 
 /// Every service owner of `services`: each service, and the conntrack flows when any is

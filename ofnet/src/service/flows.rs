@@ -35,12 +35,12 @@
 //! service name's hash, the shared ones with object 0.
 
 use super::{ServicePort, ServiceProtocol, ServiceSpec};
-use crate::flows::{ETH_IPV4, NO_BUFFER, category, object_of};
+use crate::flows::{ETH_IPV4, ETH_IPV6, NO_BUFFER, category, object_of};
 use crate::pipeline::{PipelineError, Table};
 use crate::priority;
 use ofctrl::{Flow, Group};
-use ofproto::action::nicira::Learn;
 use ofproto::action::nicira::{CT_COMMIT, NAT_DST};
+use ofproto::action::nicira::{Learn, Multipath};
 use ofproto::action::{Action, Ct, CtZone, Nat, NatRange, NxmHeader, Subfield};
 use ofproto::action::{LearnDst, LearnSpec, LearnSrc};
 use ofproto::group::{Bucket, GroupType};
@@ -49,7 +49,7 @@ use ofproto::matches::Match;
 use ofproto::nxm;
 use ofproto::oxm::{FieldId, Oxm};
 use ofproto::port::{OFPP_CONTROLLER, OFPP_IN_PORT};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// `ct_state` bits.
 pub mod ct {
@@ -68,9 +68,36 @@ pub const GROUP_BASE: u32 = 0x4000_0000;
 /// the packets these flows send up.
 pub const REJECT_COOKIE_OBJECT: u64 = 0xfe_ffff_ffff;
 
+/// The bit that sets the IPv6 groups of a dual-stack service apart from its IPv4 ones.
+pub const GROUP_IPV6: u32 = 0x8000_0000;
+
 /// The group of port `port` (index in the spec) of the service with group block `index`.
 pub fn group_id(index: u32, port: usize) -> u32 {
     GROUP_BASE | ((index & 0x3f_ffff) << 8) | (port as u32 & 0xff)
+}
+
+/// The Ethernet type of an address's family.
+fn eth_type_of(ip: IpAddr) -> u16 {
+    match ip {
+        IpAddr::V4(_) => ETH_IPV4,
+        IpAddr::V6(_) => ETH_IPV6,
+    }
+}
+
+/// `match` with the destination address `ip` (and its family's Ethernet type).
+fn dst_is(m: Match, ip: IpAddr) -> Match {
+    match ip {
+        IpAddr::V4(a) => m.eth_type(ETH_IPV4).ipv4_dst(a, None),
+        IpAddr::V6(a) => m.eth_type(ETH_IPV6).ipv6_dst(a, None),
+    }
+}
+
+/// The conntrack original-direction destination `ip` (`ct_nw_dst` or `ct_ipv6_dst`).
+fn ct_dst_oxm(ip: IpAddr) -> Oxm {
+    match ip {
+        IpAddr::V4(a) => Oxm::int(nxm::CT_NW_DST, u128::from(u32::from(a)), None),
+        IpAddr::V6(a) => Oxm::int(nxm::CT_IPV6_DST, u128::from(a), None),
+    }
 }
 
 /// The conntrack zone: the VRF id bits of the metadata.
@@ -82,8 +109,14 @@ pub fn zone() -> CtZone {
     })
 }
 
-/// The conntrack entry flow of `table` (see the module documentation).
+/// The conntrack entry flow of `table` (see the module documentation), for IPv4.
 pub fn conntrack_entry(table: Table) -> Result<Flow, PipelineError> {
+    conntrack_entry_for(table, ETH_IPV4)
+}
+
+/// The conntrack entry flow of `table` for `eth_type` (IPv4, or IPv6 while a dual-stack
+/// service exists).
+pub fn conntrack_entry_for(table: Table, eth_type: u16) -> Result<Flow, PipelineError> {
     let lookup = Action::Ct(Ct {
         flags: 0,
         zone: zone(),
@@ -94,7 +127,7 @@ pub fn conntrack_entry(table: Table) -> Result<Flow, PipelineError> {
     Ok(table
         .flow(
             priority::SERVICE_CT,
-            Match::new().ct_state(0, Some(ct::TRK)).eth_type(ETH_IPV4),
+            Match::new().ct_state(0, Some(ct::TRK)).eth_type(eth_type),
             vec![Instruction::ApplyActions(vec![lookup])],
         )?
         .owned_by(category::SERVICE, 0))
@@ -108,8 +141,9 @@ fn port_oxm(proto: ServiceProtocol, port: u16) -> Oxm {
     Oxm::int(field, u128::from(port), None)
 }
 
-/// The connection of a client to `port` of `vip` that conntrack committed with `provider`.
-fn connection(vip: Ipv4Addr, port: &ServicePort, provider: Ipv4Addr, reply: bool) -> Match {
+/// The connection of a client to `port` of `vip` that conntrack committed with `provider`
+/// (named by its IPv4 address, the connection's `ct_mark`, whatever the VIP's family).
+fn connection(vip: IpAddr, port: &ServicePort, provider: Ipv4Addr, reply: bool) -> Match {
     connection_in(
         vip,
         port,
@@ -121,7 +155,7 @@ fn connection(vip: Ipv4Addr, port: &ServicePort, provider: Ipv4Addr, reply: bool
 
 /// [`connection`] in a given `ct_state`.
 fn connection_in(
-    vip: Ipv4Addr,
+    vip: IpAddr,
     port: &ServicePort,
     provider: Ipv4Addr,
     state: u32,
@@ -130,14 +164,14 @@ fn connection_in(
     Match::new()
         .ct_state(state, Some(mask))
         .ct_mark(u32::from(provider), None)
-        .with(Oxm::int(nxm::CT_NW_DST, u128::from(u32::from(vip)), None))
+        .with(ct_dst_oxm(vip))
         .with(Oxm::int(
             nxm::CT_NW_PROTO,
             u128::from(port.protocol.ip_proto()),
             None,
         ))
         .with(Oxm::int(nxm::CT_TP_DST, u128::from(port.svc_port), None))
-        .eth_type(ETH_IPV4)
+        .eth_type(eth_type_of(vip))
 }
 
 /// Register 0: the provider a client's affinity entry names (table 2 loads it).
@@ -152,10 +186,22 @@ fn connection_in(
 pub const AFFINITY_PROVIDER: FieldId = nxm::reg(0);
 /// Register 1, bit 0: the affinity table was consulted for this packet.
 pub const AFFINITY_LOOKED_UP: FieldId = nxm::reg(1);
+/// Register 2: bits 0–15 the index of the provider a UDP port's multipath hash chose, bit 16
+/// set once it did.
+pub const HASHED_PROVIDER: FieldId = nxm::reg(2);
+const HASHED_BIT: u32 = 1 << 16;
+/// `NX_HASH_FIELDS_SYMMETRIC_L3L4_UDP`: addresses, protocol and TCP, SCTP *and UDP* ports.
+const HASH_L3L4_UDP: u16 = 3;
+/// `NX_MP_ALG_MODULO_N`.
+const MODULO_N: u16 = 0;
 
-/// Commit a new connection to `provider` (DNAT to its port, `ct_mark` = its address) and come
-/// back to `dnat`.
-fn commit(dnat: Table, port: &ServicePort, provider: Ipv4Addr) -> Action {
+/// Commit a new connection to `provider` (DNAT to `to`, its address in the VIP's family, and
+/// its port; `ct_mark` = its IPv4 address) and come back to `dnat`.
+fn commit(dnat: Table, port: &ServicePort, provider: Ipv4Addr, to: IpAddr) -> Action {
+    let (ipv4_min, ipv6_min) = match to {
+        IpAddr::V4(a) => (Some(a), None),
+        IpAddr::V6(a) => (None, Some(a)),
+    };
     Action::Ct(Ct {
         flags: CT_COMMIT,
         zone: zone(),
@@ -165,7 +211,8 @@ fn commit(dnat: Table, port: &ServicePort, provider: Ipv4Addr) -> Action {
             Action::Nat(Nat {
                 flags: NAT_DST,
                 range: NatRange {
-                    ipv4_min: Some(provider),
+                    ipv4_min,
+                    ipv6_min,
                     proto_min: Some(port.prov_port),
                     ..NatRange::default()
                 },
@@ -183,6 +230,11 @@ fn imm(value: u32, n_bits: u16) -> LearnSrc {
     let bytes = value.to_be_bytes();
     let len = 2 * usize::from(n_bits.div_ceil(16));
     LearnSrc::Imm(bytes::Bytes::copy_from_slice(&bytes[4 - len..]))
+}
+
+/// An IPv6 address as a 128-bit learn immediate.
+fn imm6(value: Ipv6Addr) -> LearnSrc {
+    LearnSrc::Imm(bytes::Bytes::copy_from_slice(&value.octets()))
 }
 
 fn learn_match(field: FieldId, ofs: u16, n_bits: u16, src: LearnSrc) -> LearnSpec {
@@ -212,7 +264,7 @@ fn from_packet(field: FieldId, ofs: u16, n_bits: u16) -> LearnSpec {
 /// VIP port, loads `provider` into [`AFFINITY_PROVIDER`]; it goes after `timeout` idle seconds.
 fn learn_affinity(
     affinity: u8,
-    vip: Ipv4Addr,
+    vip: IpAddr,
     port: &ServicePort,
     provider: Ipv4Addr,
     timeout: u16,
@@ -221,20 +273,35 @@ fn learn_affinity(
         ServiceProtocol::Tcp => FieldId::TCP_DST,
         ServiceProtocol::Udp => FieldId::UDP_DST,
     };
+    let (client, to_vip) = match vip {
+        IpAddr::V4(v) => (
+            from_packet(FieldId::IPV4_SRC, 0, 32),
+            learn_match(FieldId::IPV4_DST, 0, 32, imm(u32::from(v), 32)),
+        ),
+        IpAddr::V6(v) => (
+            from_packet(FieldId::IPV6_SRC, 0, 128),
+            learn_match(FieldId::IPV6_DST, 0, 128, imm6(v)),
+        ),
+    };
     Action::Learn(Learn {
         idle_timeout: timeout,
         priority: priority::MATCH,
         table_id: affinity,
         specs: vec![
-            learn_match(FieldId::ETH_TYPE, 0, 16, imm(u32::from(ETH_IPV4), 16)),
+            learn_match(
+                FieldId::ETH_TYPE,
+                0,
+                16,
+                imm(u32::from(eth_type_of(vip)), 16),
+            ),
             learn_match(
                 FieldId::IP_PROTO,
                 0,
                 8,
                 imm(u32::from(port.protocol.ip_proto()), 8),
             ),
-            from_packet(FieldId::IPV4_SRC, 0, 32),
-            learn_match(FieldId::IPV4_DST, 0, 32, imm(u32::from(vip), 32)),
+            client,
+            to_vip,
             learn_match(tp_dst, 0, 16, imm(u32::from(port.svc_port), 16)),
             from_packet(FieldId::METADATA, 32, 8),
             LearnSpec {
@@ -250,29 +317,49 @@ fn learn_affinity(
     })
 }
 
-/// The bucket that sends a new connection to `provider`.
-pub fn bucket(dnat: Table, port: &ServicePort, provider: Ipv4Addr) -> Bucket {
+/// The bucket that sends a new connection to `provider` at `to` (its address in the VIP's
+/// family).
+pub fn bucket(dnat: Table, port: &ServicePort, provider: Ipv4Addr, to: IpAddr) -> Bucket {
     Bucket {
         weight: 1,
-        ..Bucket::new(vec![commit(dnat, port, provider)])
+        ..Bucket::new(vec![commit(dnat, port, provider, to)])
     }
 }
 
-/// One service's flows and groups: its spec, its group block, and its providers with their MAC
-/// when the endpoint DB knows it.
+/// A provider as the flows see it: its IPv4 address (its name, and its connections'
+/// `ct_mark`), and what the endpoint DB knows of it: its MAC and IPv6 address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Provider {
+    pub ip: Ipv4Addr,
+    pub mac: Option<[u8; 6]>,
+    pub ipv6: Option<Ipv6Addr>,
+}
+
+impl Provider {
+    /// Its address in the family of `vip`, when it has one.
+    fn address_for(&self, vip: IpAddr) -> Option<IpAddr> {
+        match vip {
+            IpAddr::V4(_) => Some(IpAddr::V4(self.ip)),
+            IpAddr::V6(_) => self.ipv6.map(IpAddr::V6),
+        }
+    }
+}
+
+/// One service's flows and groups: its spec, its group block, and its providers.
 #[derive(Debug, Clone, Copy)]
 pub struct ServiceFlows<'a> {
     pub name: &'a str,
     pub spec: &'a ServiceSpec,
     pub index: u32,
-    pub providers: &'a [(Ipv4Addr, Option<[u8; 6]>)],
+    pub providers: &'a [Provider],
     /// The session affinity table, when the pipeline has one.
     pub affinity_table: Option<u8>,
 }
 
 impl ServiceFlows<'_> {
     /// The flows and groups (see the module documentation); `dnat_next` and `snat_next` are
-    /// where the forward and reply flows continue.
+    /// where the forward and reply flows continue. A dual-stack service gets the same flows
+    /// and groups for its IPv6 VIP, over the providers whose IPv6 address is known.
     pub fn build(
         &self,
         dnat: Table,
@@ -280,18 +367,42 @@ impl ServiceFlows<'_> {
         snat: Table,
         snat_next: u8,
     ) -> Result<(Vec<Flow>, Vec<Group>), PipelineError> {
-        let object = object_of(self.name);
-        let vip = self.spec.vip;
         let mut flows = Vec::new();
         let mut groups = Vec::new();
+        for vip in self.spec.vips() {
+            self.build_family(
+                vip,
+                (dnat, dnat_next, snat, snat_next),
+                &mut flows,
+                &mut groups,
+            )?;
+        }
+        Ok((flows, groups))
+    }
+
+    fn build_family(
+        &self,
+        vip: IpAddr,
+        (dnat, dnat_next, snat, snat_next): (Table, u8, Table, u8),
+        flows: &mut Vec<Flow>,
+        groups: &mut Vec<Group>,
+    ) -> Result<(), PipelineError> {
+        let object = object_of(self.name);
+        let family_bit = if vip.is_ipv6() { GROUP_IPV6 } else { 0 };
+        // The providers reachable in the VIP's family, with the address the NAT writes.
+        let providers: Vec<(Provider, IpAddr)> = self
+            .providers
+            .iter()
+            .filter_map(|p| p.address_for(vip).map(|a| (*p, a)))
+            .collect();
         for (i, port) in self.spec.ports.iter().enumerate() {
-            let new_conn = Match::new()
-                .ct_state(ct::NEW | ct::TRK, Some(ct::NEW | ct::TRK))
-                .eth_type(ETH_IPV4)
-                .ipv4_dst(vip, None)
-                .ip_proto(port.protocol.ip_proto())
-                .with(port_oxm(port.protocol, port.svc_port));
-            if self.providers.is_empty() {
+            let new_conn = dst_is(
+                Match::new().ct_state(ct::NEW | ct::TRK, Some(ct::NEW | ct::TRK)),
+                vip,
+            )
+            .ip_proto(port.protocol.ip_proto())
+            .with(port_oxm(port.protocol, port.svc_port));
+            if providers.is_empty() {
                 let up = Action::Output {
                     port: OFPP_CONTROLLER.into(),
                     max_len: NO_BUFFER,
@@ -306,22 +417,81 @@ impl ServiceFlows<'_> {
                 );
                 continue;
             }
-            let gid = group_id(self.index, i);
+            let gid = group_id(self.index, i) | family_bit;
             let affinity = self
                 .spec
                 .affinity_timeout
                 .zip(self.affinity_table)
                 .map(|(t, a)| (a, t));
-            groups.push(Group {
-                id: gid,
-                group_type: GroupType::Select,
-                buckets: self
-                    .providers
-                    .iter()
-                    .map(|(p, _)| bucket(dnat, port, *p))
-                    .collect(),
-            });
-            let to_group = vec![Instruction::ApplyActions(vec![Action::Group(gid)])];
+            // TCP: the select group. UDP: OVS's select groups leave UDP ports out of their
+            // hash (userspace datapath), so a multipath hash over addresses and ports picks a
+            // provider index, and a flow per index commits to that provider.
+            let (to_group, new_conn) = match port.protocol {
+                ServiceProtocol::Tcp => {
+                    groups.push(Group {
+                        id: gid,
+                        group_type: GroupType::Select,
+                        buckets: providers
+                            .iter()
+                            .map(|(p, to)| bucket(dnat, port, p.ip, *to))
+                            .collect(),
+                    });
+                    (
+                        vec![Instruction::ApplyActions(vec![Action::Group(gid)])],
+                        new_conn,
+                    )
+                }
+                ServiceProtocol::Udp => {
+                    for (k, (p, to)) in providers.iter().enumerate() {
+                        let m = new_conn.clone().with(Oxm::int(
+                            HASHED_PROVIDER,
+                            u128::from(HASHED_BIT) | k as u128,
+                            Some(u128::from(HASHED_BIT | 0xffff)),
+                        ));
+                        flows.push(
+                            dnat.flow(
+                                priority::MATCH,
+                                m,
+                                vec![Instruction::ApplyActions(vec![commit(
+                                    dnat, port, p.ip, *to,
+                                )])],
+                            )?
+                            .owned_by(category::SERVICE, object),
+                        );
+                    }
+                    let hash = vec![
+                        Action::Multipath(Multipath {
+                            fields: HASH_L3L4_UDP,
+                            basis: 0,
+                            algorithm: MODULO_N,
+                            max_link: (providers.len() - 1) as u16,
+                            arg: 0,
+                            dst: Subfield {
+                                field: NxmHeader::of(HASHED_PROVIDER),
+                                ofs: 0,
+                                n_bits: 16,
+                            },
+                        }),
+                        Action::RegLoad {
+                            dst: Subfield {
+                                field: NxmHeader::of(HASHED_PROVIDER),
+                                ofs: 16,
+                                n_bits: 1,
+                            },
+                            value: 1,
+                        },
+                        Action::Resubmit {
+                            in_port: OFPP_IN_PORT as u16,
+                            table: Some(dnat.id()),
+                            ct: false,
+                        },
+                    ];
+                    (
+                        vec![Instruction::ApplyActions(hash)],
+                        new_conn.with(Oxm::int(HASHED_PROVIDER, 0, Some(u128::from(HASHED_BIT)))),
+                    )
+                }
+            };
             match affinity {
                 None => flows.push(
                     dnat.flow(priority::MATCH, new_conn, to_group)?
@@ -368,26 +538,28 @@ impl ServiceFlows<'_> {
                         )?
                         .owned_by(category::SERVICE, object),
                     );
-                    for (p, _) in self.providers {
+                    for (p, to) in &providers {
                         let m = new_conn.clone().with(looked_up(1)).with(Oxm::int(
                             AFFINITY_PROVIDER,
-                            u128::from(u32::from(*p)),
+                            u128::from(u32::from(p.ip)),
                             None,
                         ));
                         flows.push(
                             dnat.flow(
                                 priority::MATCH,
                                 m,
-                                vec![Instruction::ApplyActions(vec![commit(dnat, port, *p)])],
+                                vec![Instruction::ApplyActions(vec![commit(
+                                    dnat, port, p.ip, *to,
+                                )])],
                             )?
                             .owned_by(category::SERVICE, object),
                         );
                     }
                 }
             }
-            for (p, mac) in self.providers {
+            for (p, _) in &providers {
                 let mut to_provider = Vec::new();
-                if let Some(mac) = mac {
+                if let Some(mac) = &p.mac {
                     to_provider.push(Instruction::ApplyActions(vec![Action::set_field(
                         Oxm::new(FieldId::ETH_DST, mac, None),
                     )]));
@@ -395,8 +567,8 @@ impl ServiceFlows<'_> {
                 to_provider.push(Instruction::GotoTable(dnat_next));
                 if let Some((table, timeout)) = affinity {
                     // The first packet of a connection records the client's choice.
-                    let mut first = vec![learn_affinity(table, vip, port, *p, timeout)];
-                    if let Some(mac) = mac {
+                    let mut first = vec![learn_affinity(table, vip, port, p.ip, timeout)];
+                    if let Some(mac) = &p.mac {
                         first.push(Action::set_field(Oxm::new(FieldId::ETH_DST, mac, None)));
                     }
                     flows.push(
@@ -405,7 +577,7 @@ impl ServiceFlows<'_> {
                             connection_in(
                                 vip,
                                 port,
-                                *p,
+                                p.ip,
                                 ct::NEW | ct::TRK,
                                 ct::NEW | ct::TRK | ct::RPL | ct::INV,
                             ),
@@ -420,7 +592,7 @@ impl ServiceFlows<'_> {
                 flows.push(
                     dnat.flow(
                         priority::MATCH,
-                        connection(vip, port, *p, false),
+                        connection(vip, port, p.ip, false),
                         to_provider,
                     )?
                     .owned_by(category::SERVICE, object),
@@ -428,7 +600,7 @@ impl ServiceFlows<'_> {
                 flows.push(
                     snat.flow(
                         priority::MATCH,
-                        connection(vip, port, *p, true),
+                        connection(vip, port, p.ip, true),
                         vec![Instruction::GotoTable(snat_next)],
                     )?
                     .owned_by(category::SERVICE, object),
@@ -437,19 +609,16 @@ impl ServiceFlows<'_> {
         }
         let stale = Match::new()
             .ct_state(ct::TRK, Some(ct::TRK | ct::RPL | ct::INV))
-            .with(Oxm::int(nxm::CT_NW_DST, u128::from(u32::from(vip)), None))
-            .eth_type(ETH_IPV4);
-        let to_vip = Match::new()
-            .ct_state(ct::TRK, Some(ct::TRK))
-            .eth_type(ETH_IPV4)
-            .ipv4_dst(vip, None);
+            .with(ct_dst_oxm(vip))
+            .eth_type(eth_type_of(vip));
+        let to_vip = dst_is(Match::new().ct_state(ct::TRK, Some(ct::TRK)), vip);
         for m in [stale, to_vip] {
             flows.push(
                 dnat.flow(priority::SERVICE_DROP, m, Vec::new())?
                     .owned_by(category::SERVICE, object),
             );
         }
-        Ok((flows, groups))
+        Ok(())
     }
 }
 
@@ -480,8 +649,16 @@ mod tests {
         for p in [&VLAN_PIPELINE, &VXLAN_PIPELINE] {
             let s = spec();
             let providers = [
-                (P1, Some([2, 2, 10, 1, 1, 11])),
-                (Ipv4Addr::new(10, 1, 1, 12), None),
+                Provider {
+                    ip: P1,
+                    mac: Some([2, 2, 10, 1, 1, 11]),
+                    ipv6: None,
+                },
+                Provider {
+                    ip: Ipv4Addr::new(10, 1, 1, 12),
+                    mac: None,
+                    ipv6: None,
+                },
             ];
             let (flows, groups) = ServiceFlows {
                 name: "web",
@@ -499,19 +676,78 @@ mod tests {
             .unwrap();
             assert!(flows.iter().all(|f| f.category == category::SERVICE));
             let lines = text::flows(&flows);
-            assert_eq!(lines.len(), 2 + 2 * 2 * 2 + 2, "{lines:#?}");
+            // TCP: balance + 2 × (forward, reply); UDP: balance + 2 × (commit, forward,
+            // reply); 2 drops.
+            assert_eq!(lines.len(), 1 + 2 * 2 + 1 + 2 * 3 + 2, "{lines:#?}");
+            assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,udp,reg2=0/0x10000,nw_dst=10.254.0.10,tp_dst=53 actions=multipath(symmetric_l3l4+udp,0,modulo_n,2,0,NXM_NX_REG2[0..15]),load:0x1->NXM_NX_REG2[16],resubmit(,3)".to_string()), "UDP: hashed with its ports: {lines:#?}");
+            assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,udp,reg2=0x10001/0x1ffff,nw_dst=10.254.0.10,tp_dst=53 actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.12:5353),exec(set_field:0xa01010c->ct_mark))".to_string()), "{lines:#?}");
             assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,tcp,nw_dst=10.254.0.10,tp_dst=80 actions=group:1073742080".to_string()), "{lines:#?}");
             assert!(lines.contains(&"table=3, priority=100,ct_state=-rpl-inv+trk,ct_mark=0xa01010b,ct_nw_dst=10.254.0.10,ct_nw_proto=6,ct_tp_dst=80,ip actions=set_field:02:02:0a:01:01:0b->eth_dst,goto_table:4".to_string()), "{lines:#?}");
             assert!(lines.contains(&"table=3, priority=100,ct_state=-rpl-inv+trk,ct_mark=0xa01010c,ct_nw_dst=10.254.0.10,ct_nw_proto=17,ct_tp_dst=53,ip actions=goto_table:4".to_string()), "unknown MAC: eth_dst left alone: {lines:#?}");
             assert!(lines.contains(&"table=6, priority=100,ct_state=+rpl-inv+trk,ct_mark=0xa01010b,ct_nw_dst=10.254.0.10,ct_nw_proto=6,ct_tp_dst=80,ip actions=goto_table:9".to_string()), "{lines:#?}");
             assert!(lines.contains(&"table=3, priority=10,ct_state=-rpl-inv+trk,ct_nw_dst=10.254.0.10,ip actions=drop".to_string()), "{lines:#?}");
-            assert_eq!(groups.len(), 2);
-            assert_eq!(groups[1].id, group_id(1, 1));
+            assert_eq!(groups.len(), 1, "a group for the TCP port only");
+            assert_eq!(groups[0].id, group_id(1, 0));
             assert_eq!(
                 text::group(&groups[0]),
                 "group_id=1073742080,type=select,bucket=weight:1,actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.11:8080),exec(set_field:0xa01010b->ct_mark)),bucket=weight:1,actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.12:8080),exec(set_field:0xa01010c->ct_mark))"
             );
         }
+    }
+
+    #[test]
+    fn a_dual_stack_service_balances_its_ipv6_vip_over_the_providers_ipv6_addresses() {
+        let mut s = spec();
+        s.vip6 = Some("fd00:254::10".parse().unwrap());
+        s.affinity_timeout = Some(30);
+        let providers = [
+            Provider {
+                ip: P1,
+                mac: None,
+                ipv6: Some("fd00:1::11".parse().unwrap()),
+            },
+            Provider {
+                ip: Ipv4Addr::new(10, 1, 1, 12),
+                mac: None,
+                ipv6: None,
+            },
+        ];
+        let (flows, groups) = ServiceFlows {
+            name: "web",
+            spec: &s,
+            index: 0,
+            providers: &providers,
+            affinity_table: Some(id::SERVICE_AFFINITY),
+        }
+        .build(
+            VXLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
+            id::DST_GROUP,
+            VXLAN_PIPELINE.table(id::SERVICE_SNAT).unwrap(),
+            id::MAC_DEST,
+        )
+        .unwrap();
+        let lines = text::flows(&flows);
+        for want in [
+            "table=3, priority=50,ct_state=+new+trk,tcp6,reg1=0x1/0x1,ipv6_dst=fd00:254::10,tp_dst=80 actions=group:3221225472",
+            "table=3, priority=100,ct_state=-rpl-inv+trk,ct_mark=0xa01010b,ct_ipv6_dst=fd00:254::10,ct_nw_proto=6,ct_tp_dst=80,ipv6 actions=goto_table:4",
+            "table=6, priority=100,ct_state=+rpl-inv+trk,ct_mark=0xa01010b,ct_ipv6_dst=fd00:254::10,ct_nw_proto=6,ct_tp_dst=80,ipv6 actions=goto_table:9",
+            "table=3, priority=10,ct_state=-rpl-inv+trk,ct_ipv6_dst=fd00:254::10,ipv6 actions=drop",
+            "table=3, priority=10,ct_state=+trk,ipv6,ipv6_dst=fd00:254::10 actions=drop",
+            "table=3, priority=110,ct_state=+new-rpl-inv+trk,ct_mark=0xa01010b,ct_ipv6_dst=fd00:254::10,ct_nw_proto=6,ct_tp_dst=80,ipv6 actions=learn(table=2,idle_timeout=30,priority=100,eth_type=0x86dd,nw_proto=6,NXM_NX_IPV6_SRC[],ipv6_dst=fd00:254::10,tcp_dst=80,OXM_OF_METADATA[32..39],load:0xa01010b->NXM_NX_REG0[]),goto_table:4",
+        ] {
+            assert!(lines.contains(&want.to_string()), "{want}\n{lines:#?}");
+        }
+        assert!(
+            !lines
+                .iter()
+                .any(|l| l.contains("ipv6") && l.contains("0xa01010c")),
+            "a provider without an IPv6 address is not an IPv6 provider: {lines:#?}"
+        );
+        let v6 = groups.iter().find(|g| g.id & GROUP_IPV6 != 0).unwrap();
+        assert_eq!(
+            text::group(v6),
+            "group_id=3221225472,type=select,bucket=weight:1,actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=[fd00:1::11]:8080),exec(set_field:0xa01010b->ct_mark))"
+        );
     }
 
     #[test]
@@ -542,7 +778,11 @@ mod tests {
         let mut s = spec();
         s.ports.truncate(1);
         s.affinity_timeout = Some(30);
-        let providers = [(P1, None)];
+        let providers = [Provider {
+            ip: P1,
+            mac: None,
+            ipv6: None,
+        }];
         let (flows, groups) = ServiceFlows {
             name: "web",
             spec: &s,

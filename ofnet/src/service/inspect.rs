@@ -96,6 +96,7 @@ mod tests {
             "web",
             ServiceSpec {
                 affinity_timeout: None,
+                vip6: None,
                 vip: Ipv4Addr::new(10, 254, 0, 10),
                 ports: vec![ServicePort {
                     protocol: ServiceProtocol::Udp,

@@ -24,7 +24,7 @@ pub mod stats;
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Transport protocol of a service port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -73,11 +73,22 @@ pub struct ServicePort {
     pub prov_port: u16,
 }
 
-/// A service's address and ports (the reference's `ServiceSpec`, IPv4).
+/// A service's address and ports (the reference's `ServiceSpec`), with an optional second,
+/// IPv6 VIP for a dual-stack service (a Kubernetes Service's IPv6 `clusterIPs` entry): its
+/// ports are the same, and its connections are balanced over the IPv6 addresses of the same
+/// providers (each provider is named by its IPv4 address; its IPv6 address is the endpoint
+/// DB's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceSpec {
     #[serde(rename = "IpAddress")]
     pub vip: Ipv4Addr,
+    /// The IPv6 VIP of a dual-stack service.
+    #[serde(
+        rename = "Ipv6Address",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vip6: Option<Ipv6Addr>,
     #[serde(rename = "Ports")]
     pub ports: Vec<ServicePort>,
     /// Session affinity by client address (Kubernetes `sessionAffinity: ClientIP`): a client's
@@ -104,6 +115,13 @@ impl ServiceSpec {
             .find(|p| p.protocol == protocol && p.svc_port == svc_port)
     }
 
+    /// The VIPs: the IPv4 one, then the IPv6 one when the service is dual-stack.
+    pub fn vips(&self) -> Vec<IpAddr> {
+        std::iter::once(IpAddr::V4(self.vip))
+            .chain(self.vip6.map(IpAddr::V6))
+            .collect()
+    }
+
     /// The ARP proxy's answer for the VIP: `02:02:<vip bytes>`.
     pub fn vip_mac(&self) -> [u8; 6] {
         vip_mac(self.vip)
@@ -122,9 +140,11 @@ pub enum ServiceError {
     #[error("service {service}: VIP {vip} already belongs to service {other}")]
     VipInUse {
         service: String,
-        vip: Ipv4Addr,
+        vip: IpAddr,
         other: String,
     },
+    #[error("service {service}: {vip6} is not a unicast IPv6 address a VIP can be")]
+    BadIpv6Vip { service: String, vip6: Ipv6Addr },
     #[error("service {service}: port {protocol:?}/{svc_port} is listed twice")]
     DuplicatePort {
         service: String,
@@ -199,6 +219,14 @@ impl Services {
         self.by_name.values().any(|s| s.spec.is_some())
     }
 
+    /// Whether any service with a spec is dual-stack (then IPv6 packets are looked up in
+    /// conntrack too).
+    pub fn any_ipv6(&self) -> bool {
+        self.by_name
+            .values()
+            .any(|s| s.spec.as_ref().is_some_and(|x| x.vip6.is_some()))
+    }
+
     /// The service whose VIP is `vip`.
     pub fn by_vip(&self, vip: Ipv4Addr) -> Option<(&String, &Service)> {
         self.by_name
@@ -209,6 +237,15 @@ impl Services {
     /// Whether `ip` is the VIP of a service (the ARP proxy answers for it).
     pub fn is_vip(&self, ip: Ipv4Addr) -> bool {
         self.by_vip(ip).is_some()
+    }
+
+    /// The spec of the service whose IPv6 VIP is `vip6` (the ND proxy answers for it with
+    /// the MAC of the service's IPv4 VIP).
+    pub fn by_vip6(&self, vip6: Ipv6Addr) -> Option<&ServiceSpec> {
+        self.by_name
+            .values()
+            .filter_map(Service::active_spec)
+            .find(|spec| spec.vip6 == Some(vip6))
     }
 
     /// The service `name`, created with the lowest free group block when new.
@@ -230,16 +267,27 @@ impl Services {
     /// Add or replace a service's spec; connections already open keep their provider.
     /// Refused: a VIP another service has, a port listed twice, port 0, too many ports.
     pub fn set_spec(&mut self, name: &str, spec: ServiceSpec) -> Result<(), ServiceError> {
-        if let Some((other, _)) = self
-            .by_name
-            .iter()
-            .find(|(n, s)| n.as_str() != name && s.spec.as_ref().is_some_and(|x| x.vip == spec.vip))
+        if let Some(v6) = spec.vip6
+            && (v6.is_unspecified() || v6.is_loopback() || v6.is_multicast())
         {
-            return Err(ServiceError::VipInUse {
+            return Err(ServiceError::BadIpv6Vip {
                 service: name.to_string(),
-                vip: spec.vip,
-                other: other.clone(),
+                vip6: v6,
             });
+        }
+        let vips = spec.vips();
+        for (other, s) in self.by_name.iter().filter(|(n, _)| n.as_str() != name) {
+            if let Some(vip) = s
+                .spec
+                .as_ref()
+                .and_then(|x| x.vips().into_iter().find(|v| vips.contains(v)))
+            {
+                return Err(ServiceError::VipInUse {
+                    service: name.to_string(),
+                    vip,
+                    other: other.clone(),
+                });
+            }
         }
         if spec.affinity_timeout == Some(0) {
             return Err(ServiceError::ZeroAffinityTimeout {
@@ -305,6 +353,7 @@ mod tests {
     fn spec() -> ServiceSpec {
         ServiceSpec {
             affinity_timeout: None,
+            vip6: None,
             vip: VIP,
             ports: vec![ServicePort {
                 protocol: ServiceProtocol::Tcp,

@@ -1,5 +1,5 @@
 //! The answer to a connection to a service port without providers: a TCP reset for TCP, an
-//! ICMP port unreachable for UDP, as if the VIP itself refused it (what a host without a
+//! ICMP (ICMPv6) port unreachable for UDP, as if the VIP itself refused it (what a host without a
 //! listener does, and what kube-proxy does for a service without endpoints).
 //!
 //! Contract: [`answer`] reads the frame the reject flow sent up (possibly 802.1Q-tagged) and
@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 /// Why a punted packet gets no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RejectError {
-    #[error("not an Ethernet + IPv4 frame")]
+    #[error("not an Ethernet + IPv4 or IPv6 frame")]
     NotIpv4,
     #[error("IP protocol {0} is neither TCP nor UDP")]
     Protocol(u8),
@@ -26,6 +26,7 @@ pub enum RejectError {
 const TCP: u8 = 6;
 const UDP: u8 = 17;
 const ICMP: u8 = 1;
+const ICMPV6: u8 = 58;
 
 /// The one's-complement sum of `data`, folded (RFC 1071).
 fn checksum(parts: &[&[u8]]) -> u16 {
@@ -57,8 +58,43 @@ fn ipv4_header(src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload_len: usize) -> V
     h
 }
 
-/// The reset or port unreachable answering `data`, untagged, from the VIP's MAC to the client.
+/// The TCP reset answering the segment `payload` (header and data): ports swapped, acking it
+/// (or taking its ACK as sequence number), checksum left 0.
+fn reset_for(payload: &[u8]) -> Result<Vec<u8>, RejectError> {
+    let h = payload.get(..20).ok_or(RejectError::Truncated)?;
+    let flags = h[13];
+    if flags & 0x04 != 0 {
+        return Err(RejectError::Reset);
+    }
+    let seq = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+    let ack = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
+    let data_off = usize::from(h[12] >> 4) * 4;
+    let mut len = payload.len().saturating_sub(data_off) as u32;
+    // SYN and FIN take a sequence number each.
+    len += u32::from(flags & 0x02 != 0) + u32::from(flags & 0x01 != 0);
+    let mut t = Vec::with_capacity(20);
+    t.extend(&h[2..4]);
+    t.extend(&h[0..2]);
+    if flags & 0x10 != 0 {
+        // RFC 793: a reset answering an ACK takes its sequence number from the ACK.
+        t.extend(ack.to_be_bytes());
+        t.extend(0u32.to_be_bytes());
+        t.extend([0x50, 0x04]);
+    } else {
+        t.extend(0u32.to_be_bytes());
+        t.extend(seq.wrapping_add(len).to_be_bytes());
+        t.extend([0x50, 0x14]);
+    }
+    t.extend([0, 0, 0, 0, 0, 0]);
+    Ok(t)
+}
+
+/// The reset or port unreachable answering `data`, untagged, from the VIP's MAC to the client:
+/// IPv4 (TCP reset, ICMP port unreachable) or IPv6 (TCP reset, ICMPv6 port unreachable).
 pub fn answer(data: &[u8]) -> Result<Vec<u8>, RejectError> {
+    if let Some(v6) = ipv6_packet(data) {
+        return answer_ipv6(data, v6);
+    }
     let (_, ip, payload) =
         frame::parse_ipv4(data, ChecksumCheck::Ignore).map_err(|_| RejectError::NotIpv4)?;
     let eth = data.get(..12).ok_or(RejectError::NotIpv4)?;
@@ -67,31 +103,7 @@ pub fn answer(data: &[u8]) -> Result<Vec<u8>, RejectError> {
     let proto = u8::from(ip.protocol);
     let (l4_proto, l4) = match proto {
         TCP => {
-            let h = payload.get(..20).ok_or(RejectError::Truncated)?;
-            let flags = h[13];
-            if flags & 0x04 != 0 {
-                return Err(RejectError::Reset);
-            }
-            let seq = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
-            let ack = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
-            let data_off = usize::from(h[12] >> 4) * 4;
-            let mut len = payload.len().saturating_sub(data_off) as u32;
-            // SYN and FIN take a sequence number each.
-            len += u32::from(flags & 0x02 != 0) + u32::from(flags & 0x01 != 0);
-            let mut t = Vec::with_capacity(20);
-            t.extend(&h[2..4]);
-            t.extend(&h[0..2]);
-            if flags & 0x10 != 0 {
-                // RFC 793: a reset answering an ACK takes its sequence number from the ACK.
-                t.extend(ack.to_be_bytes());
-                t.extend(0u32.to_be_bytes());
-                t.extend([0x50, 0x04]);
-            } else {
-                t.extend(0u32.to_be_bytes());
-                t.extend(seq.wrapping_add(len).to_be_bytes());
-                t.extend([0x50, 0x14]);
-            }
-            t.extend([0, 0, 0, 0, 0, 0]);
+            let mut t = reset_for(payload)?;
             let mut pseudo = Vec::with_capacity(12);
             pseudo.extend(vip.octets());
             pseudo.extend(client.octets());
@@ -120,6 +132,66 @@ pub fn answer(data: &[u8]) -> Result<Vec<u8>, RejectError> {
     out.extend(vip_mac);
     out.extend([0x08, 0x00]);
     out.extend(ipv4_header(vip, client, l4_proto, l4.len()));
+    out.extend(l4);
+    Ok(out)
+}
+
+/// The offset of the IPv6 header in an (optionally 802.1Q-tagged) Ethernet frame carrying
+/// IPv6.
+fn ipv6_packet(data: &[u8]) -> Option<usize> {
+    let at = match data.get(12..14)? {
+        [0x81, 0x00] => 16,
+        _ => 12,
+    };
+    (data.get(at..at + 2)? == [0x86, 0xdd]).then_some(at + 2)
+}
+
+/// The IPv6 pseudo-header of RFC 8200 section 8.1.
+fn pseudo6(src: &[u8], dst: &[u8], len: usize, next: u8) -> Vec<u8> {
+    let mut p = Vec::with_capacity(40);
+    p.extend(src);
+    p.extend(dst);
+    p.extend((len as u32).to_be_bytes());
+    p.extend([0, 0, 0, next]);
+    p
+}
+
+/// [`answer`] for an IPv6 packet at offset `at` of `data` (no extension headers: the reject
+/// flow matches TCP or UDP as the next header).
+fn answer_ipv6(data: &[u8], at: usize) -> Result<Vec<u8>, RejectError> {
+    let ip = data.get(at..at + 40).ok_or(RejectError::NotIpv4)?;
+    let (client, vip) = (&ip[8..24], &ip[24..40]);
+    let declared = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+    let rest = &data[at + 40..];
+    let payload = rest.get(..declared).unwrap_or(rest);
+    let (next, l4) = match ip[6] {
+        TCP => {
+            let mut t = reset_for(payload)?;
+            let sum = checksum(&[&pseudo6(vip, client, t.len(), TCP), &t]);
+            t[16..18].copy_from_slice(&sum.to_be_bytes());
+            (TCP, t)
+        }
+        UDP => {
+            // RFC 4443: destination unreachable, code 4 (port unreachable), quoting as much of
+            // the invoking packet as fits in the minimum IPv6 MTU.
+            let quoted = &data[at..(at + 40 + payload.len()).min(at + 1280 - 48)];
+            let mut icmp = vec![1, 4, 0, 0, 0, 0, 0, 0];
+            icmp.extend(quoted);
+            let sum = checksum(&[&pseudo6(vip, client, icmp.len(), ICMPV6), &icmp]);
+            icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+            (ICMPV6, icmp)
+        }
+        other => return Err(RejectError::Protocol(other)),
+    };
+    let mut out = Vec::with_capacity(54 + l4.len());
+    out.extend(&data[6..12]);
+    out.extend(&data[..6]);
+    out.extend([0x86, 0xdd]);
+    out.extend([0x60, 0, 0, 0]);
+    out.extend((l4.len() as u16).to_be_bytes());
+    out.extend([next, 64]);
+    out.extend(vip);
+    out.extend(client);
     out.extend(l4);
     Ok(out)
 }
@@ -207,5 +279,51 @@ mod tests {
             Err(RejectError::Truncated)
         );
         assert_eq!(answer(&[0u8; 10]), Err(RejectError::NotIpv4));
+    }
+    /// Ethernet + IPv6 from fd00::2 to the IPv6 VIP fd00:254::10 + `l4`.
+    fn frame6(next: u8, l4: &[u8]) -> Vec<u8> {
+        let mut f = VIP_MAC.to_vec();
+        f.extend(CLIENT_MAC);
+        f.extend([0x86, 0xdd, 0x60, 0, 0, 0]);
+        f.extend((l4.len() as u16).to_be_bytes());
+        f.extend([next, 64]);
+        f.extend("fd00::2".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        f.extend(VIP6.octets());
+        f.extend(l4);
+        f
+    }
+
+    const VIP6: std::net::Ipv6Addr = std::net::Ipv6Addr::new(0xfd00, 0x254, 0, 0, 0, 0, 0, 0x10);
+
+    #[test]
+    fn over_ipv6_a_syn_gets_a_reset_and_a_datagram_an_icmpv6_port_unreachable() {
+        let client: std::net::Ipv6Addr = "fd00::2".parse().unwrap();
+        let out = answer(&frame6(TCP, &syn())).unwrap();
+        assert_eq!(&out[..6], &CLIENT_MAC);
+        assert_eq!(&out[12..14], &[0x86, 0xdd]);
+        assert_eq!(out[20], TCP);
+        assert_eq!(&out[22..38], &VIP6.octets(), "from the VIP");
+        assert_eq!(&out[38..54], &client.octets());
+        let t = &out[54..];
+        assert_eq!(&t[8..12], &1001u32.to_be_bytes(), "acks the SYN");
+        assert_eq!(t[13], 0x14, "RST+ACK");
+        let pseudo = pseudo6(&VIP6.octets(), &client.octets(), t.len(), TCP);
+        assert_eq!(checksum(&[&pseudo, t]), 0, "TCP checksum");
+
+        let udp = [
+            0x9c, 0x40, 0x00, 0x35, 0, 13, 0, 0, b'h', b'e', b'l', b'l', b'o',
+        ];
+        let sent = frame6(UDP, &udp);
+        let out = answer(&sent).unwrap();
+        assert_eq!(out[20], ICMPV6);
+        let icmp = &out[54..];
+        assert_eq!(&icmp[..2], &[1, 4], "port unreachable");
+        assert_eq!(&icmp[8..], &sent[14..], "quotes the whole datagram");
+        let pseudo = pseudo6(&VIP6.octets(), &client.octets(), icmp.len(), ICMPV6);
+        assert_eq!(checksum(&[&pseudo, icmp]), 0, "ICMPv6 checksum");
+        assert_eq!(
+            answer(&frame6(58, &[128, 0, 0, 0])),
+            Err(RejectError::Protocol(58))
+        );
     }
 }

@@ -19,7 +19,7 @@ use ofproto::multipart::FlowStats;
 use ofproto::nxm;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Packet and byte counters, both directions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,17 +110,21 @@ impl ServiceStats {
     }
 }
 
-/// The key of a service port in `SvcStats`.
-pub fn port_key(vip: Ipv4Addr, protocol: ServiceProtocol, svc_port: u16) -> String {
-    format!("{vip}:{svc_port}/{}", protocol.name())
+/// The key of a service port in `SvcStats`: `10.254.0.10:80/TCP`, `[fd00::10]:80/TCP`.
+pub fn port_key(vip: impl Into<IpAddr>, protocol: ServiceProtocol, svc_port: u16) -> String {
+    let at = std::net::SocketAddr::new(vip.into(), svc_port);
+    format!("{at}/{}", protocol.name())
 }
 
 /// (provider, VIP, IP protocol, service port) of a forward or reply flow's match.
-type FlowId = (Ipv4Addr, Ipv4Addr, u8, u16);
+type FlowId = (Ipv4Addr, IpAddr, u8, u16);
 
 fn flow_id(m: &Match) -> Option<FlowId> {
     let provider = Ipv4Addr::from(m.get(nxm::CT_MARK)?.value_u128() as u32);
-    let vip = Ipv4Addr::from(m.get(nxm::CT_NW_DST)?.value_u128() as u32);
+    let vip = match m.get(nxm::CT_NW_DST) {
+        Some(v4) => IpAddr::V4(Ipv4Addr::from(v4.value_u128() as u32)),
+        None => IpAddr::V6(Ipv6Addr::from(m.get(nxm::CT_IPV6_DST)?.value_u128())),
+    };
     let proto = m.get(nxm::CT_NW_PROTO)?.value_u128() as u8;
     let port = m.get(nxm::CT_TP_DST)?.value_u128() as u16;
     Some((provider, vip, proto, port))
@@ -133,7 +137,8 @@ fn counters(entries: &[FlowStats]) -> HashMap<FlowId, (u64, u64)> {
         .collect()
 }
 
-/// Fill the shape for every service of `services`, one entry per VIP summing all clients;
+/// Fill the shape for every service of `services`, one entry per VIP (both of a dual-stack
+/// service) summing all clients;
 /// `dnat` and `snat` are the flow statistics of tables 3 (forward flows: what clients sent to
 /// a provider) and 6 (reply flows: what a provider sent back), empty when no switch answered
 /// (every counter is then 0).
@@ -145,46 +150,48 @@ pub fn collect(services: &Services, dnat: &[FlowStats], snat: &[FlowStats]) -> S
         let Some(spec) = svc.active_spec() else {
             continue;
         };
-        let vip = spec.vip.to_string();
-        let ep = out
-            .0
-            .entry(vip.clone())
-            .or_insert_with(|| EndpointServiceStats {
-                endpoint_ip: vip.clone(),
-                ..EndpointServiceStats::default()
-            });
-        for port in &spec.ports {
-            let proto = port.protocol.ip_proto();
-            let entry = ep
-                .svc_stats
-                .entry(port_key(spec.vip, port.protocol, port.svc_port))
-                .or_insert_with(|| ClientServiceStats {
-                    service_ip: vip.clone(),
-                    protocol: port.protocol.name().to_string(),
-                    svc_port: port.svc_port.to_string(),
-                    prov_port: port.prov_port.to_string(),
-                    ..ClientServiceStats::default()
+        for vip_ip in spec.vips() {
+            let vip = vip_ip.to_string();
+            let ep = out
+                .0
+                .entry(vip.clone())
+                .or_insert_with(|| EndpointServiceStats {
+                    endpoint_ip: vip.clone(),
+                    ..EndpointServiceStats::default()
                 });
-            for provider in &svc.providers {
-                let id = (*provider, spec.vip, proto, port.svc_port);
-                let (po, bo) = dnat.get(&id).copied().unwrap_or_default();
-                let (pi, bi) = snat.get(&id).copied().unwrap_or_default();
-                let stats = DatapathStats {
-                    packets_in: pi,
-                    bytes_in: bi,
-                    packets_out: po,
-                    bytes_out: bo,
-                };
-                entry.svc_stats.add(&stats);
-                entry.prov_stats.insert(
-                    provider.to_string(),
-                    ProviderStats {
-                        provider_ip: provider.to_string(),
+            for port in &spec.ports {
+                let proto = port.protocol.ip_proto();
+                let entry = ep
+                    .svc_stats
+                    .entry(port_key(vip_ip, port.protocol, port.svc_port))
+                    .or_insert_with(|| ClientServiceStats {
                         service_ip: vip.clone(),
-                        stats,
-                        ..ProviderStats::default()
-                    },
-                );
+                        protocol: port.protocol.name().to_string(),
+                        svc_port: port.svc_port.to_string(),
+                        prov_port: port.prov_port.to_string(),
+                        ..ClientServiceStats::default()
+                    });
+                for provider in &svc.providers {
+                    let id = (*provider, vip_ip, proto, port.svc_port);
+                    let (po, bo) = dnat.get(&id).copied().unwrap_or_default();
+                    let (pi, bi) = snat.get(&id).copied().unwrap_or_default();
+                    let stats = DatapathStats {
+                        packets_in: pi,
+                        bytes_in: bi,
+                        packets_out: po,
+                        bytes_out: bo,
+                    };
+                    entry.svc_stats.add(&stats);
+                    entry.prov_stats.insert(
+                        provider.to_string(),
+                        ProviderStats {
+                            provider_ip: provider.to_string(),
+                            service_ip: vip.clone(),
+                            stats,
+                            ..ProviderStats::default()
+                        },
+                    );
+                }
             }
         }
     }

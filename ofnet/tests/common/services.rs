@@ -368,6 +368,7 @@ pub async fn service_flows_of_agent(agent: &AgentHandle) -> Vec<String> {
 pub fn spec() -> ServiceSpec {
     ServiceSpec {
         affinity_timeout: None,
+        vip6: None,
         vip: VIP.parse().unwrap(),
         ports: vec![
             ServicePort {

@@ -51,6 +51,7 @@ pub fn agent_service(state: &CfgServiceLbState) -> Result<(ServiceSpec, Vec<Ipv4
             vip,
             ports,
             affinity_timeout: None,
+            vip6: None,
         },
         providers,
     ))

@@ -403,6 +403,7 @@ pub fn desired(
             vip,
             ports,
             affinity_timeout: affinity_timeout(spec, notes),
+            vip6: None,
         },
         providers,
     })

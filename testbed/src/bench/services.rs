@@ -185,6 +185,7 @@ async fn network(agent: &AgentHandle) -> Result<()> {
 fn web(vip: Ipv4Addr) -> ServiceSpec {
     ServiceSpec {
         affinity_timeout: None,
+        vip6: None,
         vip,
         ports: vec![ServicePort {
             protocol: ServiceProtocol::Tcp,
