@@ -15,14 +15,15 @@ use testbed::{Ovs, Pod, PodOptions};
 pub const VIP: &str = "10.254.0.10";
 pub const VLAN: u16 = 10;
 
-/// Answers every UDP datagram on `udp` with `name`; every TCP connection on `tcp` gets `name`
+/// Answers every UDP datagram on `udp` with `name` (IPv4 and IPv6); every TCP connection on `tcp` gets `name`
 /// at once and again for every segment it sends, until it closes (each in its own thread, so
 /// a long-lived connection does not hold up the others).
 const SERVER: &str = r#"
 import socket, sys, threading
 name, tcp, udp = sys.argv[1].encode(), int(sys.argv[2]), int(sys.argv[3])
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.bind(("0.0.0.0", udp))
+u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+u.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+u.bind(("::", udp))
 def answer_udp():
     while True:
         _, peer = u.recvfrom(2048)
@@ -36,9 +37,10 @@ def serve(c):
     except OSError:
         pass
     c.close()
-t = socket.socket()
+t = socket.socket(socket.AF_INET6)
+t.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
 t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-t.bind(("0.0.0.0", tcp))
+t.bind(("::", tcp))
 t.listen(16)
 while True:
     c, _ = t.accept()
@@ -88,13 +90,14 @@ const PROBE: &str = r#"
 import socket, sys, time
 proto, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 count, interval, timeout = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+family = socket.AF_INET6 if ":" in host else socket.AF_INET
 for _ in range(count):
     start = time.time()
     try:
         if proto == "tcp":
             s = socket.create_connection((host, port), timeout=timeout)
         else:
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s = socket.socket(family, socket.SOCK_DGRAM)
             s.settimeout(timeout)
             s.connect((host, port))
             s.send(b"hello")
@@ -117,8 +120,20 @@ pub struct Probe(Option<Child>);
 impl Probe {
     /// Start `count` attempts from namespace `ns` to `VIP:port`, `interval` seconds apart.
     pub fn start(ns: &str, proto: &str, port: u16, count: u32, interval: f64) -> Probe {
+        Probe::start_to(ns, proto, VIP, port, count, interval)
+    }
+
+    /// [`Probe::start`] to `host` (an IPv4 or IPv6 address).
+    pub fn start_to(
+        ns: &str,
+        proto: &str,
+        host: &str,
+        port: u16,
+        count: u32,
+        interval: f64,
+    ) -> Probe {
         let child = Command::new("ip")
-            .args(["netns", "exec", ns, "python3", "-c", PROBE, proto, VIP])
+            .args(["netns", "exec", ns, "python3", "-c", PROBE, proto, host])
             .arg(port.to_string())
             .arg(count.to_string())
             .arg(interval.to_string())
@@ -163,8 +178,22 @@ pub async fn tally(
     port: u16,
     count: u32,
 ) -> std::collections::BTreeMap<String, u32> {
+    tally_to(ns, proto, VIP, port, count).await
+}
+
+/// [`tally`] to `host` (an IPv4 or IPv6 address).
+pub async fn tally_to(
+    ns: &str,
+    proto: &str,
+    host: &str,
+    port: u16,
+    count: u32,
+) -> std::collections::BTreeMap<String, u32> {
     let mut out = std::collections::BTreeMap::new();
-    for (_, answer) in Probe::start(ns, proto, port, count, 0.0).finish().await {
+    for (_, answer) in Probe::start_to(ns, proto, host, port, count, 0.0)
+        .finish()
+        .await
+    {
         *out.entry(answer).or_default() += 1;
     }
     out
