@@ -20,7 +20,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use ofnet::{ServicePort, ServiceProtocol, ServiceSpec};
 use serde::{Deserialize, Deserializer};
@@ -115,6 +115,9 @@ pub struct ServiceObjectSpec {
     pub kind: String,
     #[serde(rename = "clusterIP", default, deserialize_with = "nullable")]
     pub cluster_ip: String,
+    /// Dual-stack: the cluster IPs of every family (`clusterIP` first).
+    #[serde(rename = "clusterIPs", default, deserialize_with = "nullable")]
+    pub cluster_ips: Vec<String>,
     #[serde(default, deserialize_with = "nullable")]
     pub ports: Vec<ServiceObjectPort>,
     /// `None` (default) or `ClientIP`.
@@ -268,6 +271,7 @@ pub fn desired(
         notes.push("an ExternalName service has no cluster IP; not balanced".into());
         return None;
     }
+    let mut vip6 = None;
     let vip = match spec.cluster_ip.as_str() {
         "" => {
             notes.push("no clusterIP; not balanced".into());
@@ -277,13 +281,39 @@ pub fn desired(
             notes.push("headless (clusterIP None); not balanced".into());
             return None;
         }
-        ip => match ip.parse::<Ipv4Addr>() {
-            Ok(vip) => vip,
-            Err(_) => {
-                notes.push(format!("clusterIP {ip:?} is not IPv4; not balanced"));
-                return None;
+        _ => {
+            // A dual-stack Service lists both families in `clusterIPs`; its IPv6 VIP balances
+            // over the IPv6 addresses of the same (IPv4-named) providers.
+            let all: Vec<IpAddr> = std::iter::once(&spec.cluster_ip)
+                .chain(&spec.cluster_ips)
+                .filter_map(|ip| ip.parse().ok())
+                .collect();
+            let v4 = all.iter().find_map(|ip| match ip {
+                IpAddr::V4(a) => Some(*a),
+                IpAddr::V6(_) => None,
+            });
+            vip6 = all.iter().find_map(|ip| match ip {
+                IpAddr::V6(a) => Some(*a),
+                IpAddr::V4(_) => None,
+            });
+            match v4 {
+                Some(vip) => vip,
+                None if vip6.is_some() => {
+                    notes.push(format!(
+                        "clusterIP {:?}: an IPv6-only service is not balanced (dual-stack services with an IPv4 clusterIP are)",
+                        spec.cluster_ip
+                    ));
+                    return None;
+                }
+                None => {
+                    notes.push(format!(
+                        "clusterIP {:?} is not an IP address; not balanced",
+                        spec.cluster_ip
+                    ));
+                    return None;
+                }
             }
-        },
+        }
     };
     let mut pending = Vec::new();
     let mut seen = BTreeSet::new();
@@ -403,7 +433,7 @@ pub fn desired(
             vip,
             ports,
             affinity_timeout: affinity_timeout(spec, notes),
-            vip6: None,
+            vip6,
         },
         providers,
     })
@@ -535,6 +565,46 @@ mod tests {
     }
 
     #[test]
+    fn a_dual_stack_service_gets_its_ipv6_cluster_ip_and_an_ipv6_only_one_a_note() {
+        let eps = endpoints(json!({
+            "metadata": {"name": "web", "namespace": "shop"},
+            "subsets": [{"addresses": [{"ip": "10.1.0.2"}], "ports": [{"port": 8080}]}]
+        }));
+        let with = |spec: Value| {
+            let svc =
+                service(json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": spec}));
+            let mut notes = Vec::new();
+            let got = desired(&svc, Some(&eps), &mut notes);
+            (got, notes)
+        };
+        let (got, notes) = with(json!({"clusterIP": "10.254.0.10",
+            "clusterIPs": ["10.254.0.10", "fd00:254::10"], "ipFamilies": ["IPv4", "IPv6"],
+            "ports": [{"port": 80, "targetPort": 8080}]}));
+        let got = got.unwrap();
+        assert_eq!(got.spec.vip, Ipv4Addr::new(10, 254, 0, 10));
+        assert_eq!(got.spec.vip6, Some("fd00:254::10".parse().unwrap()));
+        assert_eq!(got.providers, vec![Ipv4Addr::new(10, 1, 0, 2)]);
+        assert!(notes.is_empty(), "{notes:?}");
+        let (got, notes) = with(json!({"clusterIP": "fd00:254::10",
+            "clusterIPs": ["fd00:254::10", "10.254.0.10"],
+            "ports": [{"port": 80, "targetPort": 8080}]}));
+        assert_eq!(
+            got.unwrap().spec.vip6,
+            Some("fd00:254::10".parse().unwrap()),
+            "IPv6-primary dual-stack: both VIPs (providers still named by IPv4 addresses)"
+        );
+        assert!(notes.is_empty(), "{notes:?}");
+        let (got, notes) = with(json!({"clusterIP": "fd00:254::10",
+            "ports": [{"port": 80, "targetPort": 8080}]}));
+        assert!(got.is_none());
+        assert!(notes[0].contains("IPv6-only"), "{notes:?}");
+        let (got, notes) = with(json!({"clusterIP": "web.example",
+            "ports": [{"port": 80}]}));
+        assert!(got.is_none());
+        assert!(notes[0].contains("not an IP address"), "{notes:?}");
+    }
+
+    #[test]
     fn client_ip_session_affinity_becomes_the_affinity_timeout() {
         let with = |affinity: Value| {
             let mut spec = json!({"clusterIP": "10.254.0.10", "ports": [{"port": 80}]});
@@ -616,7 +686,7 @@ mod tests {
             ),
             (
                 json!({"clusterIP": "fd00::10", "ports": [{"port": 80}]}),
-                "not IPv4",
+                "IPv6-only",
             ),
             (
                 json!({"clusterIP": "10.254.0.9", "ports": [{"port": 80, "protocol": "SCTP"}]}),
