@@ -46,7 +46,64 @@ pub struct ServiceLb {
     pub selectors: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<String>,
+    /// `ClientIP`: a client's new connections go to the provider of its previous one until it
+    /// made none for `sessionAffinityTimeout` seconds (Kubernetes' `sessionAffinity`); empty
+    /// or `None`: every connection is balanced. Not in Contiv's model.
+    #[serde(rename = "sessionAffinity", skip_serializing_if = "String::is_empty")]
+    pub session_affinity: String,
+    /// Seconds, 1–65535; 0: Kubernetes' default of 10800 (3 hours). Only with `ClientIP`.
+    #[serde(rename = "sessionAffinityTimeout", skip_serializing_if = "is_zero")]
+    pub affinity_timeout: u32,
     pub links: ServiceLbLinks,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Kubernetes' default session affinity timeout (3 hours).
+pub const DEFAULT_AFFINITY_TIMEOUT: u32 = 10_800;
+
+/// The most an affinity timeout can be: an OpenFlow idle timeout is 16 bits of seconds.
+pub const MAX_AFFINITY_TIMEOUT: u32 = 65_535;
+
+impl ServiceLb {
+    /// The affinity timeout the datapath gets: `None` without `ClientIP` affinity.
+    pub fn affinity_seconds(&self) -> Option<u32> {
+        (self.session_affinity == "ClientIP").then_some(if self.affinity_timeout == 0 {
+            DEFAULT_AFFINITY_TIMEOUT
+        } else {
+            self.affinity_timeout
+        })
+    }
+
+    fn validate_affinity(&self) -> Result<()> {
+        match self.session_affinity.as_str() {
+            "" | "None" | "ClientIP" => {}
+            other => {
+                return Err(Error::invalid(
+                    "sessionAffinity",
+                    format!("{other:?} must be ClientIP or None"),
+                ));
+            }
+        }
+        if self.affinity_timeout > 0 && self.session_affinity != "ClientIP" {
+            return Err(Error::invalid(
+                "sessionAffinityTimeout",
+                "a timeout needs sessionAffinity ClientIP",
+            ));
+        }
+        if self.affinity_timeout > MAX_AFFINITY_TIMEOUT {
+            return Err(Error::invalid(
+                "sessionAffinityTimeout",
+                format!(
+                    "{} seconds is more than {MAX_AFFINITY_TIMEOUT} (an OpenFlow idle timeout)",
+                    self.affinity_timeout
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Parse `k=v` selectors into a map.
@@ -214,6 +271,7 @@ impl Object for ServiceLb {
         validate::name("tenantName", &self.tenant_name, 64)?;
         validate::name("networkName", &self.network_name, 64)?;
         validate::optional_ipv4("ipAddress", &self.ip_address)?;
+        self.validate_affinity()?;
         if self.selectors.is_empty() {
             return Err(Error::invalid(
                 "selectors",
@@ -247,6 +305,7 @@ impl Object for ServiceLb {
             selectors: parse_selectors(&obj.selectors)?,
             ipaddress: vip.to_string(),
             providers: BTreeMap::new(),
+            sessionaffinitytimeout: obj.affinity_seconds().unwrap_or(0),
         };
         refresh_providers(tx, &mut state).await?;
         obj.links.network = Link::to(Network::TYPE, &obj.network_key());
@@ -277,6 +336,7 @@ impl Object for ServiceLb {
             .map(|p| normalize_port(p))
             .collect::<Result<_>>()?;
         state.selectors = parse_selectors(&new.selectors)?;
+        state.sessionaffinitytimeout = new.affinity_seconds().unwrap_or(0);
         refresh_providers(tx, &mut state).await
     }
 
@@ -304,7 +364,8 @@ impl Object for ServiceLb {
             }
         }
         Ok(
-            json!({ "serviceVip": state.ipaddress, "numProviders": state.providers.len(), "providers": providers }),
+            json!({ "serviceVip": state.ipaddress, "numProviders": state.providers.len(), "providers": providers,
+                "sessionAffinityTimeout": state.sessionaffinitytimeout }),
         )
     }
 }
@@ -326,5 +387,27 @@ mod tests {
         labels.insert("app".into(), "web".into());
         labels.insert("x".into(), "y".into());
         assert!(selects(&sel, &labels));
+    }
+
+    #[test]
+    fn session_affinity_is_client_ip_or_none_with_a_16_bit_timeout() {
+        let svc = |affinity: &str, timeout: u32| ServiceLb {
+            session_affinity: affinity.into(),
+            affinity_timeout: timeout,
+            ..ServiceLb::default()
+        };
+        assert_eq!(svc("ClientIP", 0).affinity_seconds(), Some(10_800));
+        assert_eq!(svc("ClientIP", 60).affinity_seconds(), Some(60));
+        assert_eq!(svc("None", 0).affinity_seconds(), None);
+        assert_eq!(svc("", 0).affinity_seconds(), None);
+        for (a, t, why) in [
+            ("clientip", 0, "must be ClientIP or None"),
+            ("None", 60, "needs sessionAffinity ClientIP"),
+            ("ClientIP", 65_536, "more than 65535"),
+        ] {
+            let err = svc(a, t).validate_affinity().unwrap_err().to_string();
+            assert!(err.contains(why), "{a} {t}: {err}");
+        }
+        assert!(svc("ClientIP", 65_535).validate_affinity().is_ok());
     }
 }

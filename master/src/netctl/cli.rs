@@ -430,6 +430,14 @@ pub enum ServiceCmd {
         port: Vec<String>,
         #[arg(long = "preferred-ip", visible_alias = "ip", default_value = "")]
         preferred_ip: String,
+        /// `ClientIP`: keep each client on one provider (session affinity); `None`: balance
+        /// every connection (the default).
+        #[arg(long = "session-affinity", default_value = "")]
+        session_affinity: String,
+        /// Seconds without a new connection after which a client's affinity ends (1–65535;
+        /// default 10800). Only with `--session-affinity ClientIP`.
+        #[arg(long = "affinity-timeout", default_value_t = 0)]
+        affinity_timeout: u32,
     },
     #[command(visible_alias = "delete")]
     Rm {

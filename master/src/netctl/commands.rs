@@ -720,6 +720,8 @@ async fn service(c: &Client, cmd: &ServiceCmd) -> Out {
             selector,
             port,
             preferred_ip,
+            session_affinity,
+            affinity_timeout,
         } => {
             let s = ServiceLb {
                 service_name: name.clone(),
@@ -728,6 +730,8 @@ async fn service(c: &Client, cmd: &ServiceCmd) -> Out {
                 ip_address: preferred_ip.clone(),
                 selectors: selector.clone(),
                 ports: port.clone(),
+                session_affinity: session_affinity.clone(),
+                affinity_timeout: *affinity_timeout,
                 ..Default::default()
             };
             c.post(&s).await?;

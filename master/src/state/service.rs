@@ -33,6 +33,14 @@ pub struct CfgServiceLbState {
     pub ipaddress: String,
     /// Keyed `<providerIP>:<tenant>`.
     pub providers: BTreeMap<String, Provider>,
+    /// Session affinity by client address, in seconds; 0: none (every connection balanced).
+    /// Not in Contiv's record.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sessionaffinitytimeout: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl CfgServiceLbState {

@@ -257,6 +257,67 @@ fn drive(url: &str) {
     let svc: serde_json::Value =
         serde_json::from_str(&ok(url, &["service", "inspect", "-t", "blue", "websvc"])).unwrap();
     assert_eq!(svc["Oper"]["serviceVip"], "10.1.1.200");
+    assert!(
+        svc["Oper"]["sessionAffinityTimeout"].as_u64() == Some(0),
+        "no affinity unless asked: {svc}"
+    );
+
+    // Session affinity (not in Contiv's netctl): ClientIP with a timeout, read back through
+    // REST as the object and as the state netplugin gets; bad values refused in the user's words.
+    ok(
+        url,
+        &[
+            "service",
+            "create",
+            "-t",
+            "blue",
+            "-s",
+            "web",
+            "-l",
+            "app=db",
+            "-p",
+            "5432:5432:TCP",
+            "--session-affinity",
+            "ClientIP",
+            "--affinity-timeout",
+            "60",
+            "sticky",
+        ],
+    );
+    let sticky: serde_json::Value =
+        serde_json::from_str(&ok(url, &["service", "inspect", "-t", "blue", "sticky"])).unwrap();
+    assert_eq!(sticky["Config"]["sessionAffinity"], "ClientIP", "{sticky}");
+    assert_eq!(sticky["Config"]["sessionAffinityTimeout"], 60, "{sticky}");
+    assert_eq!(sticky["Oper"]["sessionAffinityTimeout"], 60, "{sticky}");
+    for (args, why) in [
+        (
+            &[
+                "--session-affinity",
+                "ClientIP",
+                "--affinity-timeout",
+                "70000",
+            ][..],
+            "more than 65535",
+        ),
+        (
+            &["--affinity-timeout", "60"][..],
+            "needs sessionAffinity ClientIP",
+        ),
+        (
+            &["--session-affinity", "sticky"][..],
+            "must be ClientIP or None",
+        ),
+    ] {
+        let mut all = vec![
+            "service", "create", "-t", "blue", "-s", "web", "-l", "app=db", "bad",
+        ];
+        all.extend(args);
+        let (code, out, err) = netctl(url, &all);
+        assert_eq!(code, 3, "{args:?}: {err}{out}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    assert!(!ok(url, &["service", "ls", "-t", "blue"]).contains("bad"));
+    ok(url, &["service", "rm", "-t", "blue", "sticky"]);
 
     let (code, _, err) = netctl(url, &["global", "set", "--fwd-mode", "routing"]);
     assert_eq!(code, 3, "{err}");

@@ -46,11 +46,20 @@ pub fn agent_service(state: &CfgServiceLbState) -> Result<(ServiceSpec, Vec<Ipv4
         .collect::<Result<Vec<_>>>()?;
     providers.sort();
     providers.dedup();
+    let affinity_timeout = match state.sessionaffinitytimeout {
+        0 => None,
+        n => Some(u16::try_from(n).map_err(|_| {
+            invalid(
+                "sessionaffinitytimeout",
+                &state.sessionaffinitytimeout.to_string(),
+            )
+        })?),
+    };
     Ok((
         ServiceSpec {
             vip,
             ports,
-            affinity_timeout: None,
+            affinity_timeout,
             vip6: None,
         },
         providers,
@@ -189,6 +198,19 @@ mod tests {
         assert_eq!(
             providers,
             [Ipv4Addr::new(10, 1, 1, 2), Ipv4Addr::new(10, 1, 1, 3)]
+        );
+        assert_eq!(spec.affinity_timeout, None, "no affinity by default");
+    }
+
+    #[test]
+    fn a_session_affinity_timeout_reaches_the_spec() {
+        let mut s = state("20.1.1.1", &["80:8080:TCP"], &[]);
+        s.sessionaffinitytimeout = 60;
+        assert_eq!(agent_service(&s).unwrap().0.affinity_timeout, Some(60));
+        s.sessionaffinitytimeout = 70_000;
+        assert!(
+            agent_service(&s).is_err(),
+            "more than an idle timeout holds"
         );
     }
 

@@ -271,7 +271,7 @@ pub fn desired(
         notes.push("an ExternalName service has no cluster IP; not balanced".into());
         return None;
     }
-    let mut vip6 = None;
+    let vip6;
     let vip = match spec.cluster_ip.as_str() {
         "" => {
             notes.push("no clusterIP; not balanced".into());
