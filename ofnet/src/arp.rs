@@ -197,6 +197,22 @@ pub fn garp(topo: &Topology<'_>, ep: &Endpoint) -> Option<PacketOut> {
     })
 }
 
+/// The IPv6 twin of [`garp`]: an unsolicited neighbour advertisement of the endpoint's IPv6
+/// address, out the same uplink with the same tag (`None` without an IPv6 address or uplink).
+pub fn unsolicited_na(topo: &Topology<'_>, ep: &Endpoint) -> Option<PacketOut> {
+    let ip = ep.ipv6_addr?;
+    let uplink = crate::VlanBridge::uplink_for(topo, ep.mac.octets())?;
+    let tag = VlanTag {
+        pcp: 0,
+        dei: false,
+        vid: crate::VlanBridge::uplink_vlan(ep),
+    };
+    Some(PacketOut {
+        actions: vec![Action::output(uplink)],
+        data: crate::nd::unsolicited_advert(ep.mac.octets(), ip, Some(tag)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -205,6 +205,28 @@ pub fn neighbor_advert(ns: &Solicit, mac: [u8; 6]) -> Vec<u8> {
     icmpv6_frame(eth, ns.target, dst, &icmp)
 }
 
+/// An unsolicited neighbour advertisement (RFC 4861 §7.2.6, the GARP's IPv6 twin): `ip` is at
+/// `mac`, to all nodes, override set, solicited clear.
+pub fn unsolicited_advert(mac: [u8; 6], ip: Ipv6Addr, vlan: Option<VlanTag>) -> Vec<u8> {
+    let all_nodes = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+    let icmp = Icmpv6Repr::NeighborAdvert {
+        flags: NeighborFlags {
+            router: false,
+            solicited: false,
+            override_: true,
+        },
+        target_addr: ip,
+        target_lladdr: Some(EthernetAddress(mac)),
+    };
+    let eth = EthernetRepr {
+        src_addr: EthernetAddress(mac),
+        dst_addr: EthernetAddress(multicast_mac(all_nodes)),
+        vlan,
+        ethertype: EtherType::Ipv6,
+    };
+    icmpv6_frame(eth, ip, all_nodes, &icmp)
+}
+
 /// Decide about one punted frame; returns the packets to send and what happened.
 pub fn handle_solicit(
     datapath: &dyn Datapath,
@@ -341,6 +363,25 @@ mod tests {
             } => (eth, ip, target_addr, flags, target_lladdr.unwrap().0),
             other => panic!("not an advertisement: {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_unsolicited_advertisement_announces_the_address_to_all_nodes() {
+        let mac = mac_of(A4).octets();
+        let tag = VlanTag {
+            pcp: 0,
+            dei: false,
+            vid: 7,
+        };
+        let (eth, ip, target, flags, lladdr) = advert(&unsolicited_advert(mac, A, Some(tag)));
+        assert_eq!(eth.dst_addr.0, [0x33, 0x33, 0, 0, 0, 1]);
+        assert_eq!(eth.src_addr.0, mac);
+        assert_eq!(eth.vlan.map(|v| v.vid), Some(7));
+        assert_eq!(ip.src_addr, A);
+        assert_eq!(ip.dst_addr, Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1));
+        assert_eq!(ip.hop_limit, 255);
+        assert_eq!((target, lladdr), (A, mac));
+        assert!(flags.override_ && !flags.solicited && !flags.router);
     }
 
     #[test]

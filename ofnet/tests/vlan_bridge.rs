@@ -194,16 +194,24 @@ async fn uplink_gets_garps_unknown_targets_and_answers_for_local_endpoints() {
     agent.add_uplink(ofport(ovs, uplink).await).await.unwrap();
     let up = host.name();
 
-    // A new endpoint is announced on the uplink, tagged with its VLAN.
+    // A new endpoint is announced on the uplink, tagged with its VLAN: a GARP for its IPv4
+    // address and an unsolicited neighbour advertisement for its IPv6 address.
     let pod = attach(ovs, 2, 10);
-    let garp = capture(up, "mon", "vlan 10 and arp", 1, 5).await;
+    let garp = capture(
+        up,
+        "mon",
+        "vlan 10 and (arp or (icmp6 and ip6[40] == 136))",
+        2,
+        5,
+    )
+    .await;
     agent
         .add_local_endpoint(LocalEndpoint {
             port_no: ofport(ovs, pod.port_name()).await,
             mac: mac(2),
             vlan: 10,
             ipv4: Some(Ipv4Addr::new(10, 1, 1, 2)),
-            ipv6: None,
+            ipv6: Some("fd00:1::2".parse().unwrap()),
             epg: 0,
             epg_vlan: 0,
             dscp: 0,
@@ -215,6 +223,10 @@ async fn uplink_gets_garps_unknown_targets_and_answers_for_local_endpoints() {
     assert!(
         garp.contains("vlan 10") && garp.contains("Request who-has 10.1.1.2 tell 10.1.1.2"),
         "GARP on the uplink: {garp}"
+    );
+    assert!(
+        garp.contains("neighbor advertisement") && garp.contains("tgt is fd00:1::2"),
+        "unsolicited NA on the uplink: {garp}"
     );
 
     // An endpoint of a group with its own VLAN is announced again in the background:

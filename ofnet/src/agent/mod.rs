@@ -287,6 +287,10 @@ impl Agent {
                     self.send_packets(vec![out]);
                     self.count("GarpSent");
                 }
+                if let Some(out) = arp::unsolicited_na(&self.topology(), &ep) {
+                    self.send_packets(vec![out]);
+                    self.count("UnsolicitedNaSent");
+                }
                 if ep.endpoint_group_vlan != 0 && self.config.garp_repeats > 0 {
                     let fresh = self
                         .garp_rounds
