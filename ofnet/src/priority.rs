@@ -32,6 +32,18 @@ pub const SERVICE_REBALANCE: u16 = 50;
 pub const SERVICE_LEARN: u16 = 110;
 /// Conntrack entry (tables 3 and 6): untracked packets, disjoint from every other service flow.
 pub const SERVICE_CT: u16 = 200;
+/// Service hairpin (table 3): the second conntrack lookup of a hairpin reply, in the VRF's
+/// zone, above the conntrack entry (`SERVICE_CT`).
+pub const HAIRPIN_VRF_LOOKUP: u16 = 204;
+/// Service hairpin (table 3): a provider's reply to the VIP, looked up first in the hairpin
+/// zone.
+pub const HAIRPIN_LOOKUP: u16 = 205;
+/// Service hairpin (table 3): a hairpin packet, translated both ways, back out of the pod's
+/// own port; above every other service flow.
+pub const HAIRPIN_OUT: u16 = 210;
+/// Service hairpin (table 3): a provider's connection to its own service, SNATed to the VIP
+/// in the hairpin zone; above the affinity learn flow (`SERVICE_LEARN`).
+pub const HAIRPIN_SNAT: u16 = 120;
 /// Per-VLAN flood flows (table 9, VXLAN bridge).
 pub const FLOOD: u16 = 10;
 /// Exact matches: known destinations, VTEP and uplink ingress, DSCP marking, ARP punting.

@@ -125,11 +125,16 @@ async fn a_dual_stack_service_balances_over_ipv6_and_ipv4() {
     agent.add_service("web", dual_stack_spec()).await.unwrap();
     settle(ovs);
 
-    // IPv4 and IPv6 conntrack lookups in tables 3 and 6; per family: TCP balance + 2 ×
-    // (forward, reply), UDP balance + 2 × (commit, forward, reply), 2 drops.
+    // IPv4 and IPv6 conntrack lookups in tables 3 and 6, 3 shared hairpin flows; per family:
+    // TCP balance + 2 × (forward, reply), UDP balance + 2 × (commit, forward, reply), 2
+    // drops, 3 hairpin flows per port × provider.
     let on_bridge = service_flows_on_bridge(ovs).await;
     assert_eq!(on_bridge, service_flows_of_agent(agent).await);
-    assert_eq!(on_bridge.len(), 4 + 2 * (5 + 7 + 2), "{on_bridge:#?}");
+    assert_eq!(
+        on_bridge.len(),
+        4 + 3 + 2 * (5 + 7 + 2 + 2 * 2 * 3),
+        "{on_bridge:#?}"
+    );
     assert!(
         on_bridge
             .iter()
@@ -151,6 +156,14 @@ async fn a_dual_stack_service_balances_over_ipv6_and_ipv4() {
     assert_spread("100 UDP requests over IPv6", &udp6, 100);
     let tcp4 = tally_to(c, "tcp", common::services::VIP, 80, 40).await;
     assert_spread("40 TCP connections over IPv4", &tcp4, 40);
+    // Hairpin over IPv6: a provider reaching its own service's IPv6 VIP.
+    let own = providers[0].netns().name();
+    let hairpin = tally_to(own, "tcp", VIP6, 80, 20).await;
+    assert_eq!(hairpin.values().sum::<u32>(), 20, "{hairpin:?}");
+    assert!(
+        hairpin.keys().all(|k| k.starts_with('p')),
+        "hairpin over IPv6: {hairpin:?}"
+    );
 
     let export = serde_json::to_value(agent.inspect().await.unwrap()).unwrap();
     assert!(

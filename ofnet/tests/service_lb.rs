@@ -76,9 +76,10 @@ async fn balance(kind: BridgeKind) {
     // and the service's two drops.
     let on_bridge = service_flows_on_bridge(ovs).await;
     assert_eq!(on_bridge, service_flows_of_agent(agent).await);
+    // Hairpin: 2 shared flows, and 3 per port × provider.
     assert_eq!(
         on_bridge.len(),
-        2 + (1 + 3 * 2) + (1 + 3 * 3) + 2,
+        2 + (1 + 3 * 2) + (1 + 3 * 3) + 2 + 2 + 2 * 3 * 3,
         "{on_bridge:#?}"
     );
     let groups = groups_on_bridge(ovs);
@@ -394,4 +395,48 @@ async fn session_affinity_keeps_a_client_on_one_provider() {
     }
     assert_eq!(second.len(), 1, "{second:?}");
     assert!(!second.contains_key(chosen), "{second:?}");
+}
+
+/// Hairpin: a pod that is the only provider of a service reaches the service (TCP and UDP),
+/// on both bridges; a client pod still reaches it too.
+async fn hairpin(kind: BridgeKind) {
+    init_tracing();
+    let h = common::Host::start(AgentConfig::new(kind, "br0")).await;
+    let (ovs, agent) = (&h.ovs, &h.agent);
+    network(agent, kind).await;
+    let (client, providers) = pods(ovs, agent, kind, 1).await;
+    agent
+        .set_service_providers("web", vec![ip(11)])
+        .await
+        .unwrap();
+    agent.add_service("web", spec()).await.unwrap();
+    settle(ovs);
+    let on_bridge = service_flows_on_bridge(ovs).await;
+    assert_eq!(on_bridge, service_flows_of_agent(agent).await);
+    let own = providers[0].0.netns().name();
+    let tcp = tally(own, "tcp", 80, 20).await;
+    assert_eq!(
+        tcp.get("p1"),
+        Some(&20),
+        "{kind:?}: the provider reaches itself: {tcp:?}"
+    );
+    let udp = tally(own, "udp", 53, 20).await;
+    assert_eq!(udp.get("p1"), Some(&20), "{kind:?}: {udp:?}");
+    let tcp = tally(client.netns().name(), "tcp", 80, 10).await;
+    assert_eq!(
+        tcp.get("p1"),
+        Some(&10),
+        "{kind:?}: other clients too: {tcp:?}"
+    );
+}
+
+#[actix_rt::test]
+async fn a_pod_reaches_a_service_that_selects_itself() {
+    testbed::require!(Root, Ovs);
+    if tools_missing(module_path!()) {
+        return;
+    }
+    for kind in [BridgeKind::Vxlan, BridgeKind::Vlan] {
+        hairpin(kind).await;
+    }
 }

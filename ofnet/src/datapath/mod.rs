@@ -416,6 +416,11 @@ fn service_part(
                     flows.push(service::flows::conntrack_entry_for(p.table(t)?, eth)?);
                 }
             }
+            flows.extend(service::flows::hairpin_shared(
+                p.table(id::SERVICE_DNAT)?,
+                services.any_ipv6(),
+                p.name == crate::pipeline::VXLAN_PIPELINE.name,
+            )?);
             Ok(Part {
                 flows,
                 groups: Vec::new(),
@@ -439,6 +444,7 @@ fn service_part(
                 index: svc.index,
                 providers: &providers,
                 affinity_table: Some(id::SERVICE_AFFINITY),
+                pop_vlan: p.name == crate::pipeline::VXLAN_PIPELINE.name,
             }
             .build(
                 p.table(id::SERVICE_DNAT)?,

@@ -39,7 +39,7 @@ use crate::flows::{ETH_IPV4, ETH_IPV6, NO_BUFFER, category, object_of};
 use crate::pipeline::{PipelineError, Table};
 use crate::priority;
 use ofctrl::{Flow, Group};
-use ofproto::action::nicira::{CT_COMMIT, NAT_DST};
+use ofproto::action::nicira::{CT_COMMIT, NAT_DST, NAT_SRC};
 use ofproto::action::nicira::{Learn, Multipath};
 use ofproto::action::{Action, Ct, CtZone, Nat, NatRange, NxmHeader, Subfield};
 use ofproto::action::{LearnDst, LearnSpec, LearnSrc};
@@ -74,6 +74,158 @@ pub const GROUP_IPV6: u32 = 0x8000_0000;
 /// The group of port `port` (index in the spec) of the service with group block `index`.
 pub fn group_id(index: u32, port: usize) -> u32 {
     GROUP_BASE | ((index & 0x3f_ffff) << 8) | (port as u32 & 0xff)
+}
+
+/// Register 3, hairpin (a pod reaching a service that selects it): bit 0 a reply to a VIP was
+/// looked up in the hairpin zone, bit 1 then in the VRF's zone, bit 2 a packet was SNATed in
+/// the hairpin zone; bits 16–31 the hairpin zone, `0x100 | VRF id`, while a lookup runs.
+pub const HAIRPIN: FieldId = nxm::reg(3);
+const HAIRPIN_LOOKED_UP: u32 = 0x1;
+const HAIRPIN_VRF_LOOKED_UP: u32 = 0x2;
+const HAIRPIN_SNATTED: u32 = 0x4;
+
+fn hairpin_bit(bit: u32) -> Action {
+    Action::RegLoad {
+        dst: Subfield {
+            field: NxmHeader::of(HAIRPIN),
+            ofs: bit.trailing_zeros() as u16,
+            n_bits: 1,
+        },
+        value: 1,
+    }
+}
+
+/// `reg3` = `value/mask` (hairpin bits).
+fn hairpin_is(value: u32, mask: u32) -> Oxm {
+    Oxm::int(HAIRPIN, u128::from(value), Some(u128::from(mask)))
+}
+
+/// The actions writing the hairpin zone (`0x100 | VRF id`) into `reg3[16..31]`.
+fn hairpin_zone_setup() -> [Action; 2] {
+    [
+        Action::RegMove {
+            src: Subfield {
+                field: NxmHeader::of(FieldId::METADATA),
+                ofs: 32,
+                n_bits: 8,
+            },
+            dst: Subfield {
+                field: NxmHeader::of(HAIRPIN),
+                ofs: 16,
+                n_bits: 8,
+            },
+        },
+        Action::RegLoad {
+            dst: Subfield {
+                field: NxmHeader::of(HAIRPIN),
+                ofs: 24,
+                n_bits: 8,
+            },
+            value: 1,
+        },
+    ]
+}
+
+/// The hairpin conntrack zone: `reg3[16..31]`.
+fn hairpin_zone() -> CtZone {
+    CtZone::Field(Subfield {
+        field: NxmHeader::of(HAIRPIN),
+        ofs: 16,
+        n_bits: 16,
+    })
+}
+
+/// The shared hairpin flows of `dnat` (present while any service has a spec): a reply looked
+/// up in the hairpin zone is looked up in the VRF's zone next; a packet SNATed in the hairpin
+/// zone goes back out of its own port.
+/// `pop_vlan`: the bridge carries its network's local VLAN inside the pipeline (VXLAN), so a
+/// packet sent straight back out of an endpoint port loses it first.
+pub fn hairpin_shared(dnat: Table, ipv6: bool, pop_vlan: bool) -> Result<Vec<Flow>, PipelineError> {
+    let mut out = Vec::new();
+    let families: &[u16] = if ipv6 {
+        &[ETH_IPV4, ETH_IPV6]
+    } else {
+        &[ETH_IPV4]
+    };
+    for eth in families {
+        let lookup = Action::Ct(Ct {
+            flags: 0,
+            zone: zone(),
+            recirc_table: dnat.id(),
+            alg: 0,
+            actions: vec![Action::Nat(Nat::default())],
+        });
+        out.push(
+            dnat.flow(
+                priority::HAIRPIN_VRF_LOOKUP,
+                Match::new()
+                    .with(hairpin_is(
+                        HAIRPIN_LOOKED_UP,
+                        HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP,
+                    ))
+                    .eth_type(*eth),
+                vec![Instruction::ApplyActions(vec![
+                    hairpin_bit(HAIRPIN_VRF_LOOKED_UP),
+                    lookup,
+                ])],
+            )?
+            .owned_by(category::SERVICE, 0),
+        );
+    }
+    out.push(
+        dnat.flow(
+            priority::HAIRPIN_OUT,
+            tagged(
+                Match::new().with(hairpin_is(HAIRPIN_SNATTED, HAIRPIN_SNATTED)),
+                pop_vlan,
+            ),
+            vec![Instruction::ApplyActions(back_out(Vec::new(), pop_vlan))],
+        )?
+        .owned_by(category::SERVICE, 0),
+    );
+    Ok(out)
+}
+
+/// With `pop_vlan`, `m` also requires the pipeline's VLAN (`pop_vlan` needs one).
+fn tagged(m: Match, pop_vlan: bool) -> Match {
+    if pop_vlan {
+        m.with(Oxm::int(FieldId::VLAN_VID, 0x1000, Some(0x1000)))
+    } else {
+        m
+    }
+}
+
+/// `actions`, then out of the ingress port (without the pipeline's VLAN when `pop_vlan`).
+fn back_out(mut actions: Vec<Action>, pop_vlan: bool) -> Vec<Action> {
+    if pop_vlan {
+        actions.push(Action::PopVlan);
+    }
+    actions.push(Action::output(OFPP_IN_PORT));
+    actions
+}
+
+/// `match` (already of `ip`'s family) with the destination address `ip`.
+fn dst_addr_is(m: Match, ip: IpAddr) -> Match {
+    match ip {
+        IpAddr::V4(a) => m.ipv4_dst(a, None),
+        IpAddr::V6(a) => m.ipv6_dst(a, None),
+    }
+}
+
+/// `match` with the source address `ip`.
+fn src_is(m: Match, ip: IpAddr) -> Match {
+    match ip {
+        IpAddr::V4(a) => m.ipv4_src(a, None),
+        IpAddr::V6(a) => m.ipv6_src(a, None),
+    }
+}
+
+fn tp_src_oxm(proto: ServiceProtocol, port: u16) -> Oxm {
+    let field = match proto {
+        ServiceProtocol::Tcp => FieldId::TCP_SRC,
+        ServiceProtocol::Udp => FieldId::UDP_SRC,
+    };
+    Oxm::int(field, u128::from(port), None)
 }
 
 /// The Ethernet type of an address's family.
@@ -354,6 +506,9 @@ pub struct ServiceFlows<'a> {
     pub providers: &'a [Provider],
     /// The session affinity table, when the pipeline has one.
     pub affinity_table: Option<u8>,
+    /// The pipeline carries the network's local VLAN (VXLAN): hairpin packets sent straight
+    /// back out of an endpoint's port lose it first.
+    pub pop_vlan: bool,
 }
 
 impl ServiceFlows<'_> {
@@ -378,6 +533,105 @@ impl ServiceFlows<'_> {
             )?;
         }
         Ok((flows, groups))
+    }
+
+    /// The hairpin flows of `vip`, per port × provider whose MAC is known: the provider's own
+    /// connection to the VIP (DNATed to itself) is SNATed to the VIP in the hairpin zone and
+    /// sent back out of its port; its replies are looked up in the hairpin zone, then in the
+    /// VRF's zone, and sent back the same way. (Policy tables are not crossed: the pod talks to
+    /// itself.)
+    fn hairpin(
+        &self,
+        vip: IpAddr,
+        dnat: Table,
+        providers: &[(Provider, IpAddr)],
+        flows: &mut Vec<Flow>,
+    ) -> Result<(), PipelineError> {
+        let object = object_of(self.name);
+        let vip_mac = self.spec.vip_mac();
+        let snat_to = match vip {
+            IpAddr::V4(a) => NatRange {
+                ipv4_min: Some(a),
+                ..NatRange::default()
+            },
+            IpAddr::V6(a) => NatRange {
+                ipv6_min: Some(a),
+                ..NatRange::default()
+            },
+        };
+        for port in &self.spec.ports {
+            for (p, addr) in providers {
+                let Some(mac) = p.mac else { continue };
+                let set_macs = [
+                    Action::set_field(Oxm::new(FieldId::ETH_SRC, &vip_mac, None)),
+                    Action::set_field(Oxm::new(FieldId::ETH_DST, &mac, None)),
+                ];
+                let [mv, ld] = hairpin_zone_setup();
+                let mut snat = set_macs.to_vec();
+                snat.extend([
+                    hairpin_bit(HAIRPIN_SNATTED),
+                    mv,
+                    ld,
+                    Action::Ct(Ct {
+                        flags: CT_COMMIT,
+                        zone: hairpin_zone(),
+                        recirc_table: dnat.id(),
+                        alg: 0,
+                        actions: vec![Action::Nat(Nat {
+                            flags: NAT_SRC,
+                            range: snat_to.clone(),
+                        })],
+                    }),
+                ]);
+                flows.push(
+                    dnat.flow(
+                        priority::HAIRPIN_SNAT,
+                        src_is(connection(vip, port, p.ip, false), *addr),
+                        vec![Instruction::ApplyActions(snat)],
+                    )?
+                    .owned_by(category::SERVICE, object),
+                );
+                let [mv, ld] = hairpin_zone_setup();
+                let lookup = vec![
+                    hairpin_bit(HAIRPIN_LOOKED_UP),
+                    mv,
+                    ld,
+                    Action::Ct(Ct {
+                        flags: 0,
+                        zone: hairpin_zone(),
+                        recirc_table: dnat.id(),
+                        alg: 0,
+                        actions: vec![Action::Nat(Nat::default())],
+                    }),
+                ];
+                flows.push(
+                    dnat.flow(
+                        priority::HAIRPIN_LOOKUP,
+                        src_is(dst_is(Match::new().ct_state(0, Some(ct::TRK)), vip), *addr)
+                            .ip_proto(port.protocol.ip_proto())
+                            .with(tp_src_oxm(port.protocol, port.prov_port)),
+                        vec![Instruction::ApplyActions(lookup)],
+                    )?
+                    .owned_by(category::SERVICE, object),
+                );
+                let back = back_out(set_macs.to_vec(), self.pop_vlan);
+                flows.push(
+                    dnat.flow(
+                        priority::HAIRPIN_OUT,
+                        tagged(
+                            dst_addr_is(connection(vip, port, p.ip, true), *addr).with(hairpin_is(
+                                HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP,
+                                HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP | HAIRPIN_SNATTED,
+                            )),
+                            self.pop_vlan,
+                        ),
+                        vec![Instruction::ApplyActions(back)],
+                    )?
+                    .owned_by(category::SERVICE, object),
+                );
+            }
+        }
+        Ok(())
     }
 
     fn build_family(
@@ -607,6 +861,7 @@ impl ServiceFlows<'_> {
                 );
             }
         }
+        self.hairpin(vip, dnat, &providers, flows)?;
         let stale = Match::new()
             .ct_state(ct::TRK, Some(ct::TRK | ct::RPL | ct::INV))
             .with(ct_dst_oxm(vip))
@@ -666,6 +921,7 @@ mod tests {
                 index: 1,
                 providers: &providers,
                 affinity_table: Some(id::SERVICE_AFFINITY),
+                pop_vlan: false,
             }
             .build(
                 p.table(id::SERVICE_DNAT).unwrap(),
@@ -677,8 +933,9 @@ mod tests {
             assert!(flows.iter().all(|f| f.category == category::SERVICE));
             let lines = text::flows(&flows);
             // TCP: balance + 2 × (forward, reply); UDP: balance + 2 × (commit, forward,
-            // reply); 2 drops.
-            assert_eq!(lines.len(), 1 + 2 * 2 + 1 + 2 * 3 + 2, "{lines:#?}");
+            // reply); 2 drops; hairpin: 3 per port for the provider whose MAC is known.
+            assert_eq!(lines.len(), 1 + 2 * 2 + 1 + 2 * 3 + 2 + 2 * 3, "{lines:#?}");
+            assert!(lines.contains(&"table=3, priority=205,ct_state=-trk,tcp,nw_src=10.1.1.11,nw_dst=10.254.0.10,tp_src=8080 actions=load:0x1->NXM_NX_REG3[0],move:OXM_OF_METADATA[32..39]->NXM_NX_REG3[16..23],load:0x1->NXM_NX_REG3[24..31],ct(table=3,zone=NXM_NX_REG3[16..31],nat)".to_string()), "hairpin reply: the hairpin zone first: {lines:#?}");
             assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,udp,reg2=0/0x10000,nw_dst=10.254.0.10,tp_dst=53 actions=multipath(symmetric_l3l4+udp,0,modulo_n,2,0,NXM_NX_REG2[0..15]),load:0x1->NXM_NX_REG2[16],resubmit(,3)".to_string()), "UDP: hashed with its ports: {lines:#?}");
             assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,udp,reg2=0x10001/0x1ffff,nw_dst=10.254.0.10,tp_dst=53 actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.12:5353),exec(set_field:0xa01010c->ct_mark))".to_string()), "{lines:#?}");
             assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,tcp,nw_dst=10.254.0.10,tp_dst=80 actions=group:1073742080".to_string()), "{lines:#?}");
@@ -718,6 +975,7 @@ mod tests {
             index: 0,
             providers: &providers,
             affinity_table: Some(id::SERVICE_AFFINITY),
+            pop_vlan: false,
         }
         .build(
             VXLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
@@ -759,6 +1017,7 @@ mod tests {
             index: 0,
             providers: &[],
             affinity_table: Some(id::SERVICE_AFFINITY),
+            pop_vlan: false,
         }
         .build(
             VLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
@@ -789,6 +1048,7 @@ mod tests {
             index: 0,
             providers: &providers,
             affinity_table: Some(id::SERVICE_AFFINITY),
+            pop_vlan: false,
         }
         .build(
             VLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
