@@ -988,3 +988,122 @@ fn a_policy_of_thousands_of_rules_reaches_the_switch_whole() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The pod's IPv6 address from its CNI result (`ips[].address` with a `:`), without the
+/// prefix length.
+fn ipv6_of(pod: &CniPod) -> String {
+    pod.result["ips"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|ip| ip["address"].as_str())
+        .find(|a| a.contains(':'))
+        .and_then(|a| a.split('/').next())
+        .unwrap_or_else(|| panic!("no IPv6 address in {}", pod.result))
+        .to_string()
+}
+
+/// TCP listeners of one family in a pod (`nc -4|-6 -lk`), killed on drop.
+struct FamilyListener(std::process::Child);
+
+impl FamilyListener {
+    fn start(pod: &CniPod, family: &str, port: u16) -> FamilyListener {
+        let child = Command::new("ip")
+            .args(["netns", "exec", pod.netns.name(), "nc", family, "-lk"])
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        FamilyListener(child)
+    }
+}
+
+impl Drop for FamilyListener {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Dual-stack pods through libcni on two emulated hosts (a VXLAN network with an IPv6 subnet):
+/// ping6 crosses the hosts, and a group's deny rule (`in tcp 8000 deny`, netctl) holds over
+/// IPv6 as over IPv4 while the other port answers in both families.
+#[test]
+fn dual_stack_pods_on_two_hosts_ping6_and_a_deny_rule_holds_in_both_families() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping, Netcat);
+    let mut c = cluster();
+    let (ip_a, ip_b) = ("192.168.89.1", "192.168.89.2");
+    let host_b = second_host(&mut c, ip_a, ip_b);
+    c.netctl(&[
+        "net",
+        "create",
+        "-e",
+        "vxlan",
+        "-s",
+        "10.50.0.0/24",
+        "-g",
+        "10.50.0.1",
+        "--subnetv6",
+        "fd00:50::/64",
+        "dual",
+    ])
+    .unwrap();
+    c.netctl(&["policy", "create", "p6"]).unwrap();
+    c.netctl(&[
+        "policy", "rule-add", "p6", "1", "-d", "in", "-l", "tcp", "-P", "8000", "-j", "deny",
+    ])
+    .unwrap();
+    c.netctl(&["group", "create", "-p", "p6", "dual", "web"])
+        .unwrap();
+    let a = c
+        .add_pod(&c.conflist("dual-a", "dual", "web").unwrap())
+        .unwrap();
+    let b = c
+        .add_pod(&host_b.conflist("dual-b", "dual", "web").unwrap())
+        .unwrap();
+    let (a6, b6) = (ipv6_of(&a), ipv6_of(&b));
+    assert!(
+        a6.starts_with("fd00:50::") && b6.starts_with("fd00:50::"),
+        "{a6} {b6}"
+    );
+    let ping6 = |from: &CniPod, to: &str| {
+        from.netns
+            .exec(&["ping", "-6", "-c", "1", "-W", "1", to])
+            .is_ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ping6(&a, &b6) {
+        assert!(
+            Instant::now() < deadline,
+            "ping6 {a6} -> {b6} across hosts never answered"
+        );
+    }
+    assert!(ping6(&b, &a6), "ping6 B -> A");
+    let _listeners: Vec<FamilyListener> = ["-4", "-6"]
+        .into_iter()
+        .flat_map(|f| {
+            [
+                FamilyListener::start(&b, f, 8000),
+                FamilyListener::start(&b, f, 8001),
+            ]
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(tcp_connects(&a, &b.ip, 8001) && tcp_connects(&a, &b6, 8001)) {
+        assert!(
+            Instant::now() < deadline,
+            "port 8001 never answered in both families"
+        );
+    }
+    assert!(
+        !tcp_connects(&a, &b.ip, 8000),
+        "the deny rule does not hold over IPv4"
+    );
+    assert!(
+        !tcp_connects(&a, &b6, 8000),
+        "the deny rule does not hold over IPv6"
+    );
+    drop(host_b);
+}

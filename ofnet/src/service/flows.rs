@@ -579,7 +579,7 @@ impl ServiceFlows<'_> {
                         alg: 0,
                         actions: vec![Action::Nat(Nat {
                             flags: NAT_SRC,
-                            range: snat_to.clone(),
+                            range: snat_to,
                         })],
                     }),
                 ]);
