@@ -123,14 +123,10 @@ pub struct Args {
     )]
     pub debug_listen: SocketAddr,
     /// Where the VXLAN agent serves ofnet RPC (`OfnetAgent.*`, `PolicyAgent.*`) for the master
-    /// (Contiv: port 9002). The master calls back the host of this address, or the control IP
-    /// when it is unspecified; port 0 picks one.
-    #[arg(
-        long,
-        env = "CONTIV_NETPLUGIN_OFNET_RPC_LISTEN",
-        default_value = "0.0.0.0:9002"
-    )]
-    pub ofnet_rpc_listen: SocketAddr,
+    /// (Contiv: port 9002), and the address the master calls back; default: the control IP,
+    /// port 9002. An address of this host, never the unspecified one; port 0 picks one.
+    #[arg(long, env = "CONTIV_NETPLUGIN_OFNET_RPC_LISTEN")]
+    pub ofnet_rpc_listen: Option<SocketAddr>,
     /// netmaster URL; default: the `netmaster` service registered in etcd.
     #[arg(long, env = "CONTIV_NETPLUGIN_NETMASTER")]
     pub netmaster: Option<String>,
@@ -315,6 +311,17 @@ impl Args {
         let default_ip = default_route_ip();
         let vtep_ip = self.vtep_ip.unwrap_or(default_ip);
         let ctrl_ip = self.ctrl_ip.unwrap_or(vtep_ip);
+        let ofnet_rpc_listen = self.ofnet_rpc_listen.unwrap_or(SocketAddr::new(
+            std::net::IpAddr::V4(ctrl_ip),
+            crate::daemon::AGENT_RPC_PORT,
+        ));
+        if ofnet_rpc_listen.ip().is_unspecified() {
+            return Err(ConfigError::Invalid {
+                flag: "ofnet-rpc-listen",
+                value: ofnet_rpc_listen.to_string(),
+                rule: "must be an address of this host (default: the control IP), not the unspecified address",
+            });
+        }
         if let Some(ns) = &self.host_netns
             && !ns.is_absolute()
         {
@@ -349,7 +356,7 @@ impl Args {
             vxlan_of_listen: OfListen::parse("vxlan-of-listen", &self.vxlan_of_listen)?,
             vlan_of_listen: OfListen::parse("vlan-of-listen", &self.vlan_of_listen)?,
             debug_listen: self.debug_listen,
-            ofnet_rpc_listen: self.ofnet_rpc_listen,
+            ofnet_rpc_listen,
             netmaster: self.netmaster.filter(|s| !s.is_empty()),
             host_netns: self.host_netns,
             ovs_datapath,
