@@ -565,7 +565,15 @@ impl Feed {
                 tracing::info!(host = %vtep, "netplugin back within the grace period");
                 cancel.cancel();
             }
-            self.withdrawn.remove(&vtep);
+            if self.withdrawn.remove(&vtep) {
+                // Back after its endpoints were withdrawn: its records count again.
+                tracing::info!(host = %vtep, "departed netplugin back; its endpoints relayed again");
+                for ep in self.records.values() {
+                    if ep.originator_ip == Some(vtep) {
+                        self.master.add_endpoint(ep.clone());
+                    }
+                }
+            }
         }
     }
 

@@ -65,7 +65,7 @@ pub struct AddRule(pub PolicyRule);
 pub struct DelRule(pub String);
 
 /// A host is gone (the reference's `ClearNode`): withdraw the endpoints it originated from
-/// every other agent and drop its agents. Answers how many endpoints were withdrawn.
+/// every other agent. Answers how many endpoints were withdrawn.
 #[derive(Debug, Message)]
 #[rtype(result = "usize")]
 pub struct ClearNode(pub IpAddr);
@@ -283,26 +283,6 @@ impl Handler<Relay> for Registry {
                 agent.resyncs += 1;
             }
         }
-    }
-}
-
-impl Handler<ClearNode> for Registry {
-    type Result = usize;
-
-    fn handle(&mut self, ClearNode(host): ClearNode, _: &mut Context<Self>) -> usize {
-        let host = host.to_string();
-        let gone: Vec<String> = self
-            .agents
-            .iter()
-            .filter(|(_, a)| a.node.host_addr == host)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in &gone {
-            if let Some(agent) = self.agents.remove(key) {
-                agent.peer.close();
-            }
-        }
-        gone.len()
     }
 }
 
@@ -807,12 +787,11 @@ impl MasterHandle {
             .map_err(|e| e.to_string())
     }
 
-    /// Withdraw every endpoint `host` originated and drop its agents; the count withdrawn.
+    /// Withdraw every endpoint `host` (a VTEP address) originated; the count withdrawn. Agents
+    /// are not dropped: an agent's RPC address need not be its VTEP address (several hosts'
+    /// agents may share one), so a departed host's agent stays until it registers again or
+    /// unregisters.
     pub async fn clear_node(&self, host: IpAddr) -> Result<usize, String> {
-        self.registry
-            .send(ClearNode(host))
-            .await
-            .map_err(|e| e.to_string())?;
         self.endpoints
             .send(ClearNode(host))
             .await

@@ -582,8 +582,31 @@ fn a_killed_netplugins_endpoints_leave_the_other_host_after_the_grace() {
     while b_on_a() {
         assert!(
             Instant::now() < deadline,
-            "B's endpoint still on A {:?} after B's netplugin was killed",
-            killed.elapsed()
+            "B's endpoint still on A {:?} after B's netplugin was killed: {:?}\nmaster: {:?}\nnetmaster: {}\nnetplugin A: {}",
+            killed.elapsed(),
+            http(
+                "GET",
+                c.netmaster_url.trim_start_matches("http://"),
+                "/debug/ofnet"
+            ),
+            flows(&c, VXLAN_BRIDGE)
+                .lines()
+                .filter(|l| l.contains(&b.ip))
+                .collect::<Vec<_>>(),
+            std::fs::read_to_string(c.dir.path().join("netmaster.log"))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("ofnet_master") || l.contains("withdraw"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            c.netplugin_log()
+                .lines()
+                .filter(|l| l.contains(&b.ip)
+                    || l.contains("remote")
+                    || l.contains("WARN")
+                    || l.contains("ERROR"))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         std::thread::sleep(Duration::from_millis(200));
     }
