@@ -420,6 +420,36 @@ mod tests {
     }
 
     #[test]
+    fn the_agent_rpc_listens_on_the_control_address_never_the_unspecified_one() {
+        let base = [
+            "--mode",
+            "test",
+            "--netmode",
+            "vxlan",
+            "--fwdmode",
+            "routing",
+        ];
+        let cfg = parse(
+            &[
+                &base[..],
+                &["--vtep-ip", "10.0.0.5", "--ctrl-ip", "10.1.0.5"],
+            ]
+            .concat(),
+        )
+        .unwrap();
+        assert_eq!(cfg.ofnet_rpc_listen.to_string(), "10.1.0.5:9002");
+        let cfg = parse(&[&base[..], &["--vtep-ip", "10.0.0.5"]].concat()).unwrap();
+        assert_eq!(cfg.ofnet_rpc_listen.to_string(), "10.0.0.5:9002");
+        let err = parse(&[&base[..], &["--ofnet-rpc-listen", "0.0.0.0:9002"]].concat())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ofnet-rpc-listen") && err.contains("0.0.0.0:9002"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn bad_values_name_the_flag() {
         let err = parse(&[
             "--mode",
