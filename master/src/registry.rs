@@ -100,6 +100,10 @@ async fn keep_registered(
     let ttl = rx.borrow().TTL.max(1);
     let interval = Duration::from_millis(u64::try_from(ttl * 1000 / 3).unwrap_or(1000));
     let mut lease = None;
+    // The `Registration` may be dropped (its record then never changes): from then on only
+    // keep-alives and `cancel` matter (a closed channel would otherwise wake the loop forever
+    // and starve the keep-alive).
+    let mut updates = true;
     loop {
         if lease.is_none() {
             let info = rx.borrow().clone();
@@ -122,8 +126,12 @@ async fn keep_registered(
                 }
                 return;
             }
-            changed = rx.changed() => {
-                if changed.is_ok() && let Some(l) = lease {
+            changed = rx.changed(), if updates => {
+                if changed.is_err() {
+                    updates = false;
+                    continue;
+                }
+                if let Some(l) = lease {
                     let info = rx.borrow().clone();
                     if let Err(e) = put_record(store.as_ref(), &info, l).await {
                         tracing::warn!(error = %e, "service record update failed");

@@ -65,10 +65,21 @@ pub struct AddRule(pub PolicyRule);
 pub struct DelRule(pub String);
 
 /// A host is gone (the reference's `ClearNode`): withdraw the endpoints it originated from
-/// every other agent and drop its agents. Answers how many endpoints were withdrawn.
+/// every other agent. Answers how many endpoints were withdrawn.
 #[derive(Debug, Message)]
 #[rtype(result = "usize")]
 pub struct ClearNode(pub IpAddr);
+
+/// May a connection from this address be served? Always, unless the master was started
+/// restricted ([`MasterHandle::start_restricted`]): then only from an allowed host.
+#[derive(Debug, Message)]
+#[rtype(result = "bool")]
+pub struct Admit(pub SocketAddr);
+
+/// Allow (`true`) or stop allowing connections from a host (a restricted master's list).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct AllowHost(pub IpAddr, pub bool);
 
 /// Ask an agent to register (the reference's `AddNode`: calls `OfnetAgent.AddMaster` on it).
 #[derive(Debug, Message)]
@@ -144,7 +155,14 @@ pub struct Registry {
     agents: BTreeMap<String, Agent>,
     endpoints: Addr<EndpointDb>,
     rules: Addr<PolicyDb>,
+    /// Hosts allowed to connect, with how many reasons each (`None`: anyone may).
+    allowed: Option<BTreeMap<IpAddr, usize>>,
+    /// When a refused address was last logged (one line per address a minute).
+    refusals: BTreeMap<IpAddr, std::time::Instant>,
 }
+
+/// A refused address is logged again after this long.
+const REFUSAL_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Actor for Registry {
     type Context = Context<Self>;
@@ -268,23 +286,52 @@ impl Handler<Relay> for Registry {
     }
 }
 
-impl Handler<ClearNode> for Registry {
-    type Result = usize;
+impl Handler<Admit> for Registry {
+    type Result = bool;
 
-    fn handle(&mut self, ClearNode(host): ClearNode, _: &mut Context<Self>) -> usize {
-        let host = host.to_string();
-        let gone: Vec<String> = self
-            .agents
-            .iter()
-            .filter(|(_, a)| a.node.host_addr == host)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in &gone {
-            if let Some(agent) = self.agents.remove(key) {
-                agent.peer.close();
+    fn handle(&mut self, Admit(peer): Admit, _: &mut Context<Self>) -> bool {
+        let Some(allowed) = &self.allowed else {
+            return true;
+        };
+        let ip = match peer.ip() {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        if allowed.contains_key(&ip) {
+            return true;
+        }
+        let now = std::time::Instant::now();
+        if self.refusals.len() > 1024 {
+            self.refusals
+                .retain(|_, at| now.duration_since(*at) < REFUSAL_LOG_EVERY);
+        }
+        let log = self
+            .refusals
+            .get(&ip)
+            .is_none_or(|at| now.duration_since(*at) >= REFUSAL_LOG_EVERY);
+        if log {
+            self.refusals.insert(ip, now);
+            tracing::warn!(%peer, "ofnet RPC connection refused: not a registered netplugin host");
+        }
+        false
+    }
+}
+
+impl Handler<AllowHost> for Registry {
+    type Result = ();
+
+    fn handle(&mut self, AllowHost(host, allow): AllowHost, _: &mut Context<Self>) {
+        let Some(allowed) = &mut self.allowed else {
+            return;
+        };
+        if allow {
+            *allowed.entry(host).or_default() += 1;
+        } else if let Some(n) = allowed.get_mut(&host) {
+            *n -= 1;
+            if *n == 0 {
+                allowed.remove(&host);
             }
         }
-        gone.len()
     }
 }
 
@@ -356,6 +403,19 @@ fn older(new: &Endpoint, have: &Endpoint) -> bool {
     }
 }
 
+/// The same endpoint as far as any switch is concerned (stamps and host-local fields aside).
+fn same_endpoint(a: &Endpoint, b: &Endpoint) -> bool {
+    a.endpoint_id == b.endpoint_id
+        && a.ip_addr == b.ip_addr
+        && a.ipv6_addr == b.ipv6_addr
+        && a.mac == b.mac
+        && a.vrf == b.vrf
+        && a.vlan == b.vlan
+        && a.vni == b.vni
+        && a.endpoint_group == b.endpoint_group
+        && a.originator_ip == b.originator_ip
+}
+
 fn origin(ep: &Endpoint) -> Option<String> {
     ep.originator_ip.map(|a| a.to_string())
 }
@@ -402,10 +462,18 @@ impl Handler<EndpointAdd> for EndpointDb {
     type Result = ();
 
     fn handle(&mut self, EndpointAdd(ep): EndpointAdd, _: &mut Context<Self>) {
-        if let Some(have) = self.endpoints.get(&ep.endpoint_id)
-            && (older(&ep, have) || *have == ep)
-        {
-            return;
+        if let Some(have) = self.endpoints.get_mut(&ep.endpoint_id) {
+            if older(&ep, have) {
+                return;
+            }
+            if same_endpoint(have, &ep) {
+                // The same endpoint from another source (its agent, the store): one endpoint,
+                // nothing relayed; keep the announcement's stamp.
+                if have.timestamp.is_empty() {
+                    have.timestamp = ep.timestamp;
+                }
+                return;
+            }
         }
         self.relay("OfnetAgent.EndpointAdd", &ep);
         self.endpoints.insert(ep.endpoint_id.clone(), ep);
@@ -601,6 +669,29 @@ impl MasterHandle {
         endpoints: Vec<Endpoint>,
         rules: Vec<PolicyRule>,
     ) -> std::io::Result<Self> {
+        Self::start_inner(listener, advertise, endpoints, rules, None)
+    }
+
+    /// [`MasterHandle::start_with`], serving connections only from the hosts allowed with
+    /// [`MasterHandle::allow_host`] (none at first); others are closed unread and logged
+    /// (once a minute per address).
+    pub fn start_restricted(
+        listener: tokio::net::TcpListener,
+        advertise: Option<SocketAddr>,
+        endpoints: Vec<Endpoint>,
+        rules: Vec<PolicyRule>,
+    ) -> std::io::Result<Self> {
+        Self::start_inner(listener, advertise, endpoints, rules, Some(BTreeMap::new()))
+    }
+
+    fn start_inner(
+        listener: tokio::net::TcpListener,
+        advertise: Option<SocketAddr>,
+        endpoints: Vec<Endpoint>,
+        rules: Vec<PolicyRule>,
+        allowed: Option<BTreeMap<IpAddr, usize>>,
+    ) -> std::io::Result<Self> {
+        let restricted = allowed.is_some();
         let endpoints = EndpointDb {
             endpoints: endpoints
                 .into_iter()
@@ -623,16 +714,26 @@ impl MasterHandle {
             agents: BTreeMap::new(),
             endpoints: endpoints.clone(),
             rules: rules.clone(),
+            allowed,
+            refusals: BTreeMap::new(),
         }
         .start();
         endpoints.do_send(SetRegistry(registry.clone()));
         rules.do_send(SetRegistry(registry.clone()));
-        let server = rpc::serve_listener(
+        let gate: Option<rpc::Gate> = restricted.then(|| {
+            let registry = registry.clone();
+            std::rc::Rc::new(move |peer| -> LocalBoxFuture<'static, bool> {
+                let registry = registry.clone();
+                Box::pin(async move { registry.send(Admit(peer)).await.unwrap_or(false) })
+            }) as rpc::Gate
+        });
+        let server = rpc::serve_gated(
             listener,
             MasterService {
                 registry: registry.clone(),
                 endpoints: endpoints.clone(),
             },
+            gate,
         )?;
         Ok(MasterHandle {
             registry,
@@ -669,12 +770,28 @@ impl MasterHandle {
             .map_err(|e| e.to_string())
     }
 
-    /// Withdraw every endpoint `host` originated and drop its agents; the count withdrawn.
-    pub async fn clear_node(&self, host: IpAddr) -> Result<usize, String> {
-        self.registry
-            .send(ClearNode(host))
+    /// An endpoint gone from the durable record (as if its agent withdrew it).
+    pub async fn del_endpoint(&self, ep: Endpoint) -> Result<(), String> {
+        self.endpoints
+            .send(EndpointDel(ep))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())
+    }
+
+    /// Allow connections from `host` (a restricted master); calls count: the host stays
+    /// allowed until as many `allow_host(host, false)` (no effect on an open master).
+    pub async fn allow_host(&self, host: IpAddr, allow: bool) -> Result<(), String> {
+        self.registry
+            .send(AllowHost(host, allow))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Withdraw every endpoint `host` (a VTEP address) originated; the count withdrawn. Agents
+    /// are not dropped: an agent's RPC address need not be its VTEP address (several hosts'
+    /// agents may share one), so a departed host's agent stays until it registers again or
+    /// unregisters.
+    pub async fn clear_node(&self, host: IpAddr) -> Result<usize, String> {
         self.endpoints
             .send(ClearNode(host))
             .await

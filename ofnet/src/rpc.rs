@@ -515,19 +515,36 @@ pub async fn serve<S: Service>(addr: SocketAddr, service: S) -> std::io::Result<
 
 /// Serve `service` on a listener already bound.
 pub fn serve_listener<S: Service>(listener: TcpListener, service: S) -> std::io::Result<RpcServer> {
+    serve_gated(listener, service, None)
+}
+
+/// Decides whether a connection from a peer address is served: answers `false` to close it
+/// unread (the gate logs what it refuses).
+pub type Gate = std::rc::Rc<dyn Fn(SocketAddr) -> LocalBoxFuture<'static, bool>>;
+
+/// [`serve_listener`], serving only the connections `gate` admits (all when `None`).
+pub fn serve_gated<S: Service>(
+    listener: TcpListener,
+    service: S,
+    gate: Option<Gate>,
+) -> std::io::Result<RpcServer> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "RPC server listening");
     let (stop, stopped) = tokio::sync::watch::channel(());
     let task = actix_rt::spawn(async move {
         loop {
             match listener.accept().await {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    actix_rt::spawn(session(
-                        Framed::new(stream, JsonCodec),
-                        service.clone(),
-                        stopped.clone(),
-                    ));
+                    let (service, stopped, gate) = (service.clone(), stopped.clone(), gate.clone());
+                    actix_rt::spawn(async move {
+                        if let Some(gate) = gate
+                            && !gate(peer).await
+                        {
+                            return;
+                        }
+                        session(Framed::new(stream, JsonCodec), service, stopped).await;
+                    });
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "RPC accept failed");

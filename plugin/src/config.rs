@@ -123,14 +123,10 @@ pub struct Args {
     )]
     pub debug_listen: SocketAddr,
     /// Where the VXLAN agent serves ofnet RPC (`OfnetAgent.*`, `PolicyAgent.*`) for the master
-    /// (Contiv: port 9002). The master calls back the host of this address, or the control IP
-    /// when it is unspecified; port 0 picks one.
-    #[arg(
-        long,
-        env = "CONTIV_NETPLUGIN_OFNET_RPC_LISTEN",
-        default_value = "0.0.0.0:9002"
-    )]
-    pub ofnet_rpc_listen: SocketAddr,
+    /// (Contiv: port 9002), and the address the master calls back; default: the control IP,
+    /// port 9002. An address of this host, never the unspecified one; port 0 picks one.
+    #[arg(long, env = "CONTIV_NETPLUGIN_OFNET_RPC_LISTEN")]
+    pub ofnet_rpc_listen: Option<SocketAddr>,
     /// netmaster URL; default: the `netmaster` service registered in etcd.
     #[arg(long, env = "CONTIV_NETPLUGIN_NETMASTER")]
     pub netmaster: Option<String>,
@@ -315,6 +311,17 @@ impl Args {
         let default_ip = default_route_ip();
         let vtep_ip = self.vtep_ip.unwrap_or(default_ip);
         let ctrl_ip = self.ctrl_ip.unwrap_or(vtep_ip);
+        let ofnet_rpc_listen = self.ofnet_rpc_listen.unwrap_or(SocketAddr::new(
+            std::net::IpAddr::V4(ctrl_ip),
+            crate::daemon::AGENT_RPC_PORT,
+        ));
+        if ofnet_rpc_listen.ip().is_unspecified() {
+            return Err(ConfigError::Invalid {
+                flag: "ofnet-rpc-listen",
+                value: ofnet_rpc_listen.to_string(),
+                rule: "must be an address of this host (default: the control IP), not the unspecified address",
+            });
+        }
         if let Some(ns) = &self.host_netns
             && !ns.is_absolute()
         {
@@ -349,7 +356,7 @@ impl Args {
             vxlan_of_listen: OfListen::parse("vxlan-of-listen", &self.vxlan_of_listen)?,
             vlan_of_listen: OfListen::parse("vlan-of-listen", &self.vlan_of_listen)?,
             debug_listen: self.debug_listen,
-            ofnet_rpc_listen: self.ofnet_rpc_listen,
+            ofnet_rpc_listen,
             netmaster: self.netmaster.filter(|s| !s.is_empty()),
             host_netns: self.host_netns,
             ovs_datapath,
@@ -410,6 +417,36 @@ mod tests {
             "bridge",
         ];
         assert!(matches!(parse(&vx), Err(ConfigError::VxlanBridge)));
+    }
+
+    #[test]
+    fn the_agent_rpc_listens_on_the_control_address_never_the_unspecified_one() {
+        let base = [
+            "--mode",
+            "test",
+            "--netmode",
+            "vxlan",
+            "--fwdmode",
+            "routing",
+        ];
+        let cfg = parse(
+            &[
+                &base[..],
+                &["--vtep-ip", "10.0.0.5", "--ctrl-ip", "10.1.0.5"],
+            ]
+            .concat(),
+        )
+        .unwrap();
+        assert_eq!(cfg.ofnet_rpc_listen.to_string(), "10.1.0.5:9002");
+        let cfg = parse(&[&base[..], &["--vtep-ip", "10.0.0.5"]].concat()).unwrap();
+        assert_eq!(cfg.ofnet_rpc_listen.to_string(), "10.0.0.5:9002");
+        let err = parse(&[&base[..], &["--ofnet-rpc-listen", "0.0.0.0:9002"]].concat())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ofnet-rpc-listen") && err.contains("0.0.0.0:9002"),
+            "{err}"
+        );
     }
 
     #[test]

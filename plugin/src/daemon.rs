@@ -86,13 +86,18 @@ pub const AGENT_RPC_PORT: u16 = 9002;
 /// Service registrations live on leases of this many seconds.
 const SERVICE_TTL: i64 = 10;
 
-/// Register `netplugin` (control address) and `netplugin.vtep` (VTEP address and VXLAN port)
-/// in etcd (reference §1.3), kept alive until `cancel`.
-fn register_services(driver: &Driver, cancel: &CancellationToken) {
+/// Register `netplugin` (the agent's RPC address and port) and `netplugin.vtep` (VTEP address
+/// and VXLAN port) in etcd (reference §1.3), kept alive until `cancel`. The ofnet master
+/// serves RPC connections from these hosts only.
+fn register_services(driver: &Driver, rpc_port: u16, cancel: &CancellationToken) {
     let cfg = &driver.cfg;
     for (name, addr, port) in [
-        (registry::NETPLUGIN, cfg.ctrl_ip, AGENT_RPC_PORT),
-        (registry::NETPLUGIN_VTEP, cfg.vtep_ip, cfg.vxlan_port),
+        (registry::NETPLUGIN, ofnet_rpc::advertised_ip(cfg), rpc_port),
+        (
+            registry::NETPLUGIN_VTEP,
+            std::net::IpAddr::V4(cfg.vtep_ip),
+            cfg.vxlan_port,
+        ),
     ] {
         let info = ServiceInfo {
             ServiceName: name.into(),
@@ -189,14 +194,14 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
             problem: format!("{}: {e}", cfg.debug_listen),
         })?;
     let debug_task = actix_rt::spawn(http::serve_tcp(debug, debug::handler(driver.clone())));
+    let _rpc = ofnet_rpc::serve(&driver).await?;
     let registered = CancellationToken::new();
-    register_services(&driver, &registered);
+    register_services(&driver, _rpc.local_addr().port(), &registered);
     let mut watches: Vec<_> = revisions
         .into_iter()
         .filter(|(topic, _)| Topic::FOLLOWED.contains(topic))
         .map(|(topic, rev)| actix_rt::spawn(watch::follow(driver.clone(), topic, rev)))
         .collect();
-    let _rpc = ofnet_rpc::serve(&driver).await?;
     watches.push(actix_rt::spawn(ofnet_rpc::follow_masters(driver.clone())));
     tracing::info!(
         host = %cfg.host,

@@ -32,14 +32,9 @@ use crate::config::Config;
 use crate::driver::Driver;
 use crate::error::{PluginError, Result};
 
-/// The address masters call this host's agent back on.
+/// The address masters call this host's agent back on (where it listens: never unspecified).
 pub fn advertised_ip(cfg: &Config) -> IpAddr {
-    let ip = cfg.ofnet_rpc_listen.ip();
-    if ip.is_unspecified() {
-        IpAddr::V4(cfg.ctrl_ip)
-    } else {
-        ip
-    }
+    cfg.ofnet_rpc_listen.ip()
 }
 
 /// The VXLAN agent's RPC methods, remote endpoints and rules routed through the driver.

@@ -526,6 +526,99 @@ fn ofnet_master_failover_loses_no_packet_and_changes_no_flow() {
     drop(host_b);
 }
 
+/// A host whose netplugin is SIGKILLed (no `UnRegisterNode`): its `netplugin.vtep` lease
+/// expires; if it comes back within `--ofnet-grace` nothing is withdrawn, and when it stays
+/// away its endpoints leave the other host's flow table after the grace period.
+#[test]
+fn a_killed_netplugins_endpoints_leave_the_other_host_after_the_grace() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping);
+    const GRACE: u64 = 6;
+    // netplugin's registrations live on 10 s leases.
+    const LEASE: Duration = Duration::from_secs(12);
+    let mut c = Cluster::start_with(
+        binaries(),
+        ClusterOptions {
+            netmaster_args: vec!["--ofnet-grace".into(), GRACE.to_string()],
+            ..ClusterOptions::default()
+        },
+    )
+    .unwrap();
+    let (ip_a, ip_b) = ("192.168.90.1", "192.168.90.2");
+    let mut host_b = second_host(&mut c, ip_a, ip_b);
+    create_network(&c, "wide", "vxlan", "10.50.0.0/24", "10.50.0.1");
+    let a = c.add_pod(&c.conflist("gr-a", "wide", "").unwrap()).unwrap();
+    let b = c
+        .add_pod(&host_b.conflist("gr-b", "wide", "").unwrap())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.can_ping(&b.ip, 1) {
+        assert!(Instant::now() < deadline, "A never reached B");
+    }
+    let b_on_a = || {
+        // Any flow naming B's address (its MAC entry, destination group, ARP answer...).
+        flows(&c, VXLAN_BRIDGE)
+            .split([',', ' ', '=', '\n'])
+            .any(|token| token == b.ip)
+    };
+    assert!(b_on_a(), "B's endpoint is not in A's flow table");
+    let before = flow_table(&c);
+
+    // B crashes and is back before the grace period ends: nothing is withdrawn.
+    c.kill_host_netplugin(&mut host_b);
+    std::thread::sleep(LEASE);
+    c.restart_host_netplugin(&mut host_b).unwrap();
+    std::thread::sleep(Duration::from_secs(GRACE + 2));
+    assert_eq!(
+        flow_table(&c),
+        before,
+        "B came back within the grace, yet A's flows changed"
+    );
+    assert!(a.can_ping(&b.ip, 3), "A no longer reaches B");
+
+    // B crashes for good: after its lease and the grace, its endpoint leaves A's table.
+    c.kill_host_netplugin(&mut host_b);
+    let killed = Instant::now();
+    let deadline = killed + LEASE + Duration::from_secs(GRACE + 10);
+    while b_on_a() {
+        assert!(
+            Instant::now() < deadline,
+            "B's endpoint still on A {:?} after B's netplugin was killed: {:?}\nmaster: {:?}\nnetmaster: {}\nnetplugin A: {}",
+            killed.elapsed(),
+            http(
+                "GET",
+                c.netmaster_url.trim_start_matches("http://"),
+                "/debug/ofnet"
+            ),
+            flows(&c, VXLAN_BRIDGE)
+                .lines()
+                .filter(|l| l.contains(&b.ip))
+                .collect::<Vec<_>>(),
+            std::fs::read_to_string(c.dir.path().join("netmaster.log"))
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("ofnet_master") || l.contains("withdraw"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            c.netplugin_log()
+                .lines()
+                .filter(|l| l.contains(&b.ip)
+                    || l.contains("remote")
+                    || l.contains("WARN")
+                    || l.contains("ERROR"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        killed.elapsed() >= Duration::from_secs(GRACE),
+        "withdrawn before the grace period ended ({:?})",
+        killed.elapsed()
+    );
+    assert!(!a.can_ping(&b.ip, 1), "A still reaches the departed B");
+    drop(host_b);
+}
+
 /// A TCP listener (`nc -lk`) in a pod, killed on drop.
 struct Listener(std::process::Child);
 

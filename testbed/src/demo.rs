@@ -148,6 +148,8 @@ pub struct ClusterOptions {
     pub kube_config: Option<PathBuf>,
     /// The etcd cluster: members and TLS (default: one plain member).
     pub etcd: EtcdOptions,
+    /// More netmaster flags (e.g. `--ofnet-grace 3`), for every netmaster of the cluster.
+    pub netmaster_args: Vec<String>,
 }
 
 /// The etcd flags both daemons take: every member, and the TLS files of a TLS cluster.
@@ -244,7 +246,9 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
 
 /// A second (third, ...) host of a [`Cluster`], stopped and removed on drop.
 pub struct ExtraHost {
-    netplugin: Daemon,
+    netplugin: Option<Daemon>,
+    uplink: String,
+    pub vtep_ip: String,
     pub cni_socket: PathBuf,
     pub debug_addr: String,
     pub label: String,
@@ -261,7 +265,7 @@ impl ExtraHost {
     }
 
     pub fn netplugin_running(&mut self) -> bool {
-        self.netplugin.is_running()
+        self.netplugin.as_mut().is_some_and(Daemon::is_running)
     }
 }
 
@@ -379,7 +383,8 @@ impl Cluster {
         })?;
         let listen = format!("127.0.0.1:{port}");
         let netmaster_log = dir.path().join("netmaster.log");
-        let netmaster = spawn_netmaster(&bins, &etcd_args(&etcd), &listen, &netmaster_log)?;
+        let netmaster_flags = [etcd_args(&etcd), options.netmaster_args.clone()].concat();
+        let netmaster = spawn_netmaster(&bins, &netmaster_flags, &listen, &netmaster_log)?;
         let debug_port = pick_port()?;
         let mut cluster = Cluster {
             netplugin: None,
@@ -449,9 +454,11 @@ impl Cluster {
             debug_addr: &debug_addr,
             log: dir.path().join("netplugin.log"),
         };
-        let netplugin = start_netplugin(self, &parts)?;
+        let netplugin = Some(start_netplugin(self, &parts)?);
         Ok(ExtraHost {
             netplugin,
+            uplink,
+            vtep_ip: vtep_ip.to_string(),
             cni_socket,
             debug_addr,
             label,
@@ -943,7 +950,7 @@ impl Cluster {
         let port = pick_port()?;
         let addr = format!("127.0.0.1:{port}");
         let log = self.dir.path().join(format!("netmaster-{port}.log"));
-        let daemon = spawn_netmaster(&self.bins, &etcd_args(&self.etcd), &addr, &log)?;
+        let daemon = spawn_netmaster(&self.bins, &self.netmaster_flags(), &addr, &log)?;
         Ok(ExtraNetmaster {
             _daemon: daemon,
             addr,
@@ -958,7 +965,36 @@ impl Cluster {
         between();
         let listen = self.netmaster_url.trim_start_matches("http://").to_string();
         let log = self.dir.path().join("netmaster.log");
-        self.netmaster = spawn_netmaster(&self.bins, &etcd_args(&self.etcd), &listen, &log)?;
+        self.netmaster = spawn_netmaster(&self.bins, &self.netmaster_flags(), &listen, &log)?;
+        Ok(())
+    }
+
+    /// Every netmaster's flags: etcd, then the options' extra ones.
+    fn netmaster_flags(&self) -> Vec<String> {
+        [etcd_args(&self.etcd), self.options.netmaster_args.clone()].concat()
+    }
+
+    /// SIGKILL a host's netplugin, as a crash would (no unregistration: its registrations
+    /// expire with their lease).
+    pub fn kill_host_netplugin(&self, host: &mut ExtraHost) {
+        if let Some(mut d) = host.netplugin.take() {
+            d.kill();
+        }
+    }
+
+    /// Start a host's netplugin again (after [`Cluster::kill_host_netplugin`]).
+    pub fn restart_host_netplugin(&self, host: &mut ExtraHost) -> Result<()> {
+        let parts = HostParts {
+            ovs: &host.ovs,
+            netns: &host.netns,
+            uplink: &host.uplink,
+            label: &host.label,
+            vtep_ip: &host.vtep_ip,
+            cni_socket: &host.cni_socket,
+            debug_addr: &host.debug_addr,
+            log: host.dir.path().join("netplugin.log"),
+        };
+        host.netplugin = Some(start_netplugin(self, &parts)?);
         Ok(())
     }
 }

@@ -2,13 +2,17 @@
 //! through `ofnet::rpc`): found through `netmaster.rpc` in the registry, agents register and
 //! receive existing and new endpoints and the rules created through REST, bad input gets an
 //! error answer on a connection that stays usable, `/debug/ofnet` shows the state, and a
-//! follower runs no master.
+//! follower runs no master. The master's endpoints follow etcd (REST-created endpoints reach
+//! the agents, a host gone when the term started is withdrawn after the grace period) and only
+//! registered netplugin hosts may connect.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use master::model::{EndpointGroup, Policy, Rule};
 use master::registry;
-use master::store::EtcdStore;
+use master::registry::ServiceInfo;
+use master::store::{EtcdStore, StateStore};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -114,6 +118,28 @@ async fn receives(
         .unwrap_or_else(|_| panic!("{method} never arrived"))
 }
 
+/// Register `name` (`netplugin` or `netplugin.vtep`) for a host, as its netplugin does; the
+/// registration lasts until the token is cancelled.
+fn register_host(
+    store: &Arc<dyn StateStore>,
+    name: &str,
+    addr: &str,
+    port: u16,
+    hostname: &str,
+) -> tokio_util::sync::CancellationToken {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let info = ServiceInfo {
+        ServiceName: name.into(),
+        TTL: 3,
+        HostAddr: addr.into(),
+        Port: port,
+        Hostname: hostname.into(),
+        ..Default::default()
+    };
+    let _ = registry::register(store.clone(), info, cancel.clone());
+    cancel
+}
+
 async fn rpc_address(store: &EtcdStore) -> Option<String> {
     let found = registry::list(store, registry::NETMASTER_RPC).await.ok()?;
     found.first().map(|i| format!("{}:{}", i.HostAddr, i.Port))
@@ -129,10 +155,16 @@ async fn hand_written_agents_speak_jsonrpc_with_the_leaders_ofnet_master() {
         rpc_address(&store)
     })
     .await;
+    // The agents' host is a registered netplugin host (the master serves no one else).
+    let shared: Arc<dyn StateStore> = Arc::new(store.clone());
+    let _host = register_host(&shared, registry::NETPLUGIN, "127.0.0.1", 9002, "h1");
+    let mut a = eventually("the agents' host admitted", Duration::from_secs(10), || {
+        admitted(&rpc)
+    })
+    .await;
 
     // Agent A registers and announces an endpoint.
     let (port_a, mut agent_a) = fake_agent().await;
-    let mut a = Conn::open(&rpc).await;
     let node_a = json!({"HostAddr": "127.0.0.1", "HostPort": port_a});
     let answer = a.call("OfnetMaster.RegisterNode", node_a).await;
     assert_eq!(answer, json!({"id": 1, "result": true, "error": null}));
@@ -307,4 +339,218 @@ async fn a_follower_runs_no_ofnet_master_and_proxies_debug_ofnet() {
         serde_json::from_str(&direct.1).unwrap(),
     );
     assert_eq!(v["MyPort"], d["MyPort"]);
+}
+
+/// A connection to the master that gets an answer (the host is admitted), else `None`.
+async fn admitted(rpc: &str) -> Option<Conn> {
+    let mut conn = Conn::open(rpc).await;
+    let probe = json!({"method": "OfnetMaster.Probe", "params": [1], "id": 0}).to_string();
+    conn.write.write_all(probe.as_bytes()).await.ok()?;
+    conn.write.write_all(b"\n").await.ok()?;
+    let line = tokio::time::timeout(Duration::from_secs(2), conn.lines.next_line())
+        .await
+        .ok()?
+        .ok()??;
+    line.contains("unknown method").then_some(conn)
+}
+
+/// Connect to `rpc` from the local address `from`.
+async fn connect_from(from: &str, rpc: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(rpc.parse().unwrap()).await.unwrap()
+}
+
+/// Only hosts registered as `netplugin`/`netplugin.vtep` may speak to the master: with only
+/// 127.0.0.1 registered, a connection from 127.0.0.2 is closed unanswered; once 127.0.0.2
+/// registers, it is served; the master listens on the control address, not every address.
+#[tokio::test]
+async fn only_registered_netplugin_hosts_may_connect_to_the_master() {
+    testbed::require!(Etcd);
+    let etcd = testbed::Etcd::start().unwrap();
+    let netmaster = InProcess::start(&etcd.client_url(), 5).await;
+    let store = EtcdStore::connect(&[etcd.client_url()]).await.unwrap();
+    let rpc = eventually("netmaster.rpc registered", Duration::from_secs(10), || {
+        rpc_address(&store)
+    })
+    .await;
+    assert!(rpc.starts_with("127.0.0.1:"), "{rpc}");
+    let shared: Arc<dyn StateStore> = Arc::new(store.clone());
+    let _one = register_host(&shared, registry::NETPLUGIN_VTEP, "127.0.0.1", 4789, "h1");
+    eventually("127.0.0.1 admitted", Duration::from_secs(10), || {
+        admitted(&rpc)
+    })
+    .await;
+
+    let request = json!({"method": "OfnetMaster.RegisterNode",
+        "params": [{"HostAddr": "127.0.0.2", "HostPort": 9002}], "id": 1});
+    let mut stranger = connect_from("127.0.0.2", &rpc).await;
+    let _ = stranger.write_all(format!("{request}\n").as_bytes()).await;
+    let mut answer = String::new();
+    let read = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read_to_string(&mut stranger, &mut answer),
+    )
+    .await
+    .expect("the master closes a stranger's connection");
+    assert!(
+        answer.is_empty(),
+        "a stranger was answered: {answer} ({read:?})"
+    );
+    // It did not register either.
+    let state = master_state(&netmaster.url);
+    assert_eq!(
+        state["AgentDb"].as_object().map(|a| a.len()),
+        Some(0),
+        "{state}"
+    );
+    // The master is not reachable on other local addresses than its control address.
+    let port = rpc.rsplit_once(':').unwrap().1;
+    assert!(
+        TcpStream::connect(format!("127.0.0.2:{port}"))
+            .await
+            .is_err(),
+        "the master listens beyond its control address"
+    );
+
+    // Registered, the same address is served.
+    let _two = register_host(&shared, registry::NETPLUGIN, "127.0.0.2", 9002, "h2");
+    eventually("127.0.0.2 admitted", Duration::from_secs(10), || async {
+        let mut conn = connect_from("127.0.0.2", &rpc).await;
+        conn.write_all(format!("{request}\n").as_bytes())
+            .await
+            .ok()?;
+        let mut line = String::new();
+        let mut reader = BufReader::new(conn);
+        tokio::time::timeout(Duration::from_secs(2), reader.read_line(&mut line))
+            .await
+            .ok()?
+            .ok()?;
+        line.contains("\"result\":true").then_some(())
+    })
+    .await;
+}
+
+fn master_state(url: &str) -> Value {
+    let (status, body) =
+        testbed::demo::http("GET", url.trim_start_matches("http://"), "/debug/ofnet").unwrap();
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The master's endpoints follow etcd: an endpoint created through REST (`/plugin/createEndpoint`
+/// on a registered host) reaches the agents of the other hosts with its host's VTEP as
+/// originator, never its own host's agent; the same endpoint announced by its agent is not
+/// relayed again; deleted through REST it is withdrawn. An endpoint record of a host that has
+/// no registration (gone before this master started) is withdrawn after the grace period.
+#[tokio::test]
+async fn endpoints_follow_etcd_and_a_departed_hosts_are_withdrawn_after_the_grace() {
+    testbed::require!(Etcd);
+    let etcd = testbed::Etcd::start().unwrap();
+    let store = EtcdStore::connect(&[etcd.client_url()]).await.unwrap();
+    let shared: Arc<dyn StateStore> = Arc::new(store.clone());
+    let mut cfg = config(&etcd.client_url(), testbed::free_port().unwrap(), 5);
+    cfg.ofnet_grace = Duration::from_secs(3);
+    let netmaster = InProcess::start_with(cfg).await;
+    let client = netmaster.client();
+    client
+        .post(&network("default", "wide", "10.7.0.0/24"))
+        .await
+        .unwrap();
+    let net_key = master::state::CfgNetworkState::key_for("wide.default");
+    let net: master::state::CfgNetworkState =
+        serde_json::from_slice(&store.get(&net_key).await.unwrap().unwrap().value).unwrap();
+    // A record of a host that is gone: no registration.
+    let gone = json!({"id": "wide.default-old", "netID": "wide.default", "ipAddress": "10.7.0.200",
+        "macAddress": "02:02:0a:07:00:c8", "homingHost": "gone", "vtepIP": "192.0.2.9"});
+    store
+        .put(
+            "/contiv.io/oper/eps/wide.default-old",
+            gone.to_string().into_bytes(),
+        )
+        .await
+        .unwrap();
+    let rpc = eventually("netmaster.rpc registered", Duration::from_secs(10), || {
+        rpc_address(&store)
+    })
+    .await;
+    let _h1 = register_host(&shared, registry::NETPLUGIN_VTEP, "192.0.2.1", 4789, "h1");
+    let _h2 = register_host(&shared, registry::NETPLUGIN_VTEP, "127.0.0.1", 4789, "h2");
+    let mut conn = eventually("the agents' host admitted", Duration::from_secs(10), || {
+        admitted(&rpc)
+    })
+    .await;
+    let (port_b, mut agent_b) = fake_agent().await;
+    let node_b = json!({"HostAddr": "127.0.0.1", "HostPort": port_b});
+    assert_eq!(
+        conn.call("OfnetMaster.RegisterNode", node_b).await["result"],
+        true
+    );
+    // The departed host's endpoint was known (from etcd) and is withdrawn after the grace.
+    let old = receives(&mut agent_b, "OfnetAgent.EndpointAdd", |e| {
+        e["IpAddr"] == "10.7.0.200"
+    })
+    .await;
+    assert_eq!(old["OriginatorIp"], "192.0.2.9", "{old}");
+    let withdrawn = receives(&mut agent_b, "OfnetAgent.EndpointDel", |e| {
+        e["IpAddr"] == "10.7.0.200"
+    })
+    .await;
+    assert_eq!(withdrawn["OriginatorIp"], "192.0.2.9");
+    let state = master_state(&netmaster.url);
+    assert!(
+        state["EndpointDb"].get("10.7.0.200:default").is_none(),
+        "{state}"
+    );
+
+    // Through REST, on host h1 (VTEP 192.0.2.1).
+    let mut req = endpoint_request("wide", "c1");
+    req.ConfigEP.Host = "h1".into();
+    let created = client.create_endpoint(&req).await.unwrap();
+    let ep = receives(&mut agent_b, "OfnetAgent.EndpointAdd", |e| {
+        e["IpAddr"] == created.ip_address.as_str()
+    })
+    .await;
+    assert_eq!(ep["OriginatorIp"], "192.0.2.1", "{ep}");
+    assert_eq!(ep["Vni"], net.ext_pkt_tag, "{ep}");
+    assert_eq!(ep["Vlan"], net.pkt_tag, "{ep}");
+    assert_eq!(ep["MacAddrStr"], created.mac_address.as_str(), "{ep}");
+    assert_eq!(ep["EndpointID"], format!("{}:default", created.ip_address));
+    // Its agent announces the same endpoint: one endpoint, nothing relayed again.
+    let mut announced = ep.clone();
+    announced["Timestamp"] = json!("2026-01-01T00:00:00.000000001Z");
+    assert_eq!(
+        conn.call("OfnetMaster.EndpointAdd", announced).await["result"],
+        true
+    );
+    let mut req2 = endpoint_request("wide", "c2");
+    req2.ConfigEP.Host = "h1".into();
+    let second = client.create_endpoint(&req2).await.unwrap();
+    let next = receives(&mut agent_b, "OfnetAgent.EndpointAdd", |_| true).await;
+    assert_eq!(
+        next["IpAddr"],
+        second.ip_address.as_str(),
+        "relayed twice: {next}"
+    );
+    let state = master_state(&netmaster.url);
+    assert_eq!(
+        state["EndpointDb"][format!("{}:default", created.ip_address)]["OriginatorIp"],
+        "192.0.2.1",
+        "{state}"
+    );
+
+    // Deleted through REST: withdrawn.
+    client
+        .delete_endpoint(&master::endpoint::DeleteEndpointRequest {
+            TenantName: "default".into(),
+            NetworkName: "wide".into(),
+            EndpointID: "c1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    receives(&mut agent_b, "OfnetAgent.EndpointDel", |e| {
+        e["IpAddr"] == created.ip_address.as_str()
+    })
+    .await;
 }

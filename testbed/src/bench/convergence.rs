@@ -2,15 +2,18 @@
 //!
 //! A real etcd and netmaster (release or debug build, as found); N emulated agents in this
 //! process, each a JSON-RPC 1.0 server on loopback written here by hand (no OVS, not our `rpc`
-//! module), registered with `OfnetMaster.RegisterNode`. An emulated origin host then announces
-//! endpoints with `OfnetMaster.EndpointAdd` at a steady rate; each endpoint's latency runs from
-//! the master's answer to the announcement until the last of the N agents received its
-//! `OfnetAgent.EndpointAdd`. Reported: p50/p99/max, netmaster's RSS and CPU time over the run,
+//! module), registered with `OfnetMaster.RegisterNode` (their host registered as `netplugin` in
+//! etcd, as netplugin does: the master serves registered hosts only). Endpoints are then created
+//! through netmaster's REST API (`POST /plugin/createEndpoint`, on an emulated origin host
+//! registered as `netplugin.vtep`) at a steady rate, in a VXLAN network; each endpoint's latency
+//! runs from the REST answer until the last of the N agents received its
+//! `OfnetAgent.EndpointAdd` (the master follows the endpoint records in etcd). Reported: p50/p99/max, netmaster's RSS and CPU time over the run,
 //! and, after the leader hands over to a second netmaster, the time until all N agents are
 //! registered with the new one (from the old leader's SIGTERM; the agents re-register as soon as
 //! the new master answers `/debug/ofnet`, as netplugins do on the new `netmaster.rpc` record).
 
 use crate::Etcd;
+use crate::bench::scale::Conn;
 use crate::demo::{Binaries, http, pick_port, spawn_netmaster};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -108,15 +111,55 @@ impl Client {
     }
 }
 
-fn endpoint(n: usize) -> Value {
-    let ip = format!("10.{}.{}.{}", 100 + n / 65536, (n / 256) % 256, n % 256);
-    json!({
-        "EndpointID": format!("{ip}:default"), "EndpointType": 2, "EndpointGroup": 0,
-        "IpAddr": ip, "IpMask": "255.255.255.255", "Ipv6Addr": null, "Ipv6Mask": null,
-        "Vrf": "default", "MacAddrStr": "02:02:0a:00:00:01", "Vlan": 2, "Vni": 5000,
-        "EndpointGroupVlan": 0, "OriginatorIp": "192.0.2.1", "OriginatorMac": "",
-        "Timestamp": "2026-01-01T00:00:00Z"
-    })
+/// The emulated origin host (where the endpoints live) and its VTEP.
+const ORIGIN_HOST: &str = "bench-origin";
+const ORIGIN_VTEP: &str = "192.0.2.1";
+
+/// `/plugin/createEndpoint` of endpoint `n` on the origin host.
+fn endpoint_request(n: usize) -> Value {
+    json!({"TenantName": "default", "NetworkName": "bench-net", "EndpointID": format!("c{n}"),
+           "ConfigEP": {"Container": format!("c{n}"), "Host": ORIGIN_HOST}})
+}
+
+/// Register every agent with the master at `rpc`, once it admits their host (it has seen the
+/// host's registration).
+async fn register_all(rpc: &str, nodes: &[Value]) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut c = loop {
+        let attempt = async {
+            let mut c = Client::open(rpc).await?;
+            c.call("OfnetMaster.RegisterNode", nodes[0].clone()).await?;
+            anyhow::Ok(c)
+        };
+        match attempt.await {
+            Ok(c) => break c,
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    for node in &nodes[1..] {
+        c.call("OfnetMaster.RegisterNode", node.clone()).await?;
+    }
+    Ok(())
+}
+
+/// Register a host as `name` in etcd's service registry (no lease: it lasts the run), as its
+/// netplugin does (written with `etcdctl`).
+fn register(etcd: &Etcd, name: &str, addr: &str, port: u16, host: &str) -> Result<()> {
+    let info = json!({"ServiceName": name, "Role": "", "Version": "", "TTL": 0,
+                      "HostAddr": addr, "Port": port, "Hostname": host});
+    let out = std::process::Command::new("etcdctl")
+        .arg("--endpoints")
+        .arg(etcd.client_url())
+        .arg("put")
+        .arg(format!("/contiv.io/service/{name}/{addr}:{port}"))
+        .arg(info.to_string())
+        .output()
+        .context("running etcdctl")?;
+    if !out.status.success() {
+        bail!("etcdctl put: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
 }
 
 /// The ofnet master's address and how many agents it has, from `/debug/ofnet` on `rest`.
@@ -193,17 +236,21 @@ pub fn run(agents: usize, endpoints: usize, rate: f64) -> Result<ConvergenceRepo
         .build()?;
     let (seen_tx, mut seen) = mpsc::unbounded_channel();
     let mut nodes = Vec::with_capacity(agents);
+    let mut rest = Conn::open(&rest_a)?;
+    rest.post(
+        "/api/v1/networks/default:bench-net/",
+        &json!({"tenantName": "default", "networkName": "bench-net", "encap": "vxlan",
+                "subnet": "10.96.0.0/16", "gateway": "10.96.0.1"}),
+    )?;
+    register(&etcd, "netplugin", "127.0.0.1", 9002, "bench-agents")?;
+    register(&etcd, "netplugin.vtep", ORIGIN_VTEP, 4789, ORIGIN_HOST)?;
     rt.block_on(async {
         for _ in 0..agents {
             let l = TcpListener::bind("127.0.0.1:0").await?;
             nodes.push(json!({"HostAddr": "127.0.0.1", "HostPort": l.local_addr()?.port()}));
             tokio::spawn(agent(l, seen_tx.clone()));
         }
-        let mut c = Client::open(&rpc).await?;
-        for node in &nodes {
-            c.call("OfnetMaster.RegisterNode", node.clone()).await?;
-        }
-        anyhow::Ok(())
+        register_all(&rpc, &nodes).await
     })?;
     wait_for("all agents registered", Duration::from_secs(60), || {
         master_state(&rest_a).is_some_and(|(_, n)| n == agents)
@@ -211,7 +258,6 @@ pub fn run(agents: usize, endpoints: usize, rate: f64) -> Result<ConvergenceRepo
 
     let (_, cpu_before) = usage(pid);
     let latencies = rt.block_on(async {
-        let mut origin = Client::open(&rpc).await?;
         let mut answered: HashMap<String, Instant> = HashMap::new();
         let mut counts: HashMap<String, usize> = HashMap::new();
         let mut done = Vec::with_capacity(endpoints);
@@ -220,10 +266,20 @@ pub fn run(agents: usize, endpoints: usize, rate: f64) -> Result<ConvergenceRepo
         for n in 0..endpoints {
             let due = start + period.mul_f64(n as f64);
             tokio::time::sleep_until(due.into()).await;
-            let ep = endpoint(n);
-            let id = ep["EndpointID"].as_str().unwrap_or_default().to_string();
-            origin.call("OfnetMaster.EndpointAdd", ep).await?;
-            answered.insert(id, Instant::now());
+            let (status, body) = rest.request(
+                "POST",
+                "/plugin/createEndpoint",
+                &endpoint_request(n).to_string(),
+            )?;
+            if status != 200 {
+                bail!("createEndpoint: {status} {body}");
+            }
+            let at = Instant::now();
+            let created: Value = serde_json::from_str(&body)?;
+            let ip = created["EndpointConfig"]["ipAddress"]
+                .as_str()
+                .context("createEndpoint answered no address")?;
+            answered.insert(format!("{ip}:default"), at);
             while let Ok((id, at)) = seen.try_recv() {
                 record(&mut counts, &answered, &mut done, agents, id, at);
             }
@@ -264,13 +320,7 @@ pub fn run(agents: usize, endpoints: usize, rate: f64) -> Result<ConvergenceRepo
         },
     )?;
     let rpc_b = rpc_b.unwrap_or_default();
-    rt.block_on(async {
-        let mut c = Client::open(&rpc_b).await?;
-        for node in &nodes {
-            c.call("OfnetMaster.RegisterNode", node.clone()).await?;
-        }
-        anyhow::Ok(())
-    })?;
+    rt.block_on(register_all(&rpc_b, &nodes))?;
     wait_for("all agents re-registered", Duration::from_secs(60), || {
         master_state(&rest_b).is_some_and(|(_, n)| n == agents)
     })?;

@@ -24,13 +24,13 @@ use serde_json::{Value, json};
 use crate::demo::{BRIDGE, Binaries, Cluster};
 
 /// One keep-alive HTTP/1.1 connection.
-struct Conn {
+pub(crate) struct Conn {
     addr: String,
     reader: BufReader<TcpStream>,
 }
 
 impl Conn {
-    fn open(addr: &str) -> Result<Conn> {
+    pub(crate) fn open(addr: &str) -> Result<Conn> {
         let stream = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(60)))?;
@@ -41,7 +41,12 @@ impl Conn {
     }
 
     /// `(status, body)`.
-    fn request(&mut self, method: &str, path: &str, body: &str) -> Result<(u16, String)> {
+    pub(crate) fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> Result<(u16, String)> {
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             self.addr,
@@ -76,7 +81,7 @@ impl Conn {
         Ok((status, String::from_utf8_lossy(&buf).into_owned()))
     }
 
-    fn post(&mut self, path: &str, body: &Value) -> Result<()> {
+    pub(crate) fn post(&mut self, path: &str, body: &Value) -> Result<()> {
         let (status, text) = self.request("POST", path, &body.to_string())?;
         if status != 200 {
             bail!("POST {path}: {status} {text}");
