@@ -257,6 +257,8 @@ async fn leader_start(db: &Db, config: &Config, role: &RoleView) {
         let start = async {
             leader_defaults(db, config).await?;
             crate::model::network::index_subnets(db).await?;
+            crate::state::addr_map::convert_all(db).await?;
+            crate::model::service_lb::convert_all(db).await?;
             crate::policy::repair::reconcile(db).await
         };
         match start.await {

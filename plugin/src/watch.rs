@@ -2,7 +2,8 @@
 //! networks (`state/nets`), endpoint groups (`state/endpointGroups`), the global config
 //! (`master/config`), endpoints' oper state (`oper/eps`, for other hosts' endpoints: replayed
 //! at start only, never followed; the ofnet master relays changes, see `crate::ofnet_rpc`),
-//! compiled policy rules (`state/policyRule`) and service load balancers (`state/serviceLB`).
+//! compiled policy rules (`state/policyRule`) and service load balancers (`state/serviceLB`,
+//! `state/serviceProvider`).
 //!
 //! Contract: [`replay`] applies the current content of each prefix and returns the revision
 //! it read at; [`follow`] then watches from the next revision, so no change is missed. A
@@ -13,11 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use master::state::{CfgNetworkState, CfgServiceLbState, EndpointGroupState, GlobConfig};
+use master::state::{CfgNetworkState, EndpointGroupState, GlobConfig};
 use master::store::{WatchEvent, keys};
 
 use crate::driver::Driver;
 use crate::driver::policy::PolicyEvent;
+use crate::driver::service::ServiceEvent;
 use crate::error::Result;
 use crate::oper::OperEndpointState;
 
@@ -33,7 +35,8 @@ pub enum Topic {
     /// Compiled policy rules and the attachments that make them count (`state/policy/` and
     /// `state/policyRule/`, one prefix, so their order is the store's).
     PolicyRules,
-    /// Service load balancers: VIP, ports and providers.
+    /// Service load balancers and their providers (`state/serviceLB/` and
+    /// `state/serviceProvider/`, one prefix).
     Services,
 }
 
@@ -67,7 +70,7 @@ impl Topic {
             Topic::PolicyRules => keys::state_prefix(keys::category::POLICY)
                 .trim_end_matches('/')
                 .to_string(),
-            Topic::Services => keys::state_prefix(keys::category::SERVICE_LB),
+            Topic::Services => format!("{}service", keys::STATE),
         }
     }
 }
@@ -112,15 +115,14 @@ async fn apply_put(driver: &Driver, topic: Topic, key: &str, value: &[u8]) {
                 Ok(())
             }
         },
-        // netmaster writes a service before it has a VIP only transiently; a record that is
-        // not (yet) a service is reported and skipped, the next write brings it in.
-        Topic::Services => match serde_json::from_slice::<CfgServiceLbState>(value) {
-            Ok(service) => driver.apply_service(&service).await,
-            Err(e) => {
-                tracing::warn!(%key, error = %e, "service state does not parse");
-                Ok(())
-            }
-        },
+        Topic::Services => {
+            let event = ServiceEvent::Put {
+                key: key.to_string(),
+                value: value.to_vec(),
+            };
+            driver.apply_service_events(vec![event]).await;
+            Ok(())
+        }
     };
     if let Err(e) = outcome {
         tracing::warn!(%key, error = %e, "applying a state change failed");
@@ -148,9 +150,10 @@ async fn apply_delete(driver: &Driver, topic: Topic, key: &str) {
         // Read once at start only: changes come from the ofnet master (`crate::ofnet_rpc`).
         Topic::Endpoints => {}
         Topic::Services => {
-            if let Err(e) = driver.remove_service(id).await {
-                tracing::warn!(service = %id, error = %e, "removing a service");
-            }
+            let event = ServiceEvent::Delete {
+                key: key.to_string(),
+            };
+            driver.apply_service_events(vec![event]).await;
         }
     }
 }
@@ -184,6 +187,18 @@ pub async fn replay(driver: &Driver, topic: Topic) -> Result<i64> {
         }
         return Ok(listing.revision);
     }
+    if topic == Topic::Services {
+        let events = listing
+            .entries
+            .into_iter()
+            .map(|kv| ServiceEvent::Put {
+                key: kv.key,
+                value: kv.value,
+            })
+            .collect();
+        driver.apply_service_events(events).await;
+        return Ok(listing.revision);
+    }
     for kv in &listing.entries {
         apply_put(driver, topic, &kv.key, &kv.value).await;
     }
@@ -200,12 +215,18 @@ pub async fn follow(driver: Arc<Driver>, topic: Topic, mut revision: i64) {
                 let mut batches = events.ready_chunks(BATCH);
                 'watch: while let Some(batch) = batches.next().await {
                     let mut policy = Vec::new();
+                    let mut services = Vec::new();
                     for event in batch {
                         match event {
                             Ok(WatchEvent::Put { kv }) => {
                                 revision = revision.max(kv.mod_revision);
                                 if topic == Topic::PolicyRules {
                                     policy.push(PolicyEvent::Put {
+                                        key: kv.key,
+                                        value: kv.value,
+                                    });
+                                } else if topic == Topic::Services {
+                                    services.push(ServiceEvent::Put {
                                         key: kv.key,
                                         value: kv.value,
                                     });
@@ -217,6 +238,8 @@ pub async fn follow(driver: Arc<Driver>, topic: Topic, mut revision: i64) {
                                 revision = revision.max(r);
                                 if topic == Topic::PolicyRules {
                                     policy.push(PolicyEvent::Delete { key });
+                                } else if topic == Topic::Services {
+                                    services.push(ServiceEvent::Delete { key });
                                 } else {
                                     apply_delete(&driver, topic, &key).await;
                                 }
@@ -224,11 +247,15 @@ pub async fn follow(driver: Arc<Driver>, topic: Topic, mut revision: i64) {
                             Err(e) => {
                                 tracing::warn!(?topic, error = %e, "watch broke");
                                 apply_policy_batch(&driver, policy).await;
+                                driver.apply_service_events(services).await;
                                 break 'watch;
                             }
                         }
                     }
                     apply_policy_batch(&driver, policy).await;
+                    if !services.is_empty() {
+                        driver.apply_service_events(services).await;
+                    }
                 }
             }
             Err(e) => tracing::warn!(?topic, error = %e, "cannot watch"),

@@ -19,8 +19,10 @@ use crate::error::{Error, Result};
 use crate::model::endpoint_group::{load_state as load_epg_state, save_state as save_epg_state};
 use crate::model::network::{load_state as load_net_state, save_state as save_net_state};
 use crate::model::service_lb::refresh_providers;
-use crate::resources::ipv4::{self, mac_from_ipv4};
+use crate::resources::ipv4::mac_from_ipv4;
 use crate::resources::ipv6::{self, Ipv6Subnet};
+use crate::state::addr_map::{self, AddrMap};
+use crate::state::reservations;
 use crate::state::{CfgEndpointState, CfgNetworkState, CfgServiceLbState, EndpointGroupState};
 use crate::store::txn::Db;
 use crate::store::{Tx, keys};
@@ -216,26 +218,51 @@ async fn resolve_target(tx: &mut Tx<'_>, network_id: &str, pool: &str) -> Result
     Ok(Target { net, epg: None })
 }
 
-/// Allocate (or claim `preferred`) in the target's map. Returns the address.
-fn take_address(t: &mut Target, preferred: Option<Ipv4Addr>) -> Result<Ipv4Addr> {
+/// Allocate (or claim `preferred`) in the target's map (the group's pool, or the network's).
+/// Writes the changed chunk; the caller saves the target.
+async fn take_address(
+    tx: &mut Tx<'_>,
+    t: &mut Target,
+    preferred: Option<Ipv4Addr>,
+) -> Result<Ipv4Addr> {
     let subnet = t.net.subnet()?;
-    let ip = match &mut t.epg {
-        Some(epg) if !epg.ip_pool.is_empty() => {
-            ipv4::allocate(&mut epg.epg_ip_alloc_map, &subnet, preferred)?
+    let pool = match &mut t.epg {
+        Some(epg) => AddrMap::group(epg, &subnet)?,
+        None => None,
+    };
+    let ip = match (pool, &mut t.epg) {
+        (Some(mut map), Some(epg)) => {
+            let ip = map.allocate(tx, &subnet, preferred).await?;
+            addr_map::save_group(tx, &mut map, epg).await?;
+            ip
         }
-        _ => ipv4::allocate(&mut t.net.ip_alloc_map, &subnet, preferred)?,
+        _ => {
+            let mut map = AddrMap::network(&mut t.net)?;
+            let ip = map.allocate(tx, &subnet, preferred).await?;
+            addr_map::save_network(tx, &mut map, &mut t.net).await?;
+            ip
+        }
     };
     t.net.ep_addr_count += 1;
     Ok(ip)
 }
 
-fn give_back_address(t: &mut Target, ip: Ipv4Addr) -> Result<()> {
+async fn give_back_address(tx: &mut Tx<'_>, t: &mut Target, ip: Ipv4Addr) -> Result<()> {
     let subnet = t.net.subnet()?;
-    match &mut t.epg {
-        Some(epg) if !epg.ip_pool.is_empty() => {
-            ipv4::release(&mut epg.epg_ip_alloc_map, &subnet, ip)?
+    let pool = match &mut t.epg {
+        Some(epg) => AddrMap::group(epg, &subnet)?,
+        None => None,
+    };
+    match (pool, &mut t.epg) {
+        (Some(mut map), Some(epg)) => {
+            map.release(tx, &subnet, ip).await?;
+            addr_map::save_group(tx, &mut map, epg).await?;
         }
-        _ => ipv4::release(&mut t.net.ip_alloc_map, &subnet, ip)?,
+        _ => {
+            let mut map = AddrMap::network(&mut t.net)?;
+            map.release(tx, &subnet, ip).await?;
+            addr_map::save_network(tx, &mut map, &mut t.net).await?;
+        }
     }
     t.net.ep_addr_count = t.net.ep_addr_count.saturating_sub(1);
     Ok(())
@@ -258,8 +285,8 @@ pub async fn alloc_address(db: &Db, req: &AddressAllocRequest) -> Result<Address
     };
     db.write(async |tx| {
         let mut t = resolve_target(tx, &req.NetworkID, &req.AddressPool).await?;
-        let ip = take_address(&mut t, preferred)?;
-        t.net.ip_reservations.insert(ip.to_string());
+        let ip = take_address(tx, &mut t, preferred).await?;
+        reservations::reserve(tx, &t.net.id, ip)?;
         save_target(tx, &t)?;
         let network_id = if req.NetworkID.is_empty() {
             t.net.id.clone()
@@ -281,8 +308,8 @@ pub async fn release_address(db: &Db, req: &AddressReleaseRequest) -> Result<()>
     let ip = parse_v4("IPv4Address", &req.IPv4Address)?;
     db.write(async |tx| {
         let mut t = resolve_target(tx, &req.NetworkID, "").await?;
-        if t.net.ip_reservations.remove(&ip.to_string()) {
-            give_back_address(&mut t, ip)?;
+        if reservations::claim(tx, &mut t.net, ip).await? {
+            give_back_address(tx, &mut t, ip).await?;
             save_target(tx, &t)?;
         }
         Ok(())
@@ -398,10 +425,14 @@ pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<Cfg
         ));
     }
     let mut t = Target { net, epg };
+    // An address handed out by allocAddress is already marked used: claim the reservation.
+    let claimed = match ne.preferred {
+        Some(ip) => reservations::claim(tx, &mut t.net, ip).await?,
+        None => false,
+    };
     let ip = match ne.preferred {
-        // An address handed out by allocAddress is already marked used: claim the reservation.
-        Some(ip) if t.net.ip_reservations.remove(&ip.to_string()) => ip,
-        other => take_address(&mut t, other)?,
+        Some(ip) if claimed => ip,
+        other => take_address(tx, &mut t, other).await?,
     };
     let mut ipv6_address = String::new();
     if !t.net.ipv6_subnet_ip.is_empty() {
@@ -459,7 +490,7 @@ pub async fn delete_endpoint_in(tx: &mut Tx<'_>, ep_id: &str) -> Result<CfgEndpo
     };
     let mut t = Target { net, epg };
     if let Ok(ip) = ep.ip_address.parse::<Ipv4Addr>() {
-        give_back_address(&mut t, ip)?;
+        give_back_address(tx, &mut t, ip).await?;
     }
     if let (Ok(ip6), false) = (
         ep.ipv6_address.parse::<Ipv6Addr>(),

@@ -18,9 +18,9 @@ use crate::endpoint::endpoint_oper;
 use crate::error::{Error, Result};
 use crate::model::global;
 use crate::policy::attach;
-use crate::resources::Bitset;
 use crate::resources::epg_id::EpgIdPool;
 use crate::resources::ipv4::{format_ip_list, parse_pool};
+use crate::state::addr_map::{self, AddrMap};
 use crate::state::{CfgEndpointState, EndpointGroupState};
 use crate::store::{Tx, keys};
 
@@ -278,7 +278,6 @@ impl Object for EndpointGroup {
         let subnet = net.subnet()?;
 
         // Reserve the pool in the network map; the EPG map marks everything outside the pool used.
-        let mut epg_map = Bitset::new(0);
         if !obj.ip_pool.is_empty() {
             let (a, b) = parse_pool("ipPool", &obj.ip_pool)?;
             let (ai, bi) = match (subnet.index_of(a), subnet.index_of(b)) {
@@ -293,20 +292,19 @@ impl Object for EndpointGroup {
                     ));
                 }
             };
-            if let Some(used) = (ai..=bi).find(|&i| net.ip_alloc_map.test(i)) {
+            let mut map = AddrMap::network(&mut net)?;
+            if let Some(used) = map.first_used_in(tx, ai, bi).await? {
                 return Err(Error::conflict(format!(
                     "ipPool {} overlaps allocated address {}",
                     obj.ip_pool,
                     subnet.ip_at(used)
                 )));
             }
-            net.ip_alloc_map.set_range(ai, bi);
-            network_model::save_state(tx, &net)?;
-            epg_map = Bitset::new(subnet.size());
-            epg_map.set_range(0, subnet.size() - 1);
             for i in ai..=bi {
-                epg_map.clear(i);
+                map.put(tx, i, true).await?;
             }
+            addr_map::save_network(tx, &mut map, &mut net).await?;
+            network_model::save_state(tx, &net)?;
         }
 
         let mut ids = tx
@@ -326,10 +324,12 @@ impl Object for EndpointGroup {
             pkt_tag: net.pkt_tag,
             ext_pkt_tag: net.ext_pkt_tag,
             ip_pool: obj.ip_pool.clone(),
-            epg_ip_alloc_map: epg_map,
             group_tag: obj.group_tag(),
             ..Default::default()
         };
+        if let Some(map) = AddrMap::group(&mut state, &subnet)? {
+            state.epg_ip_alloc_full = map.full().clone();
+        }
         if global::current(tx).await?.is_some_and(|g| g.is_aci()) {
             // ACI fabrics tell EPGs apart by VLAN: each EPG gets its own from the VLAN pool.
             let mut pool = global::vlan_pool(tx).await?;
@@ -435,12 +435,18 @@ impl Object for EndpointGroup {
                 network_model::load_state(tx, &obj.tenant_name, &obj.network_name).await?;
             let subnet = net.subnet()?;
             let (a, b) = parse_pool("ipPool", &state.ip_pool)?;
+            let mut map = AddrMap::network(&mut net)?;
             if let (Some(ai), Some(bi)) = (subnet.index_of(a), subnet.index_of(b)) {
                 for i in ai..=bi {
-                    net.ip_alloc_map.clear(i);
+                    map.put(tx, i, false).await?;
                 }
             }
+            addr_map::save_network(tx, &mut map, &mut net).await?;
             network_model::save_state(tx, &net)?;
+            let mut state = state.clone();
+            if let Some(mut pool) = AddrMap::group(&mut state, &subnet)? {
+                pool.delete_all(tx).await?;
+            }
         }
         tx.delete(&EndpointGroupState::key_for(&state.id));
         Ok(())
@@ -464,8 +470,8 @@ impl Object for EndpointGroup {
                 subnet.index_of(a).unwrap_or(0),
                 subnet.index_of(b).unwrap_or(0),
             );
-            let (used, free): (Vec<u64>, Vec<u64>) =
-                (ai..=bi).partition(|&i| state.epg_ip_alloc_map.test(i));
+            let map = addr_map::group_used(tx, &state, &subnet).await?;
+            let (used, free): (Vec<u64>, Vec<u64>) = (ai..=bi).partition(|&i| map.test(i));
             oper["allocatedIPAddresses"] =
                 json!(format_ip_list(used.into_iter().map(|i| subnet.ip_at(i))));
             oper["availableIPAddresses"] =

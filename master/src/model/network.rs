@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::model::global;
 use crate::resources::ipv4::{SubnetSpec, format_ip_list};
 use crate::resources::ipv6::Ipv6Subnet;
+use crate::state::addr_map::AddrMap;
 use crate::state::{CfgEndpointState, CfgNetworkState};
 use crate::store::{Tx, keys};
 
@@ -173,8 +174,12 @@ pub async fn endpoints_of(tx: &mut Tx<'_>, net_id: &str) -> Result<Vec<CfgEndpoi
 }
 
 /// Addresses of the map that are allocated (excluding network/broadcast and out-of-range hosts).
-pub fn allocated_and_available(state: &CfgNetworkState) -> Result<(Vec<Ipv4Addr>, Vec<Ipv4Addr>)> {
+pub async fn allocated_and_available(
+    tx: &mut Tx<'_>,
+    state: &CfgNetworkState,
+) -> Result<(Vec<Ipv4Addr>, Vec<Ipv4Addr>)> {
     let subnet = state.subnet()?;
+    let used = crate::state::addr_map::network_used(tx, state).await?;
     let (first, last) = match subnet.range {
         Some((a, b)) => (
             subnet.index_of(a).unwrap_or(1),
@@ -185,7 +190,7 @@ pub fn allocated_and_available(state: &CfgNetworkState) -> Result<(Vec<Ipv4Addr>
     let mut allocated = Vec::new();
     let mut available = Vec::new();
     for i in first..=last {
-        if state.ip_alloc_map.test(i) {
+        if used.test(i) {
             allocated.push(subnet.ip_at(i));
         } else {
             available.push(subnet.ip_at(i));
@@ -334,7 +339,7 @@ impl Object for Network {
             (local, vni)
         };
 
-        let gateway = validate::optional_ipv4("gateway", &obj.gateway)?;
+        validate::optional_ipv4("gateway", &obj.gateway)?;
         let mut state = CfgNetworkState {
             id: obj.state_id(),
             tenant: obj.tenant_name.clone(),
@@ -349,7 +354,8 @@ impl Object for Network {
             ip_addr_range: subnet.range_text(),
             ep_addr_count: 0,
             ep_count: 0,
-            ip_alloc_map: subnet.new_alloc_map(gateway),
+            ip_alloc_map: Default::default(),
+            ip_alloc_full: Default::default(),
             ipv6_subnet_ip: subnet6.map(|s| s.network.to_string()).unwrap_or_default(),
             ipv6_subnet_len: subnet6.map_or(0, |s| s.len),
             ipv6_gateway: obj.ipv6_gateway.clone(),
@@ -369,6 +375,8 @@ impl Object for Network {
             let host = u128::from(gw6) - u128::from(s6.network);
             state.ipv6_alloc_map.insert(host.to_string(), true);
         }
+        // A fresh map stores no chunk, only which chunks have no free address.
+        state.ip_alloc_full = AddrMap::network(&mut state)?.full().clone();
         save_state(tx, &state)?;
         obj.links.tenant = Link::to(Tenant::TYPE, &obj.tenant_name);
         load_required::<Tenant>(tx, &obj.tenant_name)
@@ -430,13 +438,16 @@ impl Object for Network {
             pool.release(state.ext_pkt_tag, state.pkt_tag);
             global::save_vxlan_pool(tx, &pool)?;
         }
+        let mut state = state;
+        AddrMap::network(&mut state)?.delete_all(tx).await?;
+        crate::state::reservations::delete_all(tx, &state.id).await?;
         tx.delete(&CfgNetworkState::key_for(&state.id));
         Ok(())
     }
 
     async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {
         let state = load_state(tx, &obj.tenant_name, &obj.network_name).await?;
-        let (allocated, available) = allocated_and_available(&state)?;
+        let (allocated, available) = allocated_and_available(tx, &state).await?;
         let gateway = state.gateway.parse::<Ipv4Addr>().ok();
         let eps = endpoints_of(tx, &state.id).await?;
         Ok(json!({

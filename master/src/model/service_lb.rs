@@ -1,6 +1,7 @@
 //! `serviceLB` (key `tenantName:serviceName`): a VIP allocated from a network, selectors that pick
-//! provider endpoints by label, and `svcPort:provPort:proto` ports. Writes `CfgServiceLBState` and
-//! `SvcProvider` for netplugin.
+//! provider endpoints by label, and `svcPort:provPort:proto` ports. Writes `CfgServiceLBState` and one
+//! `/contiv.io/state/serviceProvider/<service>:<tenant>/<IP>` key per provider for netplugin (Contiv
+//! listed every provider in `CfgServiceLBState` and `SvcProvider`, so the record grew with them).
 //!
 //! Fixes over Contiv: every port entry is validated (Contiv checked only the first and crashed on a
 //! short one), and the protocol is stored upper-case because the datapath only accepts `TCP`/`UDP`.
@@ -16,7 +17,8 @@ use super::network::{load_state as load_net_state, save_state as save_net_state}
 use super::{Network, Object, Tenant, load_required, validate};
 use crate::endpoint::endpoint_oper;
 use crate::error::{Error, Result};
-use crate::resources::ipv4;
+use crate::state::addr_map::{self, AddrMap};
+use crate::state::service::{PROVIDER_CATEGORY, parse_provider_key, provider_key, provider_prefix};
 use crate::state::{CfgEndpointState, CfgServiceLbState, Provider, SvcProvider};
 use crate::store::{Tx, keys};
 
@@ -169,7 +171,14 @@ async fn tenant_endpoints(tx: &mut Tx<'_>, tenant: &str) -> Result<Vec<CfgEndpoi
         .collect())
 }
 
-/// Recompute a service's providers from the endpoints' labels and write both state records.
+/// Recompute a service's providers from the endpoints' labels, write the provider keys that
+/// changed (one per provider, [`provider_key`]) and the service record. `state.providers` holds
+/// them afterwards (the stored record does not).
+///
+/// Provider keys are derived records (the service's selectors and the endpoints' labels determine
+/// them): a service that starts with thousands of providers writes them around its guarded
+/// transaction (puts before, deletes after), and each refresh lists the stored ones without a
+/// guard and rewrites what differs, so a leftover of a failed attempt is corrected by the next.
 pub async fn refresh_providers(tx: &mut Tx<'_>, state: &mut CfgServiceLbState) -> Result<()> {
     state.providers.clear();
     for ep in tenant_endpoints(tx, &state.tenantname).await? {
@@ -189,38 +198,115 @@ pub async fn refresh_providers(tx: &mut Tx<'_>, state: &mut CfgServiceLbState) -
             );
         }
     }
+    let mut stored: BTreeMap<String, Vec<u8>> = tx
+        .list_derived(&provider_prefix(&state.id))
+        .await?
+        .into_iter()
+        .collect();
+    for p in state.providers.values() {
+        let key = provider_key(&state.id, &p.IPAddress);
+        let same = stored
+            .remove(&key)
+            .and_then(|v| serde_json::from_slice::<Provider>(&v).ok())
+            .is_some_and(|old| old == *p);
+        if !same {
+            tx.put_derived(&key, "service provider", p)?;
+        }
+    }
+    for key in stored.into_keys() {
+        tx.delete_derived(&key);
+    }
     save_service_state(tx, state)
 }
 
-/// Write `CfgServiceLBState` and the matching `SvcProvider`.
+/// Write `CfgServiceLBState` (without its providers, which are their own keys).
 pub fn save_service_state(tx: &mut Tx<'_>, state: &CfgServiceLbState) -> Result<()> {
+    let record = CfgServiceLbState {
+        providers: BTreeMap::new(),
+        ..state.clone()
+    };
     tx.put(
         &CfgServiceLbState::key_for(&state.id),
         CfgServiceLbState::KIND,
-        state,
-    )?;
-    let providers = SvcProvider {
-        id: state.id.clone(),
-        ServiceName: state.id.clone(),
-        Providers: state
-            .providers
-            .values()
-            .map(|p| p.IPAddress.clone())
-            .collect(),
-    };
-    tx.put(
-        &SvcProvider::key_for(&state.id),
-        SvcProvider::KIND,
-        &providers,
+        &record,
     )?;
     Ok(())
+}
+
+/// Fill each service's providers from the provider keys (one listing of them all).
+pub async fn load_providers(tx: &mut Tx<'_>, states: &mut [CfgServiceLbState]) -> Result<()> {
+    let mut by_service: BTreeMap<String, Vec<Provider>> = BTreeMap::new();
+    for (key, value) in tx.list_raw(&keys::state_prefix(PROVIDER_CATEGORY)).await? {
+        let Some((service, _)) = parse_provider_key(&key) else {
+            continue;
+        };
+        let p: Provider = crate::store::txn::decode(&key, "service provider", &value)?;
+        by_service.entry(service.to_string()).or_default().push(p);
+    }
+    for s in states {
+        // A record of the previous layout keeps its own list until the leader converts it.
+        if let Some(list) = by_service.remove(&s.id) {
+            s.providers = list
+                .into_iter()
+                .map(|p| (format!("{}:{}", p.IPAddress, p.Tenant), p))
+                .collect();
+        }
+    }
+    Ok(())
+}
+
+/// Upgrade: rewrite every service of the previous layout (providers listed in its record, a
+/// `SvcProvider` beside it) as a record plus one key per provider. Returns how many.
+pub async fn convert_all(db: &crate::store::txn::Db) -> Result<usize> {
+    let old: Vec<String> = db
+        .read(async |tx| {
+            let listed = tx
+                .list::<CfgServiceLbState>(
+                    &keys::state_prefix(keys::category::SERVICE_LB),
+                    CfgServiceLbState::KIND,
+                )
+                .await?;
+            let legacy_lists = tx
+                .list_raw(&keys::state_prefix(keys::category::PROVIDER))
+                .await?;
+            let mut ids: Vec<String> = listed
+                .into_iter()
+                .filter(|s| !s.providers.is_empty())
+                .map(|s| s.id)
+                .collect();
+            ids.extend(
+                legacy_lists
+                    .into_iter()
+                    .filter_map(|(k, _)| k.rsplit('/').next().map(str::to_string)),
+            );
+            ids.sort();
+            ids.dedup();
+            Ok::<_, Error>(ids)
+        })
+        .await?;
+    for id in &old {
+        db.write(async |tx| {
+            tx.delete(&SvcProvider::key_for(id));
+            if let Some(mut state) = tx
+                .get::<CfgServiceLbState>(&CfgServiceLbState::key_for(id), CfgServiceLbState::KIND)
+                .await?
+            {
+                refresh_providers(tx, &mut state).await?;
+            }
+            Ok::<_, Error>(())
+        })
+        .await?;
+    }
+    Ok(old.len())
 }
 
 async fn allocate_vip(tx: &mut Tx<'_>, obj: &ServiceLb) -> Result<Ipv4Addr> {
     let mut net = load_net_state(tx, &obj.tenant_name, &obj.network_name).await?;
     let subnet = net.subnet()?;
     let preferred = validate::optional_ipv4("ipAddress", &obj.ip_address)?;
-    let vip = ipv4::allocate(&mut net.ip_alloc_map, &subnet, preferred)?;
+    let mut map = AddrMap::network(&mut net)?;
+    let vip = map.allocate(tx, &subnet, preferred).await?;
+    addr_map::save_network(tx, &mut map, &mut net).await?;
     save_net_state(tx, &net)?;
     Ok(vip)
 }
@@ -231,7 +317,9 @@ async fn release_vip(tx: &mut Tx<'_>, tenant: &str, network: &str, vip: &str) ->
     };
     let mut net = load_net_state(tx, tenant, network).await?;
     let subnet = net.subnet()?;
-    ipv4::release(&mut net.ip_alloc_map, &subnet, ip)?;
+    let mut map = AddrMap::network(&mut net)?;
+    map.release(tx, &subnet, ip).await?;
+    addr_map::save_network(tx, &mut map, &mut net).await?;
     save_net_state(tx, &net)
 }
 
@@ -344,13 +432,23 @@ impl Object for ServiceLb {
         if let Ok(state) = load_state(tx, obj).await {
             release_vip(tx, &obj.tenant_name, &obj.network_name, &state.ipaddress).await?;
         }
+        for (key, _) in tx.list_derived(&provider_prefix(&obj.state_id())).await? {
+            tx.delete_derived(&key);
+        }
         tx.delete(&CfgServiceLbState::key_for(&obj.state_id()));
-        tx.delete(&SvcProvider::key_for(&obj.state_id()));
         Ok(())
     }
 
     async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {
-        let state = load_state(tx, obj).await?;
+        let mut state = load_state(tx, obj).await?;
+        if state.providers.is_empty() {
+            state.providers = tx
+                .list::<Provider>(&provider_prefix(&state.id), "service provider")
+                .await?
+                .into_iter()
+                .map(|p| (format!("{}:{}", p.IPAddress, p.Tenant), p))
+                .collect();
+        }
         let mut providers = Vec::new();
         for p in state.providers.values() {
             if let Some(ep) = tx

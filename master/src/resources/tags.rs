@@ -208,11 +208,13 @@ impl VlanPool {
             self.oper.free_vlans.clear(u64::from(requested));
             return Ok(requested);
         }
-        let v = self
-            .oper
-            .free_vlans
-            .next_set(1)
-            .ok_or_else(|| Error::conflict("no vlans available"))?;
+        let v = self.oper.free_vlans.next_set(1).ok_or_else(|| {
+            Error::conflict(format!(
+                "no vlans available: each vlan network takes one tag of the global vlans \
+                     range and all {} are in use; widen the range (at most 1-4094)",
+                self.cfg.vlans.count()
+            ))
+        })?;
         self.oper.free_vlans.clear(v);
         Ok(v as u32)
     }
@@ -298,16 +300,22 @@ impl VxlanPool {
             }
             index
         } else {
-            self.oper
-                .free_vxlans
-                .next_set(0)
-                .ok_or_else(|| Error::conflict("no vxlans available"))?
+            self.oper.free_vxlans.next_set(0).ok_or_else(|| {
+                Error::conflict(format!(
+                    "no vxlans available: all {} VNIs of the global vxlans range are in use; \
+                         widen the range (a span of at most {MAX_VXLAN_SPAN})",
+                    self.cfg.vxlans.count()
+                ))
+            })?
         };
-        let local = self
-            .oper
-            .free_local_vlans
-            .next_set(1)
-            .ok_or_else(|| Error::conflict("no local vlans available"))?;
+        let local = self.oper.free_local_vlans.next_set(1).ok_or_else(|| {
+            let all = self.cfg.local_vlans.count();
+            Error::conflict(format!(
+                "no local vlans available: each vxlan network takes one of the {all} \
+                     host-local vlans that carry it on the vxlan bridge, and all are in use; \
+                     at most {all} vxlan networks can exist"
+            ))
+        })?;
         self.oper.free_vxlans.clear(index);
         self.oper.free_local_vlans.clear(local);
         Ok((index as u32 + start, local as u32))
@@ -428,5 +436,26 @@ mod tests {
     fn formats_tag_lists() {
         assert_eq!(format_tag_list(&[1, 2, 3, 7]), "1-3, 7");
         assert_eq!(format_tag_list(&[]), "");
+    }
+
+    /// The network ceiling: each VXLAN network takes a host-local VLAN, so the 4,095th fails
+    /// (with VNIs to spare) and says why; VLAN networks stop at their range.
+    #[test]
+    fn exhausted_tag_spaces_say_what_the_ceiling_is() {
+        let mut vx = VxlanPool::new(TagRange { min: 1, max: 10000 });
+        for _ in 0..4094 {
+            vx.allocate(0).unwrap();
+        }
+        let err = vx.allocate(0).unwrap_err().to_string();
+        assert!(
+            err.contains("no local vlans available") && err.contains("at most 4094 vxlan networks"),
+            "{err}"
+        );
+        let mut vl = VlanPool::new(&[TagRange { min: 10, max: 12 }]);
+        for _ in 0..3 {
+            vl.allocate(0).unwrap();
+        }
+        let err = vl.allocate(0).unwrap_err().to_string();
+        assert!(err.contains("all 3 are in use"), "{err}");
     }
 }

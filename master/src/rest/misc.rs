@@ -79,10 +79,11 @@ async fn all_services(state: &AppState) -> Result<Vec<CfgServiceLbState>, Error>
     state
         .db
         .read(async |tx| {
-            Ok::<_, Error>(
-                tx.list::<CfgServiceLbState>(&prefix, CfgServiceLbState::KIND)
-                    .await?,
-            )
+            let mut all = tx
+                .list::<CfgServiceLbState>(&prefix, CfgServiceLbState::KIND)
+                .await?;
+            crate::model::service_lb::load_providers(tx, &mut all).await?;
+            Ok::<_, Error>(all)
         })
         .await
 }

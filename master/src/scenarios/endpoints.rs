@@ -81,7 +81,7 @@ async fn endpoint_create() {
     )
     .await
     .unwrap();
-    assert!(!net_state(&db, "n1.default").await.ip_alloc_map.test(100));
+    assert!(!net_map(&db, "n1.default").await.test(100));
     // Inspect by container id substring.
     let inspect = endpoint::inspect_endpoint(&db, "c2").await.unwrap();
     assert_eq!(inspect["Oper"]["ipAddress"][0], "20.1.1.2");
@@ -139,7 +139,7 @@ async fn endpoint_create() {
     );
     let st = net_state(&db, "n1.default").await;
     assert_eq!((st.ep_count, st.ep_addr_count), (0, 0));
-    assert_eq!(st.ip_alloc_map.count(), 2);
+    assert_eq!(net_map(&db, "n1.default").await.count(), 2);
     assert!(st.ipv6_alloc_map.is_empty());
     assert!(
         keys_under(&db, &keys::state_prefix(keys::category::EPS))
@@ -231,7 +231,7 @@ async fn preallocated_addresses_cannot_be_shared_or_freed_twice() {
     .await
     .unwrap();
     assert!(
-        net_state(&db, "n1.default").await.ip_alloc_map.test(1),
+        net_map(&db, "n1.default").await.test(1),
         "the live endpoint keeps its address"
     );
     assert_eq!(
@@ -241,4 +241,109 @@ async fn preallocated_addresses_cannot_be_shared_or_freed_twice() {
             .ip_address,
         "10.1.1.2"
     );
+}
+
+/// Upgrade: a network state of the previous layout (its whole map in `ipAllocMap`, reservations in
+/// `ipReservations`) keeps every address it had used, whether the leader-start conversion runs
+/// first or an allocation meets the old record first; a /12 with used addresses in every chunk
+/// converts into 256 chunk keys, over etcd's 128 writes per transaction.
+#[tokio::test]
+async fn previous_address_map_layout_is_converted() {
+    use crate::resources::Bitset;
+    use crate::state::addr_map::{self, CHUNK_BITS};
+
+    let db = db();
+    setup(&db).await;
+    add_net(&db, net("default", "big", "vxlan", "10.16.0.0/12", 0))
+        .await
+        .unwrap();
+    add_net(&db, net("default", "small", "vxlan", "10.32.1.0/24", 0))
+        .await
+        .unwrap();
+    // Rewrite both states as the previous layout stored them.
+    let legacy = async |id: &str, used: &[u64], reserved: &[&str]| {
+        let mut st = net_state(&db, id).await;
+        let subnet = st.subnet().unwrap();
+        let mut map = subnet.new_alloc_map(None);
+        for &i in used {
+            map.set(i);
+        }
+        st.ip_alloc_map = map;
+        st.ip_alloc_full = Bitset::default();
+        st.ip_reservations = reserved.iter().map(|s| s.to_string()).collect();
+        db.store()
+            .put(
+                &CfgNetworkState::key_for(id),
+                serde_json::to_vec(&st).unwrap(),
+            )
+            .await
+            .unwrap();
+    };
+    let big_used: Vec<u64> = (0..256).map(|c| c * CHUNK_BITS + 7).collect();
+    legacy("big.default", &big_used, &["10.16.0.7"]).await;
+    legacy("small.default", &[1, 2, 5], &["10.32.1.5"]).await;
+    // The small network meets an allocation before any conversion: 3 and 4 are free, 5 reserved.
+    let ip = |c: &str| {
+        let r = ep_req("default", "small", "", c);
+        let db = db.clone();
+        async move { endpoint::create_endpoint(&db, &r).await.unwrap().ip_address }
+    };
+    assert_eq!(ip("s1").await, "10.32.1.3");
+    assert_eq!(ip("s2").await, "10.32.1.4");
+    assert_eq!(ip("s3").await, "10.32.1.6");
+    let st = net_state(&db, "small.default").await;
+    assert!(st.ip_alloc_map.is_empty(), "the map went into chunks");
+    assert_eq!(st.ip_reservations.len(), 1, "still honoured where it was");
+    let mut req = ep_req("default", "small", "", "s4");
+    req.ConfigEP.IPAddress = "10.32.1.5".into();
+    assert_eq!(
+        endpoint::create_endpoint(&db, &req)
+            .await
+            .unwrap()
+            .ip_address,
+        "10.32.1.5",
+        "the old reservation is claimed"
+    );
+    assert!(
+        net_state(&db, "small.default")
+            .await
+            .ip_reservations
+            .is_empty()
+    );
+
+    // Leader start converts the big one.
+    assert_eq!(addr_map::convert_all(&db).await.unwrap(), 1);
+    let st = net_state(&db, "big.default").await;
+    assert!(st.ip_alloc_map.is_empty() && st.ip_reservations.is_empty());
+    let chunks = keys_under(&db, &addr_map::network_prefix("big.default")).await;
+    assert_eq!(chunks.len(), 256);
+    let map = net_map(&db, "big.default").await;
+    for &i in &big_used {
+        assert!(map.test(i), "host {i} stays used");
+    }
+    assert_eq!(
+        map.count(),
+        256 + 2,
+        "network, broadcast and the used hosts"
+    );
+    assert_eq!(
+        keys_under(&db, &crate::state::reservations::prefix("big.default")).await,
+        vec!["/contiv.io/state/ipReservations/big.default/10.16.0.7".to_string()]
+    );
+    assert_eq!(addr_map::convert_all(&db).await.unwrap(), 0, "nothing left");
+    // Releasing the converted reservation frees it; the next allocation takes 10.16.0.1.
+    endpoint::release_address(
+        &db,
+        &AddressReleaseRequest {
+            NetworkID: "big.default".into(),
+            IPv4Address: "10.16.0.7/12".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(!net_map(&db, "big.default").await.test(7));
+    let e = endpoint::create_endpoint(&db, &ep_req("default", "big", "", "b1"))
+        .await
+        .unwrap();
+    assert_eq!(e.ip_address, "10.16.0.1");
 }

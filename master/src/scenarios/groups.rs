@@ -106,8 +106,8 @@ async fn epg_ip_pool() {
         .await
         .unwrap();
     // The pool is free in the network map again (10.1.0.4 stays used).
-    let st = net_state(&db, "n1.default").await;
-    assert!(!st.ip_alloc_map.test(1) && !st.ip_alloc_map.test(3) && st.ip_alloc_map.test(4));
+    let map = net_map(&db, "n1.default").await;
+    assert!(!map.test(1) && !map.test(3) && map.test(4));
 }
 
 #[tokio::test]

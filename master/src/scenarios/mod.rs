@@ -84,6 +84,14 @@ async fn net_state(db: &Db, id: &str) -> CfgNetworkState {
     serde_json::from_slice(&kv.value).unwrap()
 }
 
+/// The network's whole address map, read from its chunks.
+async fn net_map(db: &Db, id: &str) -> crate::resources::Bitset {
+    let st = net_state(db, id).await;
+    db.read(async |tx| crate::state::addr_map::network_used(tx, &st).await)
+        .await
+        .unwrap()
+}
+
 async fn epg_state(db: &Db, id: &str) -> EndpointGroupState {
     let kv = db
         .store()

@@ -14,8 +14,9 @@ fn svc(name: &str, selectors: &[&str], ports: &[&str], ip: &str) -> ServiceLb {
     }
 }
 
+/// A service's stored record, with the providers joined in from their keys (as readers do).
 async fn svc_state(db: &Db, id: &str) -> CfgServiceLbState {
-    serde_json::from_slice(
+    let stored: CfgServiceLbState = serde_json::from_slice(
         &db.store()
             .get(&CfgServiceLbState::key_for(id))
             .await
@@ -23,7 +24,14 @@ async fn svc_state(db: &Db, id: &str) -> CfgServiceLbState {
             .unwrap()
             .value,
     )
-    .unwrap()
+    .unwrap();
+    assert!(stored.providers.is_empty(), "providers are their own keys");
+    let mut all = [stored];
+    db.read(async |tx| crate::model::service_lb::load_providers(tx, &mut all).await)
+        .await
+        .unwrap();
+    let [joined] = all;
+    joined
 }
 
 #[tokio::test]
@@ -79,14 +87,15 @@ async fn service_provider_update() {
     );
     let prov: serde_json::Value = serde_json::from_slice(
         &db.store()
-            .get(&keys::state("provider", "s1:default"))
+            .get("/contiv.io/state/serviceProvider/s1:default/10.1.1.1")
             .await
             .unwrap()
             .unwrap()
             .value,
     )
     .unwrap();
-    assert_eq!(prov["Providers"], serde_json::json!(["10.1.1.1"]));
+    assert_eq!(prov["IPAddress"], "10.1.1.1");
+    assert_eq!(prov["EpIDKey"], "n1.default-c1");
     // A service added after the provider finds it too.
     let mut s2 = svc("s2", &["app=web"], &["80:8080:TCP"], "");
     s2.network_name = "svcnet".into();
@@ -195,7 +204,108 @@ async fn service_preferred_ip() {
     .await
     .unwrap();
     ops::delete::<ServiceLb>(&db, "default:s1").await.unwrap();
-    assert!(!net_state(&db, "n1.default").await.ip_alloc_map.test(60));
-    let services = keys_under(&db, &keys::state_prefix(keys::category::PROVIDER)).await;
-    assert_eq!(services.len(), 1);
+    assert!(!net_map(&db, "n1.default").await.test(60));
+    let services = keys_under(&db, &keys::state_prefix(keys::category::SERVICE_LB)).await;
+    assert_eq!(services, ["/contiv.io/state/serviceLB/s2:default"]);
+    assert!(
+        keys_under(&db, &keys::state_prefix(keys::category::PROVIDER))
+            .await
+            .is_empty(),
+        "no SvcProvider lists any more"
+    );
+}
+
+/// Upgrade: a service of the previous layout (providers listed in its record, a `SvcProvider`
+/// beside it) is rewritten at leader start as a small record plus one key per provider; readers
+/// see the same providers before and after.
+#[tokio::test]
+async fn previous_provider_layout_is_converted() {
+    use crate::state::{Provider, SvcProvider};
+
+    let db = db();
+    setup(&db).await;
+    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/24", 0))
+        .await
+        .unwrap();
+    ops::upsert(
+        &db,
+        "default:s1",
+        svc("s1", &["app=web"], &["80:8080:TCP"], ""),
+    )
+    .await
+    .unwrap();
+    let mut ips = Vec::new();
+    for c in ["c1", "c2", "c3"] {
+        let ep = endpoint::create_endpoint(&db, &ep_req("default", "n1", "", c))
+            .await
+            .unwrap();
+        endpoint::update_endpoint(
+            &db,
+            &UpdateEndpointRequest {
+                IPAddress: ep.ip_address.clone(),
+                Labels: [("app".to_string(), "web".to_string())].into(),
+                Tenant: "default".into(),
+                Network: "n1".into(),
+                Event: "start".into(),
+                EndpointID: c.into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        ips.push(ep.ip_address);
+    }
+    let joined = svc_state(&db, "s1:default").await;
+    assert_eq!(joined.providers.len(), 3);
+    // Store it as the previous layout did: providers in the record, no provider keys, a list.
+    let store = db.store();
+    store
+        .put(
+            &CfgServiceLbState::key_for("s1:default"),
+            serde_json::to_vec(&joined).unwrap(),
+        )
+        .await
+        .unwrap();
+    for key in keys_under(&db, "/contiv.io/state/serviceProvider/").await {
+        store.delete(&key).await.unwrap();
+    }
+    let list = SvcProvider {
+        id: "s1:default".into(),
+        ServiceName: "s1:default".into(),
+        Providers: ips.clone(),
+    };
+    store
+        .put(
+            &SvcProvider::key_for("s1:default"),
+            serde_json::to_vec(&list).unwrap(),
+        )
+        .await
+        .unwrap();
+    let inspect = ops::inspect::<ServiceLb>(&db, "default:s1").await.unwrap();
+    assert_eq!(inspect["Oper"]["numProviders"], 3, "read before conversion");
+
+    assert_eq!(service_lb::convert_all(&db).await.unwrap(), 1);
+    assert_eq!(
+        svc_state(&db, "s1:default").await.providers,
+        joined.providers
+    );
+    let keys = keys_under(&db, "/contiv.io/state/serviceProvider/").await;
+    let want: Vec<String> = ips
+        .iter()
+        .map(|ip| format!("/contiv.io/state/serviceProvider/s1:default/{ip}"))
+        .collect();
+    assert_eq!(keys, want);
+    let one: Provider =
+        serde_json::from_slice(&store.get(&want[0]).await.unwrap().unwrap().value).unwrap();
+    assert_eq!(one.IPAddress, ips[0]);
+    assert!(
+        keys_under(&db, &keys::state_prefix(keys::category::PROVIDER))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        service_lb::convert_all(&db).await.unwrap(),
+        0,
+        "nothing left"
+    );
 }

@@ -138,8 +138,14 @@ async fn network_add_delete() {
         (st.pkt_tag_type.as_str(), st.pkt_tag, st.ext_pkt_tag),
         ("vxlan", 1, 1)
     );
+    // Contiv's fresh map (network, gateway and broadcast used), now kept in chunks: none stored.
+    assert!(
+        keys_under(&db, &crate::state::addr_map::network_prefix("n1.default"))
+            .await
+            .is_empty()
+    );
     assert_eq!(
-        st.ip_alloc_map.encode(),
+        net_map(&db, "n1.default").await.encode(),
         "AAAAAAAAAQAAAAAAAAAAAQAAAAAAAAAAAAAAAAAAAADAAAAAAAAAAA=="
     );
     assert_eq!(st.ip_addr_range, "10.1.1.1-10.1.1.254");

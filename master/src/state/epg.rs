@@ -34,8 +34,22 @@ pub struct EndpointGroupState {
     /// `a.b.c.d-e.f.g.h` or empty.
     #[serde(rename = "IPPool")]
     pub ip_pool: String,
-    #[serde(rename = "epgIpAllocMap", default)]
+    /// The previous layout's whole pool map; read only to convert it (see
+    /// [`crate::state::addr_map`]), empty (and not written) since.
+    #[serde(
+        rename = "epgIpAllocMap",
+        default,
+        skip_serializing_if = "Bitset::is_empty"
+    )]
     pub epg_ip_alloc_map: Bitset,
+    /// Not in Contiv: one bit per 4,096-address chunk of the pool map, set when it has no free
+    /// address.
+    #[serde(
+        rename = "epgIpAllocFull",
+        default,
+        skip_serializing_if = "Bitset::is_empty"
+    )]
+    pub epg_ip_alloc_full: Bitset,
     #[serde(rename = "groupTag")]
     pub group_tag: String,
 }

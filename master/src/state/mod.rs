@@ -2,11 +2,13 @@
 //! (reference §1.1). Field names are Contiv's JSON names, byte for byte; netplugin and operators'
 //! tools read them.
 
+pub mod addr_map;
 pub mod endpoint;
 pub mod epg;
 pub mod global;
 pub mod network;
 pub mod policy;
+pub mod reservations;
 pub mod service;
 
 pub use endpoint::CfgEndpointState;

@@ -40,8 +40,18 @@ pub struct CfgNetworkState {
     pub ep_addr_count: u32,
     #[serde(rename = "epCount")]
     pub ep_count: u32,
-    #[serde(rename = "ipAllocMap")]
+    /// The previous layout's whole allocation map; read only to convert it (see
+    /// [`crate::state::addr_map`]), empty (and not written) since.
+    #[serde(
+        rename = "ipAllocMap",
+        default,
+        skip_serializing_if = "Bitset::is_empty"
+    )]
     pub ip_alloc_map: Bitset,
+    /// Not in Contiv: one bit per 4,096-address chunk of the allocation map, set when the chunk
+    /// has no free address (the chunks are their own keys, [`crate::state::addr_map`]).
+    #[serde(rename = "ipAllocFull", default)]
+    pub ip_alloc_full: Bitset,
     #[serde(rename = "ipv6SubnetIP", default)]
     pub ipv6_subnet_ip: String,
     #[serde(rename = "ipv6SubnetLen", default)]
@@ -54,9 +64,8 @@ pub struct CfgNetworkState {
     pub ipv6_last_host: String,
     #[serde(rename = "networkTag", default)]
     pub network_tag: String,
-    /// Not in Contiv: addresses handed out by `/plugin/allocAddress` and not yet bound to an endpoint.
-    /// createEndpoint may claim only these (or free addresses), and releaseAddress frees only these,
-    /// so neither can take or free an address another endpoint holds.
+    /// The previous layout's reservations (now one key each, [`crate::state::reservations`]):
+    /// still honoured, moved to keys at leader start.
     #[serde(
         rename = "ipReservations",
         default,

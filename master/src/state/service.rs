@@ -31,7 +31,10 @@ pub struct CfgServiceLbState {
     pub ports: Vec<String>,
     pub selectors: BTreeMap<String, String>,
     pub ipaddress: String,
-    /// Keyed `<providerIP>:<tenant>`.
+    /// Keyed `<providerIP>:<tenant>`. Not stored (the previous layout stored them here and is
+    /// converted at leader start): each provider is its own key ([`provider_key`]); readers fill
+    /// this from those.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, Provider>,
     /// Session affinity by client address, in seconds; 0: none (every connection balanced).
     /// Not in Contiv's record.
@@ -41,6 +44,25 @@ pub struct CfgServiceLbState {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// Category of the per-provider keys (not in Contiv).
+pub const PROVIDER_CATEGORY: &str = "serviceProvider";
+
+/// `/contiv.io/state/serviceProvider/<service id>/`: one key per provider of the service.
+pub fn provider_prefix(service_id: &str) -> String {
+    keys::state(PROVIDER_CATEGORY, &format!("{service_id}/"))
+}
+
+/// `/contiv.io/state/serviceProvider/<service id>/<provider IP>`, holding a [`Provider`].
+pub fn provider_key(service_id: &str, ip: &str) -> String {
+    format!("{}{ip}", provider_prefix(service_id))
+}
+
+/// The service id and provider IP a provider key names.
+pub fn parse_provider_key(key: &str) -> Option<(&str, &str)> {
+    let rest = key.strip_prefix(&keys::state_prefix(PROVIDER_CATEGORY))?;
+    rest.rsplit_once('/')
 }
 
 impl CfgServiceLbState {
@@ -55,7 +77,8 @@ impl CfgServiceLbState {
     }
 }
 
-/// `SvcProvider`: the provider IPs of one service, as netplugin consumes them.
+/// `SvcProvider`: the provider IPs of one service, in Contiv's layout. No longer written (the list
+/// grows with the service): the leader deletes those of the previous layout.
 #[allow(non_snake_case)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SvcProvider {

@@ -10,6 +10,14 @@ use master::store::{EtcdStore, StateStore};
 
 use crate::common::*;
 
+/// A network's whole address map, read back from its chunks in etcd.
+async fn address_map(store: &EtcdStore, state: &CfgNetworkState) -> master::resources::Bitset {
+    let db = master::store::txn::Db::new(std::sync::Arc::new(store.clone()));
+    db.read(async |tx| master::state::addr_map::network_used(tx, state).await)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn concurrent_endpoint_creates_on_a_slash22() {
     testbed::require!(Etcd);
@@ -55,8 +63,8 @@ async fn concurrent_endpoint_creates_on_a_slash22() {
         .unwrap();
     let state: CfgNetworkState = serde_json::from_slice(&kv.value).unwrap();
     let subnet = state.subnet().unwrap();
-    let in_map: BTreeSet<Ipv4Addr> = state
-        .ip_alloc_map
+    let in_map: BTreeSet<Ipv4Addr> = address_map(&store, &state)
+        .await
         .ones()
         .filter(|&i| i != 0 && i != subnet.size() - 1)
         .map(|i| subnet.ip_at(i))
@@ -122,5 +130,146 @@ async fn two_writers_on_one_etcd_never_share_an_address() {
         .unwrap()
         .unwrap();
     let state: CfgNetworkState = serde_json::from_slice(&kv.value).unwrap();
-    assert_eq!((state.ep_count, state.ip_alloc_map.count()), (120, 122));
+    let used = a
+        .read(async |tx| master::state::addr_map::network_used(tx, &state).await)
+        .await
+        .unwrap();
+    assert_eq!((state.ep_count, used.count()), (120, 122));
+}
+
+/// The address map is kept in 4,096-address chunks: 400 allocations in flight at once (createEndpoint
+/// and allocAddress mixed) on a range that straddles a chunk boundary and holds only 300 addresses.
+/// Each address is handed out once, the 100 refused requests leak nothing, every value stays small,
+/// and once everything is given back no chunk is left stored.
+#[tokio::test]
+async fn concurrent_allocations_across_map_chunks_are_unique_and_leak_nothing() {
+    use master::endpoint::{AddressAllocRequest, AddressReleaseRequest};
+
+    testbed::require!(Etcd);
+    let etcd = testbed::Etcd::start().unwrap();
+    let nm = InProcess::start(&etcd.client_url(), 10).await;
+    let c = nm.client();
+    // Hosts 3,946 ..= 4,245 of the /16: 150 in chunk 0, 150 in chunk 1.
+    c.post(&network("default", "wide", "10.7.15.106-10.7.16.149/16"))
+        .await
+        .unwrap();
+
+    let creates: Vec<_> = (0..200)
+        .map(|i| endpoint_request("wide", &format!("w{i}")))
+        .collect();
+    let alloc = AddressAllocRequest {
+        NetworkID: "wide.default".into(),
+        ..Default::default()
+    };
+    let (created, allocated) = futures::future::join(
+        futures::future::join_all(creates.iter().map(|r| c.create_endpoint(r))),
+        futures::future::join_all((0..200).map(|_| c.alloc_address(&alloc))),
+    )
+    .await;
+    let mut ips: Vec<Ipv4Addr> = Vec::new();
+    let mut refused = 0;
+    for r in &created {
+        match r {
+            Ok(ep) => ips.push(ep.ip_address.parse().unwrap()),
+            Err(e) => {
+                assert!(e.to_string().contains("address exhaustion"), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    let mut reserved = Vec::new();
+    for r in &allocated {
+        match r {
+            Ok(a) => {
+                let ip: Ipv4Addr = a.IPv4Address.split('/').next().unwrap().parse().unwrap();
+                ips.push(ip);
+                reserved.push(a.IPv4Address.clone());
+            }
+            Err(e) => {
+                assert!(e.to_string().contains("address exhaustion"), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    let distinct: BTreeSet<Ipv4Addr> = ips.iter().copied().collect();
+    assert_eq!((ips.len(), distinct.len(), refused), (300, 300, 100));
+    let lo = u32::from(Ipv4Addr::new(10, 7, 15, 106));
+    assert!(
+        distinct
+            .iter()
+            .all(|ip| (lo..lo + 300).contains(&u32::from(*ip)))
+    );
+
+    let store = EtcdStore::connect(&[etcd.client_url()]).await.unwrap();
+    let state_of = async |store: &EtcdStore| -> CfgNetworkState {
+        let kv = store
+            .get(&CfgNetworkState::key_for("wide.default"))
+            .await
+            .unwrap()
+            .unwrap();
+        serde_json::from_slice(&kv.value).unwrap()
+    };
+    let state = state_of(&store).await;
+    assert_eq!(state.ep_addr_count, 300, "refused requests took nothing");
+    let subnet = state.subnet().unwrap();
+    let in_map: BTreeSet<Ipv4Addr> = address_map(&store, &state)
+        .await
+        .ones()
+        .map(|i| subnet.ip_at(i))
+        .filter(|ip| (lo..lo + 300).contains(&u32::from(*ip)))
+        .collect();
+    assert_eq!(in_map, distinct);
+    let chunks = store
+        .list(&master::state::addr_map::network_prefix("wide.default"))
+        .await
+        .unwrap()
+        .entries;
+    assert_eq!(chunks.len(), 2, "the two chunks the range touches");
+    let largest = store
+        .list("/contiv.io/")
+        .await
+        .unwrap()
+        .entries
+        .iter()
+        .map(|kv| kv.value.len())
+        .max()
+        .unwrap();
+    assert!(largest < 4096, "largest stored value {largest} bytes");
+
+    // Give everything back: endpoints deleted, reservations released.
+    let dels: Vec<_> = created
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .map(|ep| DeleteEndpointRequest {
+            TenantName: "default".into(),
+            NetworkName: "wide".into(),
+            EndpointID: ep.endpoint_id.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let rels: Vec<_> = reserved
+        .iter()
+        .map(|ip| AddressReleaseRequest {
+            NetworkID: "wide.default".into(),
+            IPv4Address: ip.clone(),
+        })
+        .collect();
+    let (d, r) = futures::future::join(
+        futures::future::join_all(dels.iter().map(|r| c.delete_endpoint(r))),
+        futures::future::join_all(rels.iter().map(|r| c.release_address(r))),
+    )
+    .await;
+    d.into_iter().for_each(|r| {
+        r.unwrap();
+    });
+    r.into_iter().for_each(|r| r.unwrap());
+    let state = state_of(&store).await;
+    assert_eq!((state.ep_count, state.ep_addr_count), (0, 0));
+    for prefix in [
+        master::state::addr_map::network_prefix("wide.default"),
+        master::state::reservations::prefix("wide.default"),
+    ] {
+        let left = store.list(&prefix).await.unwrap().entries;
+        assert!(left.is_empty(), "{prefix}: {} keys left", left.len());
+    }
 }

@@ -330,3 +330,87 @@ async fn attach_and_detach_are_all_or_nothing_under_sigkill() {
     }
     println!("(round, attaching, attached after restart, compiled, listed): {outcomes:?}");
 }
+
+/// A service with 1,000 providers: each provider is its own key, so the largest stored value stays
+/// far below 64 KiB; the service's inspect counts all 1,000; an endpoint that loses its label stops
+/// being a provider (its key goes, the others stay); deleting the service removes every key.
+#[tokio::test]
+async fn a_service_with_a_thousand_providers_stores_no_big_value() {
+    use master::endpoint::UpdateEndpointRequest;
+    use master::model::ServiceLb;
+
+    testbed::require!(Etcd);
+    let etcd = testbed::Etcd::start().unwrap();
+    let nm = InProcess::start(&etcd.client_url(), 10).await;
+    let c = nm.client();
+    c.post(&network("default", "pods", "10.40.0.0/20"))
+        .await
+        .unwrap();
+    c.post(&network("default", "vips", "10.41.0.0/24"))
+        .await
+        .unwrap();
+    let n = 1000;
+    let reqs: Vec<_> = (0..n)
+        .map(|i| endpoint_request("pods", &format!("p{i}")))
+        .collect();
+    let eps: Vec<_> = futures::future::join_all(reqs.iter().map(|r| c.create_endpoint(r)))
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let label = |ep: &master::state::CfgEndpointState, event: &str| UpdateEndpointRequest {
+        IPAddress: ep.ip_address.clone(),
+        ContainerID: ep.container_id.clone(),
+        Labels: [("app".to_string(), "web".to_string())].into(),
+        Tenant: "default".into(),
+        Network: "pods".into(),
+        Event: event.into(),
+        EndpointID: ep.endpoint_id.clone(),
+        EPCommonName: String::new(),
+    };
+    let starts: Vec<_> = eps.iter().map(|e| label(e, "start")).collect();
+    let mut labelled =
+        futures::stream::iter(starts.iter().map(|r| c.update_endpoint(r))).buffer_unordered(16);
+    while let Some(r) = labelled.next().await {
+        r.unwrap();
+    }
+    let svc = ServiceLb {
+        service_name: "web".into(),
+        tenant_name: "default".into(),
+        network_name: "vips".into(),
+        selectors: vec!["app=web".into()],
+        ports: vec!["80:8080:TCP".into()],
+        ..Default::default()
+    };
+    c.post(&svc).await.unwrap();
+
+    let store = EtcdStore::connect(&[etcd.client_url()]).await.unwrap();
+    let prefix = master::state::service::provider_prefix("web:default");
+    let count = async |store: &EtcdStore| {
+        master::store::list_all(store, &prefix)
+            .await
+            .unwrap()
+            .entries
+            .len()
+    };
+    assert_eq!(count(&store).await, n);
+    let inspect = c.inspect::<ServiceLb>("default:web").await.unwrap();
+    assert_eq!(inspect["Oper"]["numProviders"], n);
+    let (largest, key) = largest_value(&store).await;
+    println!("1,000 providers: largest value {largest} bytes ({key})");
+    assert!(largest < LIMIT, "{key} holds {largest} bytes");
+    let record = store
+        .get(&master::state::CfgServiceLbState::key_for("web:default"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(record.value.len() < 1024, "{} bytes", record.value.len());
+
+    c.update_endpoint(&label(&eps[500], "die")).await.unwrap();
+    assert_eq!(count(&store).await, n - 1);
+    let gone = format!("{prefix}{}", eps[500].ip_address);
+    assert!(store.get(&gone).await.unwrap().is_none());
+
+    c.delete::<ServiceLb>("default:web").await.unwrap();
+    assert_eq!(count(&store).await, 0);
+}

@@ -59,6 +59,8 @@ struct State {
     arp_mode: ArpMode,
     /// Compiled policy rules and attachments seen in the store.
     policy: policy::PolicyBook,
+    /// netctl services and their providers as stored (`state/serviceLB`, `state/serviceProvider`).
+    services: service::ServiceBook,
 }
 
 /// See the module documentation.

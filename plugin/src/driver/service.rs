@@ -1,7 +1,11 @@
 //! Service load balancers (reference §4.1: the `state/serviceLB` watch, §5.7): netmaster keeps
-//! one `CfgServiceLBState` per service with its VIP, its `svcPort:provPort:protocol` ports and
-//! the provider endpoints its selectors match; netplugin hands each to both agents (clients and
-//! providers may sit on either bridge), which balance new clients over the providers.
+//! one `CfgServiceLBState` per service with its VIP and its `svcPort:provPort:protocol` ports,
+//! and one `state/serviceProvider/<service>/<IP>` key per provider endpoint its selectors match
+//! (Contiv listed the providers in the service's record, which then grew with them). netplugin
+//! joins the two ([`ServiceBook`]) and hands each service to both agents (clients and providers
+//! may sit on either bridge), which balance new clients over the providers. The events of one
+//! watch batch are applied per service once ([`Driver::apply_service_events`]), so a service
+//! arriving with 1,000 providers is installed once, not 1,000 times.
 //!
 //! Kubernetes services ([`crate::kubesvc`]) arrive already mapped, through
 //! [`Driver::install_service`], under names (`k8s:<namespace>/<name>`) that never collide
@@ -14,7 +18,11 @@
 
 use std::net::Ipv4Addr;
 
-use master::state::CfgServiceLbState;
+use std::collections::{BTreeMap, BTreeSet};
+
+use master::state::service::{PROVIDER_CATEGORY, parse_provider_key};
+use master::state::{CfgServiceLbState, Provider};
+use master::store::keys;
 use ofnet::{BridgeKind, ServicePort, ServiceProtocol, ServiceSpec, ServiceStats};
 
 use super::Driver;
@@ -86,7 +94,118 @@ fn service_port(text: &str) -> Option<ServicePort> {
     })
 }
 
+/// A change under `state/serviceLB/` or `state/serviceProvider/`.
+#[derive(Debug, Clone)]
+pub enum ServiceEvent {
+    Put { key: String, value: Vec<u8> },
+    Delete { key: String },
+}
+
+/// The services and providers seen in the store, by service id.
+#[derive(Debug, Default)]
+pub struct ServiceBook {
+    services: BTreeMap<String, CfgServiceLbState>,
+    providers: BTreeMap<String, BTreeMap<String, Provider>>,
+}
+
+impl ServiceBook {
+    /// Take one event; returns the service id it touches (`None` for a key that is neither).
+    fn take(&mut self, event: ServiceEvent) -> Option<String> {
+        let lb = keys::state_prefix(keys::category::SERVICE_LB);
+        let prov = keys::state_prefix(PROVIDER_CATEGORY);
+        let key = match &event {
+            ServiceEvent::Put { key, .. } | ServiceEvent::Delete { key } => key.clone(),
+        };
+        if let Some(id) = key.strip_prefix(&lb) {
+            match event {
+                ServiceEvent::Put { value, .. } => {
+                    match serde_json::from_slice::<CfgServiceLbState>(&value) {
+                        Ok(state) => {
+                            self.services.insert(id.to_string(), state);
+                        }
+                        Err(e) => {
+                            // netmaster writes a service before it has a VIP only transiently; the
+                            // next write brings it in.
+                            tracing::warn!(%key, error = %e, "service state does not parse");
+                            return None;
+                        }
+                    }
+                }
+                ServiceEvent::Delete { .. } => {
+                    self.services.remove(id);
+                }
+            }
+            return Some(id.to_string());
+        }
+        if key.starts_with(&prov) {
+            let (id, ip) = parse_provider_key(&key)?;
+            let (id, ip) = (id.to_string(), ip.to_string());
+            match event {
+                ServiceEvent::Put { value, .. } => match serde_json::from_slice::<Provider>(&value)
+                {
+                    Ok(p) => {
+                        self.providers.entry(id.clone()).or_default().insert(ip, p);
+                    }
+                    Err(e) => {
+                        tracing::warn!(%key, error = %e, "service provider does not parse");
+                        return None;
+                    }
+                },
+                ServiceEvent::Delete { .. } => {
+                    if let Some(list) = self.providers.get_mut(&id) {
+                        list.remove(&ip);
+                        if list.is_empty() {
+                            self.providers.remove(&id);
+                        }
+                    }
+                }
+            }
+            return Some(id);
+        }
+        None
+    }
+
+    /// The service with its providers joined in; `None` once it is deleted.
+    fn joined(&self, id: &str) -> Option<CfgServiceLbState> {
+        let mut state = self.services.get(id)?.clone();
+        if let Some(list) = self.providers.get(id) {
+            // A record of the previous layout lists its own until the leader converts it.
+            state.providers = list
+                .values()
+                .map(|p| (format!("{}:{}", p.IPAddress, p.Tenant), p.clone()))
+                .collect();
+        }
+        Some(state)
+    }
+}
+
 impl Driver {
+    /// Apply service and provider changes: each service they touch is installed (or removed)
+    /// once, with the providers known after all of them.
+    pub async fn apply_service_events(&self, events: Vec<ServiceEvent>) {
+        let (touched, joined) = self.with_state(|s| {
+            let touched: BTreeSet<String> = events
+                .into_iter()
+                .filter_map(|e| s.services.take(e))
+                .collect();
+            let joined: Vec<(String, Option<CfgServiceLbState>)> = touched
+                .iter()
+                .map(|id| (id.clone(), s.services.joined(id)))
+                .collect();
+            (touched.len(), joined)
+        });
+        tracing::debug!(services = touched, "service changes");
+        for (id, state) in joined {
+            let outcome = match state {
+                Some(state) => self.apply_service(&state).await,
+                None => self.remove_service(&id).await,
+            };
+            if let Err(e) = outcome {
+                tracing::warn!(service = %id, error = %e, "applying a service change failed");
+            }
+        }
+    }
+
     /// Install (or replace) a netctl service and its providers on both bridges.
     pub async fn apply_service(&self, state: &CfgServiceLbState) -> Result<()> {
         let (spec, providers) = agent_service(state)?;
@@ -229,5 +348,58 @@ mod tests {
             let err = agent_service(&bad).unwrap_err().to_string();
             assert!(err.contains(field) && err.contains("web:default"), "{err}");
         }
+    }
+
+    /// Providers are their own keys: the book joins them to their service whatever order the
+    /// events come in, drops a deleted one, and forgets a deleted service.
+    #[test]
+    fn book_joins_provider_keys_to_their_service() {
+        let put = |key: &str, value: Vec<u8>| ServiceEvent::Put {
+            key: key.to_string(),
+            value,
+        };
+        let provider = |ip: &str| {
+            serde_json::to_vec(&Provider {
+                IPAddress: ip.to_string(),
+                Tenant: "default".into(),
+                ..Default::default()
+            })
+            .unwrap()
+        };
+        let p = "/contiv.io/state/serviceProvider/web:default/";
+        let mut book = ServiceBook::default();
+        // A provider written before its service (a big service's providers precede it).
+        assert_eq!(
+            book.take(put(&format!("{p}10.1.1.2"), provider("10.1.1.2"))),
+            Some("web:default".into())
+        );
+        assert!(book.joined("web:default").is_none());
+        let record = serde_json::to_vec(&state("20.1.1.1", &["80:8080:TCP"], &[])).unwrap();
+        assert_eq!(
+            book.take(put("/contiv.io/state/serviceLB/web:default", record)),
+            Some("web:default".into())
+        );
+        book.take(put(&format!("{p}10.1.1.3"), provider("10.1.1.3")));
+        let (_, ips) = agent_service(&book.joined("web:default").unwrap()).unwrap();
+        assert_eq!(
+            ips,
+            [Ipv4Addr::new(10, 1, 1, 2), Ipv4Addr::new(10, 1, 1, 3)]
+        );
+        book.take(ServiceEvent::Delete {
+            key: format!("{p}10.1.1.2"),
+        });
+        let (_, ips) = agent_service(&book.joined("web:default").unwrap()).unwrap();
+        assert_eq!(ips, [Ipv4Addr::new(10, 1, 1, 3)]);
+        // A record of the previous layout keeps its own list while no key names a provider.
+        let legacy =
+            serde_json::to_vec(&state("20.1.1.9", &["80:8080:TCP"], &["10.1.1.7"])).unwrap();
+        book.take(put("/contiv.io/state/serviceLB/old:default", legacy));
+        let (_, ips) = agent_service(&book.joined("old:default").unwrap()).unwrap();
+        assert_eq!(ips, [Ipv4Addr::new(10, 1, 1, 7)]);
+        book.take(ServiceEvent::Delete {
+            key: "/contiv.io/state/serviceLB/web:default".into(),
+        });
+        assert!(book.joined("web:default").is_none());
+        assert_eq!(book.take(put("/contiv.io/state/serviceX/y", vec![])), None);
     }
 }

@@ -10,6 +10,10 @@
 //!   of the first and the last 1,000 of each. Contiv's tag space holds ~4,000 networks (each
 //!   takes a VLAN or a local VLAN), so networks default to 4,000.
 //!
+//! * endpoints (issue 17 point 3): `endpoints` endpoints created through `/plugin/createEndpoint`
+//!   (netplugin's call) into etcd with 1 request in flight on one /16 network, then with 32 on
+//!   another; creates/s overall and for the first and the last 1,000 of each.
+//!
 //! Requests go over plain HTTP/1.1 keep-alive connections, one per worker thread.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -332,6 +336,64 @@ pub fn run_objects(networks: usize, groups: usize) -> Result<ObjectsReport> {
         groups,
         network_creates,
         group_creates,
+        netmaster_rss_mib: rss_mib(nm),
+    })
+}
+
+/// One phase of `testbed bench endpoints`.
+#[derive(Debug, serde::Serialize)]
+pub struct EndpointPhase {
+    pub in_flight: usize,
+    pub creates_per_s: f64,
+    #[serde(flatten)]
+    pub rates: Rates,
+}
+
+/// The numbers of `testbed bench endpoints`.
+#[derive(Debug, serde::Serialize)]
+pub struct EndpointsReport {
+    pub endpoints: usize,
+    pub phases: Vec<EndpointPhase>,
+    pub netmaster_rss_mib: f64,
+}
+
+pub fn run_endpoints(endpoints: usize) -> Result<EndpointsReport> {
+    let bins = Binaries::build(true).context("building netmaster, netplugin and contivk8s")?;
+    let c = Cluster::start(bins)?;
+    let addr = c
+        .netmaster_url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut conn = Conn::open(&addr)?;
+    let mut phases = Vec::new();
+    for (n, in_flight) in [(1usize, 1usize), (2, 32)] {
+        let net = format!("eps{in_flight}");
+        conn.post(
+            &format!("/api/v1/networks/default:{net}/"),
+            &json!({"tenantName": "default", "networkName": net, "encap": "vxlan",
+                    "subnet": format!("10.{}.0.0/16", 80 + n)}),
+        )?;
+        let started = Instant::now();
+        let (rates, end) = create_many(&addr, endpoints, in_flight, &|i| {
+            (
+                "/plugin/createEndpoint".to_string(),
+                json!({"TenantName": "default", "NetworkName": net, "ServiceName": "",
+                       "EndpointID": format!("bench-{in_flight}-{i}"),
+                       "ConfigEP": {"Container": format!("bench-{in_flight}-{i}"),
+                                    "Host": "bench-host"}}),
+            )
+        })?;
+        phases.push(EndpointPhase {
+            in_flight,
+            creates_per_s: endpoints as f64 / end.duration_since(started).as_secs_f64(),
+            rates,
+        });
+    }
+    let (nm, _) = c.pids();
+    Ok(EndpointsReport {
+        endpoints,
+        phases,
         netmaster_rss_mib: rss_mib(nm),
     })
 }

@@ -78,6 +78,12 @@ enum Bench {
         #[arg(long, default_value_t = 10_000)]
         groups: usize,
     },
+    /// Endpoints created through netmaster's `/plugin/createEndpoint` into etcd, 1 and 32
+    /// requests in flight (issue 17 point 3).
+    Endpoints {
+        #[arg(long, default_value_t = 10_000)]
+        endpoints: usize,
+    },
     /// Services balanced in the switch: connection set-up through a VIP against straight to
     /// a provider (same run), connections/s, flows and memory for many services and clients.
     Services {
@@ -133,6 +139,11 @@ fn main() -> Result<()> {
         }
         Command::Bench(Bench::Objects { networks, groups }) => {
             let report = testbed::bench::scale::run_objects(networks, groups)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Command::Bench(Bench::Endpoints { endpoints }) => {
+            let report = testbed::bench::scale::run_endpoints(endpoints)?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }

@@ -1,0 +1,505 @@
+//! An IPv4 allocation map kept in fixed-size chunks, one etcd key each:
+//! `/contiv.io/state/ipAlloc/<net|epg>/<state id>/<chunk>` holds bits `chunk * 4096 ..` of the map
+//! (Contiv's bitset JSON, at most ~700 bytes). Not in Contiv, which kept the whole map in the
+//! network's (or group's) state record, so every allocation rewrote up to 175 KB (a /12).
+//!
+//! A chunk equal to its *fresh* content (network, broadcast, gateway and hosts outside the
+//! allocation range or pool used, everything else free) is not stored: a new network writes no
+//! chunk, and a chunk whose addresses all came back is deleted. The owner record keeps one bit per
+//! chunk saying "this chunk has no free address" (`ipAllocFull`, 32 bytes for a /12), so finding a
+//! free address reads one chunk. An allocation therefore reads and writes the owner record and one
+//! chunk; both are guarded by the transaction, so two allocations of the same address conflict and
+//! one of them re-runs.
+//!
+//! The previous layout (the whole map in `ipAllocMap` / `epgIpAllocMap`) is converted the first
+//! time a transaction loads the map ([`AddrMap::save`] then writes the chunks that differ from
+//! their fresh content and empties the old field) or at leader start ([`convert_all`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+use crate::error::{Error, Result};
+use crate::resources::Bitset;
+use crate::resources::ipv4::SubnetSpec;
+use crate::state::{CfgNetworkState, EndpointGroupState};
+use crate::store::{Tx, keys};
+
+/// Addresses per chunk.
+pub const CHUNK_BITS: u64 = 4096;
+/// Category under `/contiv.io/state/`.
+pub const CATEGORY: &str = "ipAlloc";
+
+/// One allocation map being read and changed inside a transaction.
+#[derive(Debug, Clone)]
+pub struct AddrMap {
+    prefix: String,
+    size: u64,
+    /// Allocatable hosts (inclusive); everything outside is used in the fresh map.
+    lo: u64,
+    hi: u64,
+    /// Further hosts used in the fresh map (the gateway).
+    reserved: Vec<u64>,
+    /// One bit per chunk: no free address in it.
+    full: Bitset,
+    chunks: BTreeMap<u64, Bitset>,
+    dirty: BTreeSet<u64>,
+    /// Loaded from the previous single-value layout: every chunk is in `chunks`.
+    legacy: bool,
+}
+
+fn chunk_key(prefix: &str, c: u64) -> String {
+    format!("{prefix}{c}")
+}
+
+/// Key prefix of a network's map.
+pub fn network_prefix(net_id: &str) -> String {
+    keys::state(CATEGORY, &format!("net/{net_id}/"))
+}
+
+/// Key prefix of an endpoint group pool's map.
+pub fn group_prefix(epg_id: &str) -> String {
+    keys::state(CATEGORY, &format!("epg/{epg_id}/"))
+}
+
+impl AddrMap {
+    fn new(prefix: String, size: u64, lo: u64, hi: u64, reserved: Vec<u64>) -> Self {
+        let mut m = AddrMap {
+            prefix,
+            size,
+            lo,
+            hi,
+            reserved,
+            full: Bitset::new(size.div_ceil(CHUNK_BITS)),
+            chunks: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            legacy: false,
+        };
+        for c in 0..m.chunk_count() {
+            if m.fresh_chunk(c).next_clear(0).is_none() {
+                m.full.set(c);
+            }
+        }
+        m
+    }
+
+    /// A network's map. Takes the previous layout's `ipAllocMap` out of `state` if it has one.
+    pub fn network(state: &mut CfgNetworkState) -> Result<Self> {
+        let subnet = state.subnet()?;
+        let size = subnet.size();
+        let (lo, hi) = match subnet.range {
+            Some((a, b)) => (
+                subnet.index_of(a).unwrap_or(1),
+                subnet.index_of(b).unwrap_or(size.saturating_sub(2)),
+            ),
+            None => (1, size.saturating_sub(2)),
+        };
+        let reserved = match state.gateway.parse::<Ipv4Addr>() {
+            Ok(gw) => subnet.index_of(gw).into_iter().collect(),
+            Err(_) => Vec::new(),
+        };
+        let mut m = AddrMap::new(network_prefix(&state.id), size, lo, hi, reserved);
+        let legacy = std::mem::take(&mut state.ip_alloc_map);
+        if !legacy.is_empty() {
+            m.adopt(&legacy);
+        } else if state.ip_alloc_full.len() == m.full.len() {
+            m.full = state.ip_alloc_full.clone();
+        }
+        Ok(m)
+    }
+
+    /// The map of a group's ipPool (`None` without a pool). Takes the previous layout's
+    /// `epgIpAllocMap` out of `state` if it has one.
+    pub fn group(state: &mut EndpointGroupState, subnet: &SubnetSpec) -> Result<Option<Self>> {
+        if state.ip_pool.is_empty() {
+            return Ok(None);
+        }
+        let (a, b) = crate::resources::ipv4::parse_pool("ipPool", &state.ip_pool)?;
+        let (Some(lo), Some(hi)) = (subnet.index_of(a), subnet.index_of(b)) else {
+            return Err(Error::invalid(
+                "ipPool",
+                format!(
+                    "{} is not inside subnet {}/{}",
+                    state.ip_pool, subnet.network, subnet.len
+                ),
+            ));
+        };
+        let mut m = AddrMap::new(group_prefix(&state.id), subnet.size(), lo, hi, Vec::new());
+        let legacy = std::mem::take(&mut state.epg_ip_alloc_map);
+        if !legacy.is_empty() {
+            m.adopt(&legacy);
+        } else if state.epg_ip_alloc_full.len() == m.full.len() {
+            m.full = state.epg_ip_alloc_full.clone();
+        }
+        Ok(Some(m))
+    }
+
+    /// Take every bit from a whole map of the previous layout.
+    fn adopt(&mut self, whole: &Bitset) {
+        self.legacy = true;
+        for c in 0..self.chunk_count() {
+            let start = c * CHUNK_BITS;
+            let mut chunk = Bitset::new(self.chunk_len(c));
+            for i in whole.ones().skip_while(|&i| i < start) {
+                if i >= start + CHUNK_BITS {
+                    break;
+                }
+                chunk.set(i - start);
+            }
+            self.set_full_bit(c, &chunk);
+            if chunk != self.fresh_chunk(c) {
+                self.dirty.insert(c);
+            }
+            self.chunks.insert(c, chunk);
+        }
+    }
+
+    fn chunk_count(&self) -> u64 {
+        self.size.div_ceil(CHUNK_BITS)
+    }
+
+    fn chunk_len(&self, c: u64) -> u64 {
+        (self.size - c * CHUNK_BITS).min(CHUNK_BITS)
+    }
+
+    /// A chunk as a fresh map has it.
+    fn fresh_chunk(&self, c: u64) -> Bitset {
+        let start = c * CHUNK_BITS;
+        let len = self.chunk_len(c);
+        let mut b = Bitset::new(len);
+        for j in 0..len {
+            let i = start + j;
+            if i < self.lo || i > self.hi {
+                b.set(j);
+            }
+        }
+        for &r in &self.reserved {
+            if (start..start + len).contains(&r) {
+                b.set(r - start);
+            }
+        }
+        b
+    }
+
+    fn set_full_bit(&mut self, c: u64, chunk: &Bitset) {
+        if chunk.next_clear(0).is_none() {
+            self.full.set(c);
+        } else {
+            self.full.clear(c);
+        }
+    }
+
+    async fn chunk(&mut self, tx: &mut Tx<'_>, c: u64) -> Result<&mut Bitset> {
+        if !self.chunks.contains_key(&c) {
+            let key = chunk_key(&self.prefix, c);
+            let stored = tx.get::<Bitset>(&key, "address map chunk").await?;
+            let chunk = match stored {
+                Some(b) if b.len() == self.chunk_len(c) => b,
+                Some(b) => {
+                    return Err(Error::Conflict(format!(
+                        "address map chunk {key} holds {} bits, expected {}",
+                        b.len(),
+                        self.chunk_len(c)
+                    )));
+                }
+                None => self.fresh_chunk(c),
+            };
+            self.chunks.insert(c, chunk);
+        }
+        self.chunks
+            .get_mut(&c)
+            .ok_or_else(|| Error::Conflict("address map chunk vanished".into()))
+    }
+
+    /// Whether host `i` is used (out of range reads as used).
+    pub async fn test(&mut self, tx: &mut Tx<'_>, i: u64) -> Result<bool> {
+        if i >= self.size {
+            return Ok(true);
+        }
+        Ok(self.chunk(tx, i / CHUNK_BITS).await?.test(i % CHUNK_BITS))
+    }
+
+    /// Mark host `i` used (`true`) or free.
+    pub async fn put(&mut self, tx: &mut Tx<'_>, i: u64, used: bool) -> Result<()> {
+        if i >= self.size {
+            return Ok(());
+        }
+        let c = i / CHUNK_BITS;
+        let chunk = self.chunk(tx, c).await?;
+        if chunk.test(i % CHUNK_BITS) == used {
+            return Ok(());
+        }
+        if used {
+            chunk.set(i % CHUNK_BITS);
+        } else {
+            chunk.clear(i % CHUNK_BITS);
+        }
+        let chunk = chunk.clone();
+        self.set_full_bit(c, &chunk);
+        self.dirty.insert(c);
+        Ok(())
+    }
+
+    /// The first free host, reading only chunks that have one.
+    pub async fn first_free(&mut self, tx: &mut Tx<'_>) -> Result<Option<u64>> {
+        let mut from = 0;
+        while let Some(c) = self.full.next_clear(from) {
+            let chunk = self.chunk(tx, c).await?;
+            if let Some(j) = chunk.next_clear(0) {
+                return Ok(Some(c * CHUNK_BITS + j));
+            }
+            // The summary was behind (it is rewritten with the chunk): fix it on save.
+            self.full.set(c);
+            from = c + 1;
+        }
+        Ok(None)
+    }
+
+    /// The first used host in `a..=b`.
+    pub async fn first_used_in(&mut self, tx: &mut Tx<'_>, a: u64, b: u64) -> Result<Option<u64>> {
+        let mut i = a;
+        while i <= b && i < self.size {
+            let c = i / CHUNK_BITS;
+            let start = c * CHUNK_BITS;
+            let chunk = self.chunk(tx, c).await?;
+            if let Some(j) = chunk.next_set(i - start)
+                && start + j <= b
+            {
+                return Ok(Some(start + j));
+            }
+            i = start + CHUNK_BITS;
+        }
+        Ok(None)
+    }
+
+    /// Every used host (reads every stored chunk; for inspection).
+    pub async fn used(&mut self, tx: &mut Tx<'_>) -> Result<Bitset> {
+        let mut whole = Bitset::new(self.size);
+        for c in 0..self.chunk_count() {
+            let start = c * CHUNK_BITS;
+            for j in self.chunk(tx, c).await?.ones() {
+                whole.set(start + j);
+            }
+        }
+        Ok(whole)
+    }
+
+    /// Take `preferred` (must be free) or the first free host; Contiv's messages.
+    pub async fn allocate(
+        &mut self,
+        tx: &mut Tx<'_>,
+        subnet: &SubnetSpec,
+        preferred: Option<Ipv4Addr>,
+    ) -> Result<Ipv4Addr> {
+        let index = match preferred {
+            Some(ip) => {
+                let i = subnet.index_of(ip).ok_or_else(|| {
+                    Error::invalid(
+                        "ipAddress",
+                        format!("{ip} is outside {}/{}", subnet.network, subnet.len),
+                    )
+                })?;
+                if self.test(tx, i).await? {
+                    return Err(Error::conflict(format!(
+                        "requested address {ip} is already allocated or reserved"
+                    )));
+                }
+                i
+            }
+            None => self.first_free(tx).await?.ok_or_else(|| {
+                Error::conflict(format!(
+                    "auto allocation failed - address exhaustion in subnet {}/{}",
+                    subnet.network, subnet.len
+                ))
+            })?,
+        };
+        self.put(tx, index, true).await?;
+        Ok(subnet.ip_at(index))
+    }
+
+    /// Free `ip`. Network and broadcast addresses are never freed.
+    pub async fn release(
+        &mut self,
+        tx: &mut Tx<'_>,
+        subnet: &SubnetSpec,
+        ip: Ipv4Addr,
+    ) -> Result<()> {
+        let i = subnet.index_of(ip).ok_or_else(|| {
+            Error::invalid(
+                "ipAddress",
+                format!("{ip} is outside {}/{}", subnet.network, subnet.len),
+            )
+        })?;
+        if i != 0 && i != subnet.size() - 1 {
+            self.put(tx, i, false).await?;
+        }
+        Ok(())
+    }
+
+    /// Buffer the changed chunks (a chunk back to its fresh content is deleted). The caller saves
+    /// the owner record, into which [`AddrMap::full`] goes. Converting the previous layout may write
+    /// more chunks than one etcd transaction takes: those are written as derived records (before
+    /// the owner record that empties the old field), and chunks left by an earlier, failed
+    /// conversion are deleted.
+    pub async fn save(&mut self, tx: &mut Tx<'_>) -> Result<()> {
+        if self.legacy {
+            let stale: Vec<String> = tx
+                .list_derived(&self.prefix)
+                .await?
+                .into_iter()
+                .map(|(k, _)| k)
+                .filter(|k| {
+                    k.strip_prefix(&self.prefix)
+                        .and_then(|c| c.parse::<u64>().ok())
+                        .is_none_or(|c| !self.dirty.contains(&c))
+                })
+                .collect();
+            for k in stale {
+                tx.delete_derived(&k);
+            }
+        }
+        for c in std::mem::take(&mut self.dirty) {
+            let key = chunk_key(&self.prefix, c);
+            let fresh = self.fresh_chunk(c);
+            let chunk = self.chunk(tx, c).await?.clone();
+            match (chunk == fresh, self.legacy) {
+                (true, false) => tx.delete(&key),
+                (true, true) => {}
+                (false, false) => tx.put(&key, "address map chunk", &chunk)?,
+                (false, true) => tx.put_derived(&key, "address map chunk", &chunk)?,
+            }
+        }
+        self.legacy = false;
+        Ok(())
+    }
+
+    /// The "no free address" bit per chunk, for the owner record.
+    pub fn full(&self) -> &Bitset {
+        &self.full
+    }
+
+    /// Buffer the deletes of every stored chunk (the owner is being deleted).
+    pub async fn delete_all(&mut self, tx: &mut Tx<'_>) -> Result<()> {
+        for (k, _) in tx.list_derived(&self.prefix).await? {
+            tx.delete_derived(&k);
+        }
+        self.dirty.clear();
+        Ok(())
+    }
+}
+
+/// Load a network's map, do `f`, save map and network state (the network state is written only
+/// by the caller's `save_state`; this sets its summary).
+pub async fn save_network(
+    tx: &mut Tx<'_>,
+    map: &mut AddrMap,
+    state: &mut CfgNetworkState,
+) -> Result<()> {
+    map.save(tx).await?;
+    state.ip_alloc_full = map.full().clone();
+    Ok(())
+}
+
+/// Save a group pool's map and set its summary in the group state.
+pub async fn save_group(
+    tx: &mut Tx<'_>,
+    map: &mut AddrMap,
+    state: &mut EndpointGroupState,
+) -> Result<()> {
+    map.save(tx).await?;
+    state.epg_ip_alloc_full = map.full().clone();
+    Ok(())
+}
+
+/// Convert every network and group state still holding a whole map (the previous layout), one
+/// transaction each. Returns how many were converted.
+pub async fn convert_all(db: &crate::store::txn::Db) -> Result<usize> {
+    let mut converted = 0;
+    let nets: Vec<String> = db
+        .read(async |tx| {
+            Ok::<_, Error>(
+                tx.list::<CfgNetworkState>(
+                    &keys::state_prefix(keys::category::NETS),
+                    CfgNetworkState::KIND,
+                )
+                .await?
+                .into_iter()
+                .filter(|n| !n.ip_alloc_map.is_empty() || !n.ip_reservations.is_empty())
+                .map(|n| n.id)
+                .collect(),
+            )
+        })
+        .await?;
+    for id in nets {
+        db.write(async |tx| {
+            let key = CfgNetworkState::key_for(&id);
+            let Some(mut state) = tx
+                .get::<CfgNetworkState>(&key, CfgNetworkState::KIND)
+                .await?
+            else {
+                return Ok::<_, Error>(());
+            };
+            let mut map = AddrMap::network(&mut state)?;
+            crate::state::reservations::convert(tx, &mut state)?;
+            save_network(tx, &mut map, &mut state).await?;
+            tx.put(&key, CfgNetworkState::KIND, &state)?;
+            Ok(())
+        })
+        .await?;
+        converted += 1;
+    }
+    let groups: Vec<(String, String, String)> = db
+        .read(async |tx| {
+            Ok::<_, Error>(
+                tx.list::<EndpointGroupState>(
+                    &keys::state_prefix(keys::category::EPGS),
+                    EndpointGroupState::KIND,
+                )
+                .await?
+                .into_iter()
+                .filter(|g| !g.epg_ip_alloc_map.is_empty())
+                .map(|g| (g.id, g.tenant_name, g.network_name))
+                .collect(),
+            )
+        })
+        .await?;
+    for (id, tenant, network) in groups {
+        db.write(async |tx| {
+            let key = EndpointGroupState::key_for(&id);
+            let Some(mut state) = tx
+                .get::<EndpointGroupState>(&key, EndpointGroupState::KIND)
+                .await?
+            else {
+                return Ok::<_, Error>(());
+            };
+            let net = crate::model::network::load_state(tx, &tenant, &network).await?;
+            let subnet = net.subnet()?;
+            if let Some(mut map) = AddrMap::group(&mut state, &subnet)? {
+                save_group(tx, &mut map, &mut state).await?;
+            }
+            tx.put(&key, EndpointGroupState::KIND, &state)?;
+            Ok(())
+        })
+        .await?;
+        converted += 1;
+    }
+    Ok(converted)
+}
+
+/// Every used host of a network's map (inspection and tests).
+pub async fn network_used(tx: &mut Tx<'_>, state: &CfgNetworkState) -> Result<Bitset> {
+    let mut s = state.clone();
+    AddrMap::network(&mut s)?.used(tx).await
+}
+
+/// Every used host of a group pool's map (empty without a pool).
+pub async fn group_used(
+    tx: &mut Tx<'_>,
+    state: &EndpointGroupState,
+    subnet: &SubnetSpec,
+) -> Result<Bitset> {
+    let mut s = state.clone();
+    match AddrMap::group(&mut s, subnet)? {
+        Some(mut m) => m.used(tx).await,
+        None => Ok(Bitset::new(0)),
+    }
+}
