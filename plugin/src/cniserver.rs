@@ -289,6 +289,7 @@ mod tests {
             method: method.into(),
             path: path.into(),
             content_type: content_type.map(str::to_string),
+            authorization: None,
             body: body.as_bytes().to_vec(),
         }
     }

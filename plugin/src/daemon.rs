@@ -188,7 +188,10 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
             field: "debug-listen",
             problem: format!("{}: {e}", cfg.debug_listen),
         })?;
-    let debug_task = actix_rt::spawn(http::serve_tcp(debug, debug::handler(driver.clone())));
+    let debug_task = actix_rt::spawn(http::serve_tcp(
+        debug,
+        debug::handler(driver.clone(), cfg.debug_tokens.clone()),
+    ));
     let registered = CancellationToken::new();
     register_services(&driver, &registered);
     let mut watches: Vec<_> = revisions
