@@ -89,7 +89,7 @@ pub type Handler = Rc<dyn Fn(Request) -> Pin<Box<dyn Future<Output = Response>>>
 
 /// Why a request could not be read.
 #[derive(Debug, thiserror::Error)]
-enum ReadError {
+pub enum ReadError {
     #[error("connection closed before a complete request")]
     Closed,
     #[error("reading the request: {0}")]
@@ -100,7 +100,8 @@ enum ReadError {
     TooLarge(usize),
 }
 
-async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, ReadError> {
+/// Read one request (head and `Content-Length` body) from `stream`.
+pub async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, ReadError> {
     let mut buf = Vec::with_capacity(1024);
     let head_end = loop {
         if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -342,6 +343,40 @@ mod tests {
             out.ends_with("POST /x Some(\"application/json\") {\"a\""),
             "{out}"
         );
+    }
+
+    #[test]
+    fn the_socket_is_root_only_in_a_directory_of_its_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let sock_dir = dir.path().join("run").join("contiv");
+        let path = sock_dir.join("cni.sock");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let listener = bind_unix(&path).unwrap();
+        assert_eq!(mode(&sock_dir), 0o700);
+        assert_eq!(mode(&path), 0o600);
+        drop(listener);
+        // Again over the stale file, in a directory someone opened up: the socket is 0600 still.
+        std::fs::set_permissions(&sock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let _listener = bind_unix(&path).unwrap();
+        assert_eq!(mode(&path), 0o600);
+    }
+
+    #[test]
+    fn peer_log_writes_once_per_peer_per_interval() {
+        let log = PeerLog::default();
+        assert!(log.should_log("10.0.0.1"));
+        assert!(!log.should_log("10.0.0.1"));
+        assert!(log.should_log("10.0.0.2"));
+        for i in 0..PeerLog::MAX_PEERS + 10 {
+            log.should_log(&format!("peer{i}"));
+        }
+        assert!(log.last.borrow().len() <= PeerLog::MAX_PEERS);
     }
 
     #[actix_rt::test]
