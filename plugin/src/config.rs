@@ -523,4 +523,53 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.vxlan_of_listen.controller_target(), "unix:/run/x.sock");
     }
+
+    #[test]
+    fn security_files_are_read_at_start_and_the_debug_listener_binds_the_control_ip() {
+        let base = [
+            "--mode",
+            "test",
+            "--netmode",
+            "vxlan",
+            "--fwdmode",
+            "routing",
+            "--ctrl-ip",
+            "192.0.2.7",
+        ];
+        let cfg = parse(&base).unwrap();
+        assert_eq!(cfg.debug_listen, "192.0.2.7:9090".parse().unwrap());
+        assert!(cfg.debug_tokens.is_none() && cfg.netmaster_token.is_none());
+        let with = |extra: &[&str]| {
+            let mut argv = base.to_vec();
+            argv.extend_from_slice(extra);
+            parse(&argv)
+        };
+        let err = with(&["--netmaster-token-file", "/nonexistent/token"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--netmaster-token-file /nonexistent/token: cannot read"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "# netplugin's\n\n  plugin-token-0123456789  \n").unwrap();
+        let cfg = with(&["--netmaster-token-file", token.to_str().unwrap()]).unwrap();
+        assert_eq!(
+            cfg.netmaster_token.as_ref().unwrap().0,
+            "plugin-token-0123456789"
+        );
+        assert_eq!(format!("{:?}", cfg.netmaster_token), "Some(Secret(..))");
+        let err = with(&["--debug-token-file", token.to_str().unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--debug-token-file") && err.contains("line 3"),
+            "{err}"
+        );
+        let err = with(&["--netmaster-cacert", token.to_str().unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("--netmaster-cacert "), "{err}");
+    }
 }
