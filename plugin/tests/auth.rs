@@ -120,7 +120,7 @@ fn pod_add_with_tokens_on_and_the_debug_listener_guards_reclaim() {
         noise.clone(),
         b"POST /ContivCNI.AddPod HTTP/1.1\r\nContent-Len".to_vec(),
         [
-            format!("POST /ContivCNI.AddPod HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n").into_bytes(),
+            b"POST /ContivCNI.AddPod HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n".to_vec(),
             add.to_vec(),
         ]
         .concat(),
