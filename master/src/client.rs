@@ -4,7 +4,10 @@
 //! `/api/v1/networks/<tenant:name>/`. REST errors keep the status and the server's message (which
 //! names the field and the rule); transport failures say which URL could not be reached.
 
-use reqwest::StatusCode;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -28,6 +31,9 @@ pub enum ClientError {
     Api { status: u16, message: String },
     #[error("unexpected reply from {url}: {reason}")]
     Decode { url: String, reason: String },
+    /// The CA file (`--cacert`) cannot be used.
+    #[error("{0}")]
+    Ca(String),
 }
 
 impl ClientError {
@@ -46,25 +52,56 @@ pub type ClientResult<T> = Result<T, ClientError>;
 #[derive(Clone)]
 pub struct Client {
     base: String,
-    http: reqwest::Client,
+    http: crate::https::HttpClient,
+    /// `Authorization` header value (`Bearer <token>`).
+    authorization: Option<Arc<str>>,
 }
 
+/// How long one request may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
 impl Client {
-    /// `base` is like `http://netmaster:9999`.
+    /// `base` is like `http://netmaster:9999`; no token, no CA (https refused).
     pub fn new(base: &str) -> ClientResult<Self> {
+        Client::with_auth(base, None, None)
+    }
+
+    /// A client sending `token` as a bearer token and checking `https://` servers against the
+    /// certificates in `ca` (`cacert_flag` names the flag in errors).
+    pub fn with_auth(base: &str, token: Option<&str>, ca: Option<&Path>) -> ClientResult<Self> {
+        Client::with_auth_flag(base, token, ca, "--cacert")
+    }
+
+    /// As [`Client::with_auth`], naming the CA flag `cacert_flag` in errors.
+    pub fn with_auth_flag(
+        base: &str,
+        token: Option<&str>,
+        ca: Option<&Path>,
+        cacert_flag: &'static str,
+    ) -> ClientResult<Self> {
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(ClientError::InvalidUrl(base.to_string()));
         }
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(30))
-            .build()
-            .map_err(|e| ClientError::Unreachable {
+        let tls = match ca {
+            Some(path) => Some(
+                crate::auth::client_config(cacert_flag, path)
+                    .map_err(|e| ClientError::Ca(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let http =
+            crate::https::HttpClient::new(tls, TIMEOUT).map_err(|e| ClientError::Unreachable {
                 url: base.to_string(),
                 reason: e.to_string(),
             })?;
+        let authorization = token
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| Arc::from(format!("Bearer {t}")));
         Ok(Client {
             base: base.trim_end_matches('/').to_string(),
             http,
+            authorization,
         })
     }
 
@@ -74,38 +111,47 @@ impl Client {
 
     async fn call<B: Serialize, R: DeserializeOwned>(
         &self,
-        method: reqwest::Method,
+        method: &str,
         path: &str,
         body: Option<&B>,
     ) -> ClientResult<R> {
         let url = format!("{}{path}", self.base);
-        let mut req = self.http.request(method, &url);
-        if let Some(b) = body {
-            req = req.json(b);
+        let mut headers = Vec::with_capacity(2);
+        let payload = match body {
+            Some(b) => {
+                headers.push(("content-type", "application/json"));
+                serde_json::to_vec(b).map_err(|e| ClientError::Decode {
+                    url: url.clone(),
+                    reason: e.to_string(),
+                })?
+            }
+            None => Vec::new(),
+        };
+        if let Some(auth) = &self.authorization {
+            headers.push(("authorization", auth));
         }
-        let resp = req.send().await.map_err(|e| ClientError::Unreachable {
-            url: url.clone(),
-            reason: error_chain(&e),
-        })?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
-            url: url.clone(),
-            reason: error_chain(&e),
-        })?;
-        if status != StatusCode::OK {
+        let reply = self
+            .http
+            .send(method, &url, &headers, payload.into())
+            .await
+            .map_err(|reason| ClientError::Unreachable {
+                url: url.clone(),
+                reason,
+            })?;
+        if reply.status != 200 {
             return Err(ClientError::Api {
-                status: status.as_u16(),
-                message: String::from_utf8_lossy(&bytes).trim_end().to_string(),
+                status: reply.status,
+                message: String::from_utf8_lossy(&reply.body).trim_end().to_string(),
             });
         }
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+        serde_json::from_slice(&reply.body).map_err(|e| ClientError::Decode {
             url,
             reason: e.to_string(),
         })
     }
 
     async fn get_json<R: DeserializeOwned>(&self, path: &str) -> ClientResult<R> {
-        self.call::<(), R>(reqwest::Method::GET, path, None).await
+        self.call::<(), R>("GET", path, None).await
     }
 
     async fn post_json<B: Serialize, R: DeserializeOwned>(
@@ -113,7 +159,7 @@ impl Client {
         path: &str,
         body: &B,
     ) -> ClientResult<R> {
-        self.call(reqwest::Method::POST, path, Some(body)).await
+        self.call("POST", path, Some(body)).await
     }
 
     /// All objects of a kind.
@@ -136,11 +182,7 @@ impl Client {
 
     pub async fn delete<T: Object>(&self, key: &str) -> ClientResult<()> {
         let _: Value = self
-            .call::<(), Value>(
-                reqwest::Method::DELETE,
-                &format!("/api/v1/{}/{key}/", T::PLURAL),
-                None,
-            )
+            .call::<(), Value>("DELETE", &format!("/api/v1/{}/{key}/", T::PLURAL), None)
             .await?;
         Ok(())
     }
@@ -198,16 +240,4 @@ impl Client {
     ) -> ClientResult<UpdateEndpointResponse> {
         self.post_json("/plugin/updateEndpoint", req).await
     }
-}
-
-/// The error and its sources on one line ("error sending request: connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
-    }
-    out
 }

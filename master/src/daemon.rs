@@ -51,6 +51,9 @@ pub struct Config {
     pub ofnet_port: u16,
     /// How long a departed host's endpoints stay before they are withdrawn (Contiv: 24 h).
     pub ofnet_grace: Duration,
+    /// TLS and bearer tokens of the REST API (`--tls-cert`, `--tls-key`, `--tls-cacert`,
+    /// `--token-file`); all unset: plain HTTP open to everyone (a warning is logged).
+    pub security: crate::auth::SecurityFiles,
 }
 
 impl Config {
@@ -72,6 +75,7 @@ impl Config {
             workers: 2,
             ofnet_port: OFNET_MASTER_PORT,
             ofnet_grace: crate::ofnet_master::DEFAULT_GRACE,
+            security: Default::default(),
         }
     }
 
@@ -108,6 +112,9 @@ pub enum DaemonError {
     },
     #[error("{0}")]
     Etcd(ConnectError),
+    /// A TLS or token file cannot be used.
+    #[error("{0}")]
+    Security(#[from] crate::auth::AuthError),
     #[error("HTTP server failed: {0}")]
     Server(std::io::Error),
 }
@@ -331,6 +338,8 @@ async fn ofnet_duties(
 /// Run netmaster until `shutdown` completes.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
     check(&config)?;
+    // Before etcd (which may be retried for long): a bad file ends start-up at once.
+    crate::auth::Security::load(&config.security)?;
     let control = control_addr(&config)?;
     let cancel = CancellationToken::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -342,6 +351,26 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     run_with_store(config, control, Arc::new(store), cancel, shutdown).await
 }
 
+/// The one warning of a netmaster without TLS or tokens.
+fn warn_if_open(security: &crate::auth::Security, listen: &str) {
+    match (security.server_tls.is_some(), security.tokens.is_some()) {
+        (true, true) => {}
+        (false, false) => tracing::warn!(
+            %listen,
+            "REST API is plain HTTP without authentication: anyone who reaches it can change the network; \
+             give --tls-cert/--tls-key and --token-file (docs/operating.md, Security)"
+        ),
+        (false, true) => tracing::warn!(
+            %listen,
+            "REST API is plain HTTP: bearer tokens cross the network in clear; give --tls-cert/--tls-key"
+        ),
+        (true, false) => tracing::warn!(
+            %listen,
+            "REST API has no authentication: anyone who reaches it can change the network; give --token-file"
+        ),
+    }
+}
+
 /// Run netmaster on an already-built store (used by [`run`] and by tests with the memory store).
 pub async fn run_with_store(
     config: Config,
@@ -350,6 +379,8 @@ pub async fn run_with_store(
     cancel: CancellationToken,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
+    let security = crate::auth::Security::load(&config.security)?;
+    warn_if_open(&security, &config.listen_url);
     // Bind first: a port in use must fail before anything is registered or the lock is taken.
     let listen = resolve(&config.listen_url)?;
     let bind = |addr: SocketAddr, text: &str| {
@@ -371,6 +402,9 @@ pub async fn run_with_store(
         .timeout(Duration::from_secs(30))
         .build()
         .map_err(|e| DaemonError::Server(std::io::Error::other(e)))?;
+    let leader_http =
+        crate::https::HttpClient::new(security.leader_tls.clone(), Duration::from_secs(30))
+            .map_err(|e| DaemonError::Server(std::io::Error::other(e)))?;
     let endpoints =
         crate::endpoint::batch::Batcher::spawn(db.clone()).map_err(DaemonError::Server)?;
     let (role, election) = leader::spawn(
@@ -428,6 +462,10 @@ pub async fn run_with_store(
         cluster_mode: config.mode.clone(),
         reasons: Default::default(),
         ofnet,
+        tokens: security.tokens.clone(),
+        leader_scheme: security.scheme(),
+        leader_http,
+        bad_requests: Default::default(),
     });
     let app_state = state.clone();
     let mut server = actix_web::HttpServer::new(move || rest::app(app_state.clone()))
@@ -435,7 +473,11 @@ pub async fn run_with_store(
         .disable_signals()
         .shutdown_timeout(5);
     for listener in listeners {
-        server = server.listen(listener).map_err(|e| DaemonError::Listen {
+        server = match &security.server_tls {
+            Some(tls) => server.listen_rustls_0_23(listener, (**tls).clone()),
+            None => server.listen(listener),
+        }
+        .map_err(|e| DaemonError::Listen {
             addr: control.clone(),
             source: e,
         })?;

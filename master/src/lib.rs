@@ -12,10 +12,12 @@
 //! * [`daemon`]: netmaster's `run(config, shutdown)`.
 //! * [`client`]: the REST client used by netctl and netplugin; [`netctl`]: the CLI command tree.
 
+pub mod auth;
 pub mod client;
 pub mod daemon;
 pub mod endpoint;
 pub mod error;
+pub mod https;
 pub mod leader;
 pub mod model;
 pub mod netctl;

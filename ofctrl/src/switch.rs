@@ -40,6 +40,9 @@ use tokio::io::{AsyncRead, AsyncWrite, WriteHalf};
 use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 
+/// At most one log line per connection about undecodable messages in this interval.
+const UNDECODABLE_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
 /// Timers of a switch connection.
 #[derive(Debug, Clone, Copy)]
 pub struct SwitchOptions {
@@ -313,6 +316,8 @@ where
             tx_xids: HashMap::new(),
             txs: HashMap::new(),
             last_rx: Instant::now(),
+            undecodable: 0,
+            undecodable_logged: None,
         }
     })
 }
@@ -374,6 +379,10 @@ pub struct Switch {
     tx_xids: HashMap<u32, (u64, TxRole)>,
     txs: HashMap<u64, PendingTx>,
     last_rx: Instant,
+    /// Messages that did not decode since the last log line about them, and when that was (one
+    /// line a minute per connection, however much garbage arrives).
+    undecodable: u64,
+    undecodable_logged: Option<Instant>,
 }
 
 #[derive(Message)]
@@ -460,7 +469,15 @@ impl StreamHandler<Result<Incoming, CodecError>> for Switch {
                 error,
             }) => {
                 // One message we cannot read does not make the connection unusable.
-                tracing::warn!(peer = %self.peer, xid, %msg_type, %error, "ignoring a message that does not decode");
+                self.undecodable += 1;
+                if self
+                    .undecodable_logged
+                    .is_none_or(|t| t.elapsed() >= UNDECODABLE_LOG_INTERVAL)
+                {
+                    tracing::warn!(peer = %self.peer, xid, %msg_type, %error, count = self.undecodable, "ignoring messages that do not decode (logged at most once a minute per connection)");
+                    self.undecodable = 0;
+                    self.undecodable_logged = Some(Instant::now());
+                }
                 if let Some(p) = self.replies.remove(&xid) {
                     let _ = p.reply.send(Err(SwitchError::BadReply(error.to_string())));
                 }

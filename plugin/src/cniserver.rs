@@ -78,7 +78,7 @@ fn plugin_error(what: &str, err: &PluginError) -> Response {
 
 /// The CNI operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Operation {
+pub enum Operation {
     Add,
     Del,
     Check,
@@ -86,7 +86,7 @@ enum Operation {
 }
 
 /// Check method, path and content type and decode the body; the error is the reply.
-fn parse(req: &Request) -> Result<(Operation, PodRequest), Response> {
+pub fn parse(req: &Request) -> Result<(Operation, PodRequest), Response> {
     if req.method != "POST" {
         return Err(error_reply(
             405,
@@ -289,6 +289,7 @@ mod tests {
             method: method.into(),
             path: path.into(),
             content_type: content_type.map(str::to_string),
+            authorization: None,
             body: body.as_bytes().to_vec(),
         }
     }

@@ -13,6 +13,9 @@ use clap::Parser;
 /// Exit status for bad options (Contiv: `EINVAL`).
 pub const EXIT_BAD_OPTIONS: i32 = 22;
 
+/// Port of the debug listener (Contiv's).
+pub const DEBUG_PORT: u16 = 9090;
+
 /// Bridge names of reference §3.
 pub const VXLAN_BRIDGE: &str = "contivVxlanBridge";
 pub const VLAN_BRIDGE: &str = "contivVlanBridge";
@@ -115,13 +118,21 @@ pub struct Args {
         default_value = "tcp:127.0.0.1:6634"
     )]
     pub vlan_of_listen: String,
-    /// Debug REST listen address.
-    #[arg(
-        long,
-        env = "CONTIV_NETPLUGIN_DEBUG_LISTEN",
-        default_value = "0.0.0.0:9090"
-    )]
-    pub debug_listen: SocketAddr,
+    /// Debug REST listen address (default: the control IP, port 9090).
+    #[arg(long, env = "CONTIV_NETPLUGIN_DEBUG_LISTEN")]
+    pub debug_listen: Option<SocketAddr>,
+    /// Tokens ("<token> admin" lines) that may call the debug listener's destructive routes
+    /// (`DELETE /debug/reclaimEndpoint/...`); without it those routes are refused.
+    #[arg(long, env = "CONTIV_NETPLUGIN_DEBUG_TOKEN_FILE")]
+    pub debug_token_file: Option<PathBuf>,
+    /// File holding the bearer token netplugin sends to netmaster (a netmaster `plugin` or
+    /// `admin` token; the first word of the first line that is not a comment).
+    #[arg(long, env = "CONTIV_NETPLUGIN_NETMASTER_TOKEN_FILE")]
+    pub netmaster_token_file: Option<PathBuf>,
+    /// CA (PEM) netmaster's certificate is checked against; with it, a netmaster found in the
+    /// registry is called over https.
+    #[arg(long, env = "CONTIV_NETPLUGIN_NETMASTER_CACERT")]
+    pub netmaster_cacert: Option<PathBuf>,
     /// Where the VXLAN agent serves ofnet RPC (`OfnetAgent.*`, `PolicyAgent.*`) for the master
     /// (Contiv: port 9002), and the address the master calls back; default: the control IP,
     /// port 9002. An address of this host, never the unspecified one; port 0 picks one.
@@ -200,8 +211,14 @@ pub struct Config {
     pub vxlan_of_listen: OfListen,
     pub vlan_of_listen: OfListen,
     pub debug_listen: SocketAddr,
+    /// Tokens allowed to call the debug listener's destructive routes; `None`: refused.
+    pub debug_tokens: Option<std::sync::Arc<master::auth::Tokens>>,
     pub ofnet_rpc_listen: SocketAddr,
     pub netmaster: Option<String>,
+    /// Bearer token for netmaster.
+    pub netmaster_token: Option<Secret>,
+    /// CA file for an https netmaster (checked readable at start).
+    pub netmaster_cacert: Option<PathBuf>,
     pub host_netns: Option<PathBuf>,
     pub ovs_datapath: String,
     pub log_level: String,
@@ -224,6 +241,42 @@ pub enum ConfigError {
     Consul,
     #[error("{}", master::daemon::VXLAN_BRIDGE_REFUSED)]
     VxlanBridge,
+    /// A token, certificate or CA file cannot be used.
+    #[error("{0}")]
+    File(#[from] master::auth::AuthError),
+}
+
+/// A secret string whose `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// The token of a token file: the first word of the first line that is neither blank nor a
+/// `#` comment.
+pub fn read_token(
+    flag: &'static str,
+    path: &std::path::Path,
+) -> Result<Secret, master::auth::AuthError> {
+    let text = std::fs::read_to_string(path).map_err(|source| master::auth::AuthError::Read {
+        flag,
+        path: path.to_path_buf(),
+        source,
+    })?;
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .and_then(|l| l.split_whitespace().next())
+        .map(|t| Secret(t.to_string()))
+        .ok_or_else(|| master::auth::AuthError::Invalid {
+            flag,
+            path: path.to_path_buf(),
+            problem: "no token in the file".into(),
+        })
 }
 
 fn one_of(
@@ -338,6 +391,20 @@ impl Args {
                 rule: "must be an absolute path",
             });
         }
+        let debug_tokens = match &self.debug_token_file {
+            Some(path) => Some(std::sync::Arc::new(master::auth::Tokens::load(
+                "--debug-token-file",
+                path,
+            )?)),
+            None => None,
+        };
+        let netmaster_token = match &self.netmaster_token_file {
+            Some(path) => Some(read_token("--netmaster-token-file", path)?),
+            None => None,
+        };
+        if let Some(ca) = &self.netmaster_cacert {
+            master::auth::client_config("--netmaster-cacert", ca)?;
+        }
         Ok(Config {
             mode,
             netmode,
@@ -355,9 +422,14 @@ impl Args {
             cni_socket: self.cni_socket,
             vxlan_of_listen: OfListen::parse("vxlan-of-listen", &self.vxlan_of_listen)?,
             vlan_of_listen: OfListen::parse("vlan-of-listen", &self.vlan_of_listen)?,
-            debug_listen: self.debug_listen,
+            debug_listen: self
+                .debug_listen
+                .unwrap_or(SocketAddr::new(IpAddr::V4(ctrl_ip), DEBUG_PORT)),
+            debug_tokens,
             ofnet_rpc_listen,
             netmaster: self.netmaster.filter(|s| !s.is_empty()),
+            netmaster_token,
+            netmaster_cacert: self.netmaster_cacert,
             host_netns: self.host_netns,
             ovs_datapath,
             log_level: self.log_level,
@@ -487,5 +559,54 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cfg.vxlan_of_listen.controller_target(), "unix:/run/x.sock");
+    }
+
+    #[test]
+    fn security_files_are_read_at_start_and_the_debug_listener_binds_the_control_ip() {
+        let base = [
+            "--mode",
+            "test",
+            "--netmode",
+            "vxlan",
+            "--fwdmode",
+            "routing",
+            "--ctrl-ip",
+            "192.0.2.7",
+        ];
+        let cfg = parse(&base).unwrap();
+        assert_eq!(cfg.debug_listen, "192.0.2.7:9090".parse().unwrap());
+        assert!(cfg.debug_tokens.is_none() && cfg.netmaster_token.is_none());
+        let with = |extra: &[&str]| {
+            let mut argv = base.to_vec();
+            argv.extend_from_slice(extra);
+            parse(&argv)
+        };
+        let err = with(&["--netmaster-token-file", "/nonexistent/token"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--netmaster-token-file /nonexistent/token: cannot read"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "# netplugin's\n\n  plugin-token-0123456789  \n").unwrap();
+        let cfg = with(&["--netmaster-token-file", token.to_str().unwrap()]).unwrap();
+        assert_eq!(
+            cfg.netmaster_token.as_ref().unwrap().0,
+            "plugin-token-0123456789"
+        );
+        assert_eq!(format!("{:?}", cfg.netmaster_token), "Some(Secret(..))");
+        let err = with(&["--debug-token-file", token.to_str().unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--debug-token-file") && err.contains("line 3"),
+            "{err}"
+        );
+        let err = with(&["--netmaster-cacert", token.to_str().unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("--netmaster-cacert "), "{err}");
     }
 }

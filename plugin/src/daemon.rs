@@ -193,7 +193,10 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
             field: "debug-listen",
             problem: format!("{}: {e}", cfg.debug_listen),
         })?;
-    let debug_task = actix_rt::spawn(http::serve_tcp(debug, debug::handler(driver.clone())));
+    let debug_task = actix_rt::spawn(http::serve_tcp(
+        debug,
+        debug::handler(driver.clone(), cfg.debug_tokens.clone()),
+    ));
     let _rpc = ofnet_rpc::serve(&driver).await?;
     let registered = CancellationToken::new();
     register_services(&driver, _rpc.local_addr().port(), &registered);

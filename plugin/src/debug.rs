@@ -2,6 +2,10 @@
 //! state), `GET /inspect/endpoints` (this host's endpoints with their OVS ports), `GET
 //! /svcstats` (service load-balancer counters by service VIP and provider, both bridges merged) and
 //! `DELETE /debug/reclaimEndpoint/{id}`.
+//!
+//! Reads are open to whoever reaches the listener (it binds the control address by default);
+//! every other method needs an `admin` bearer token from `--debug-token-file`, and without that
+//! flag it is refused: nobody who merely reaches the port can delete endpoints.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -14,11 +18,54 @@ use crate::http::{Handler, Request, Response};
 
 pub const RECLAIM_PREFIX: &str = "/debug/reclaimEndpoint/";
 
-pub fn handler(driver: Arc<Driver>) -> Handler {
+pub fn handler(driver: Arc<Driver>, tokens: Option<Arc<master::auth::Tokens>>) -> Handler {
     Rc::new(move |req: Request| {
         let driver = driver.clone();
-        Box::pin(async move { handle(&driver, req).await })
+        let tokens = tokens.clone();
+        Box::pin(async move {
+            if let Err(refused) = authorize(tokens.as_deref(), &req) {
+                return refused;
+            }
+            handle(&driver, req).await
+        })
     })
+}
+
+/// Reads pass; anything else needs an admin token of `--debug-token-file`.
+pub fn authorize(tokens: Option<&master::auth::Tokens>, req: &Request) -> Result<(), Response> {
+    if matches!(req.method.as_str(), "GET" | "HEAD") {
+        return Ok(());
+    }
+    let Some(tokens) = tokens else {
+        return Err(Response::json(
+            403,
+            &json!({ "error": format!(
+                "{} {} is a destructive debug route and is off: start netplugin with \
+                 --debug-token-file and send \"Authorization: Bearer <admin token>\"",
+                req.method, req.path
+            ) }),
+        ));
+    };
+    match master::auth::authorize(tokens, &req.method, &req.path, req.authorization.as_deref()) {
+        Ok(master::auth::Role::Admin) => Ok(()),
+        Ok(role) => Err(Response::json(
+            403,
+            &json!({ "error": format!(
+                "forbidden: the token's role is {}; {} {} needs an admin token of --debug-token-file",
+                role.name(), req.method, req.path
+            ) }),
+        )),
+        Err(refusal) => Err(Response::json(
+            refusal.status,
+            &json!({ "error": format!(
+                "unauthorized: {} {} needs \"Authorization: Bearer <token>\" with an admin token \
+                 of netplugin's --debug-token-file ({})",
+                req.method,
+                req.path,
+                if req.authorization.is_some() { "the one sent is not one of them" } else { "none was sent" }
+            ) }),
+        )),
+    }
 }
 
 async fn handle(driver: &Driver, req: Request) -> Response {

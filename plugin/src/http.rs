@@ -18,12 +18,48 @@ use tokio::net::{TcpListener, UnixListener};
 pub const MAX_HEAD: usize = 64 * 1024;
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
+/// How long a client may take to send its whole request (a stalled client holds no slot longer).
+pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Log lines about a peer's bad requests, at most one a minute per peer (a flood of garbage from
+/// one peer writes one line). Lives on the listener's thread; holds at most
+/// [`PeerLog::MAX_PEERS`] peers.
+#[derive(Debug, Default)]
+pub struct PeerLog {
+    last: std::cell::RefCell<std::collections::HashMap<String, std::time::Instant>>,
+}
+
+impl PeerLog {
+    pub const MAX_PEERS: usize = 4096;
+    pub const INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// Whether a line about `peer` may be written now (and remember that it was).
+    pub fn should_log(&self, peer: &str) -> bool {
+        let now = std::time::Instant::now();
+        let mut last = self.last.borrow_mut();
+        if last.len() >= Self::MAX_PEERS {
+            last.retain(|_, t| now.duration_since(*t) < Self::INTERVAL);
+            if last.len() >= Self::MAX_PEERS {
+                last.clear();
+            }
+        }
+        match last.get(peer) {
+            Some(t) if now.duration_since(*t) < Self::INTERVAL => false,
+            _ => {
+                last.insert(peer.to_string(), now);
+                true
+            }
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub method: String,
     pub path: String,
     pub content_type: Option<String>,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -53,7 +89,7 @@ pub type Handler = Rc<dyn Fn(Request) -> Pin<Box<dyn Future<Output = Response>>>
 
 /// Why a request could not be read.
 #[derive(Debug, thiserror::Error)]
-enum ReadError {
+pub enum ReadError {
     #[error("connection closed before a complete request")]
     Closed,
     #[error("reading the request: {0}")]
@@ -64,7 +100,8 @@ enum ReadError {
     TooLarge(usize),
 }
 
-async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, ReadError> {
+/// Read one request (head and `Content-Length` body) from `stream`.
+pub async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, ReadError> {
     let mut buf = Vec::with_capacity(1024);
     let head_end = loop {
         if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -95,6 +132,7 @@ async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, R
     };
     let mut content_length = 0usize;
     let mut content_type = None;
+    let mut authorization = None;
     for line in lines {
         let Some((name, value)) = line.split_once(':') else {
             return Err(ReadError::Bad(format!("malformed header line {line:?}")));
@@ -106,6 +144,8 @@ async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, R
                 .map_err(|_| ReadError::Bad(format!("bad Content-Length {value:?}")))?;
         } else if name.eq_ignore_ascii_case("content-type") {
             content_type = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case("authorization") {
+            authorization = Some(value.to_string());
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             return Err(ReadError::Bad(
                 "chunked request bodies are not supported; send Content-Length".into(),
@@ -125,6 +165,7 @@ async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Request, R
         method: method.to_string(),
         path: path.to_string(),
         content_type,
+        authorization,
         body,
     })
 }
@@ -143,12 +184,30 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, handler: Handler) {
-    let response = match read_request(&mut stream).await {
+async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    handler: Handler,
+    peer: String,
+    log: Rc<PeerLog>,
+) {
+    let read = match tokio::time::timeout(READ_TIMEOUT, read_request(&mut stream)).await {
+        Ok(r) => r,
+        Err(_) => Err(ReadError::Bad(format!(
+            "request not complete within {READ_TIMEOUT:?}"
+        ))),
+    };
+    let response = match read {
         Ok(req) => handler(req).await,
         Err(ReadError::Closed) => return,
-        Err(e @ ReadError::TooLarge(_)) => Response::text(413, e.to_string()),
-        Err(e) => Response::text(400, e.to_string()),
+        Err(e) => {
+            if log.should_log(&peer) {
+                tracing::warn!(%peer, error = %e, "malformed request refused (further ones from this peer are not logged for a minute)");
+            }
+            match e {
+                ReadError::TooLarge(_) => Response::text(413, e.to_string()),
+                _ => Response::text(400, e.to_string()),
+            }
+        }
     };
     let head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -164,24 +223,61 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, hand
     let _ = stream.shutdown().await;
 }
 
-/// Serve `handler` on a unix socket until the task is dropped. A stale socket file is replaced.
+/// Bind a unix socket for root only: the socket mode 0600, in a directory that, when created
+/// here, is mode 0700. An existing directory that others may enter is left as it is (it may be
+/// shared, like /run) with a warning; the socket's own mode still keeps them out. A stale socket
+/// file is replaced.
 pub fn bind_unix(path: &Path) -> std::io::Result<UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        match std::fs::metadata(dir) {
+            Ok(meta) => {
+                let mode = meta.permissions().mode() & 0o777;
+                if mode & 0o077 != 0 {
+                    tracing::warn!(
+                        dir = %dir.display(),
+                        mode = %format_args!("{mode:o}"),
+                        "the CNI socket's directory is open to other users; the socket itself is mode 0600, \
+                         but a directory of its own with mode 0700 is safer"
+                    );
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)?;
+                // The umask may have cut the mode further, never widened it; make it exact.
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+            }
+            Err(e) => return Err(e),
+        }
     }
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    UnixListener::bind(path)
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Who is on the other end of a unix connection, for log lines.
+fn unix_peer(stream: &tokio::net::UnixStream) -> String {
+    match stream.peer_cred() {
+        Ok(cred) => format!("uid {}", cred.uid()),
+        Err(_) => "unix peer".into(),
+    }
 }
 
 /// Accept loop on a unix listener (runs on the current actix arbiter).
 pub async fn serve_unix(listener: UnixListener, handler: Handler) {
+    let log = Rc::new(PeerLog::default());
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                actix_rt::spawn(serve_connection(stream, handler.clone()));
+                let peer = unix_peer(&stream);
+                actix_rt::spawn(serve_connection(stream, handler.clone(), peer, log.clone()));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept on the CNI socket failed");
@@ -193,10 +289,12 @@ pub async fn serve_unix(listener: UnixListener, handler: Handler) {
 
 /// Accept loop on a TCP listener (runs on the current actix arbiter).
 pub async fn serve_tcp(listener: TcpListener, handler: Handler) {
+    let log = Rc::new(PeerLog::default());
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
-                actix_rt::spawn(serve_connection(stream, handler.clone()));
+            Ok((stream, peer)) => {
+                let peer = peer.ip().to_string();
+                actix_rt::spawn(serve_connection(stream, handler.clone(), peer, log.clone()));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept on the debug listener failed");
@@ -227,7 +325,12 @@ mod tests {
                 )
             })
         });
-        let task = actix_rt::spawn(serve_connection(server, handler));
+        let task = actix_rt::spawn(serve_connection(
+            server,
+            handler,
+            "test".into(),
+            Rc::default(),
+        ));
         client
             .write_all(b"POST /x HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 4\r\n\r\n{\"a\"")
             .await
@@ -242,11 +345,50 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_socket_is_root_only_in_a_directory_of_its_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let sock_dir = dir.path().join("run").join("contiv");
+        let path = sock_dir.join("cni.sock");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let listener = bind_unix(&path).unwrap();
+        assert_eq!(mode(&sock_dir), 0o700);
+        assert_eq!(mode(&path), 0o600);
+        drop(listener);
+        // Again over the stale file, in a directory someone opened up: the socket is 0600 still.
+        std::fs::set_permissions(&sock_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let _listener = bind_unix(&path).unwrap();
+        assert_eq!(mode(&path), 0o600);
+    }
+
+    #[test]
+    fn peer_log_writes_once_per_peer_per_interval() {
+        let log = PeerLog::default();
+        assert!(log.should_log("10.0.0.1"));
+        assert!(!log.should_log("10.0.0.1"));
+        assert!(log.should_log("10.0.0.2"));
+        for i in 0..PeerLog::MAX_PEERS + 10 {
+            log.should_log(&format!("peer{i}"));
+        }
+        assert!(log.last.borrow().len() <= PeerLog::MAX_PEERS);
+    }
+
     #[actix_rt::test]
     async fn malformed_requests_get_400() {
         let (mut client, server) = tokio::io::duplex(8192);
         let handler: Handler = Rc::new(|_| Box::pin(async { Response::text(200, "") }));
-        let task = actix_rt::spawn(serve_connection(server, handler));
+        let task = actix_rt::spawn(serve_connection(
+            server,
+            handler,
+            "test".into(),
+            Rc::default(),
+        ));
         client
             .write_all(b"POST /x HTTP/1.1\r\nContent-Length: nope\r\n\r\n")
             .await

@@ -101,13 +101,26 @@ impl Binaries {
 
 /// A GET (or DELETE) over HTTP/1.0 on loopback: `(status, body)`, `None` if unreachable.
 pub fn http(method: &str, addr: &str, path: &str) -> Option<(u16, String)> {
+    http_auth(method, addr, path, None)
+}
+
+/// [`http`] with `Authorization: Bearer <token>` when a token is given.
+pub fn http_auth(
+    method: &str,
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(addr).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .ok()?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     write!(
         stream,
-        "{method} {path} HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.0\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n"
     )
     .ok()?;
     let mut text = String::new();
@@ -150,6 +163,40 @@ pub struct ClusterOptions {
     pub etcd: EtcdOptions,
     /// More netmaster flags (e.g. `--ofnet-grace 3`), for every netmaster of the cluster.
     pub netmaster_args: Vec<String>,
+    /// Bearer tokens on: netmaster with `--token-file` ([`AUTH_ADMIN_TOKEN`],
+    /// [`AUTH_PLUGIN_TOKEN`]), netplugin calling it with the plugin token and accepting debug
+    /// writes with the admin token only; netctl and readiness checks use the admin token.
+    pub auth: bool,
+}
+
+/// The admin token of a cluster started with [`ClusterOptions::auth`].
+pub const AUTH_ADMIN_TOKEN: &str = "testbed-admin-3c1f9a7e55d2";
+/// netplugin's token of a cluster started with [`ClusterOptions::auth`].
+pub const AUTH_PLUGIN_TOKEN: &str = "testbed-plugin-8b04d6e2f1a9";
+
+/// Write the token files of [`ClusterOptions::auth`] into `dir`: (netmaster's, netplugin's own,
+/// the debug listener's).
+fn write_token_files(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf)> {
+    let files = (
+        dir.join("netmaster-tokens"),
+        dir.join("netplugin-token"),
+        dir.join("debug-tokens"),
+    );
+    for (path, text) in [
+        (
+            &files.0,
+            format!("{AUTH_ADMIN_TOKEN} admin\n{AUTH_PLUGIN_TOKEN} plugin\n"),
+        ),
+        (&files.1, format!("{AUTH_PLUGIN_TOKEN}\n")),
+        (&files.2, format!("{AUTH_ADMIN_TOKEN} admin\n")),
+    ] {
+        std::fs::write(path, text).map_err(|source| Error::Io {
+            op: "write",
+            path: path.clone(),
+            source,
+        })?;
+    }
+    Ok(files)
 }
 
 /// The etcd flags both daemons take: every member, and the TLS files of a TLS cluster.
@@ -224,6 +271,15 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
     .map(|s| s.to_string())
     .collect();
     argv.extend(etcd_args(&c.etcd));
+    if c.options.auth {
+        for (flag, file) in [
+            ("--netmaster-token-file", "netplugin-token"),
+            ("--debug-token-file", "debug-tokens"),
+        ] {
+            argv.push(flag.into());
+            argv.push(c.dir.path().join(file).to_string_lossy().into_owned());
+        }
+    }
     if let Some(path) = &c.options.kube_config {
         argv.push("--kube-config".into());
         argv.push(path.to_string_lossy().into_owned());
@@ -383,8 +439,15 @@ impl Cluster {
         })?;
         let listen = format!("127.0.0.1:{port}");
         let netmaster_log = dir.path().join("netmaster.log");
-        let netmaster_flags = [etcd_args(&etcd), options.netmaster_args.clone()].concat();
-        let netmaster = spawn_netmaster(&bins, &netmaster_flags, &listen, &netmaster_log)?;
+        let mut netmaster_args = [etcd_args(&etcd), options.netmaster_args.clone()].concat();
+        if options.auth {
+            let (tokens, _, _) = write_token_files(dir.path())?;
+            netmaster_args.push("--token-file".into());
+            netmaster_args.push(tokens.to_string_lossy().into_owned());
+        }
+        let token = options.auth.then_some(AUTH_ADMIN_TOKEN);
+        let netmaster =
+            spawn_netmaster_with(&bins, &netmaster_args, &listen, &netmaster_log, token)?;
         let debug_port = pick_port()?;
         let mut cluster = Cluster {
             netplugin: None,
@@ -501,6 +564,10 @@ impl Cluster {
             "--netmaster".into(),
             self.netmaster_url.clone(),
         ];
+        if self.options.auth {
+            argv.push("--token".into());
+            argv.push(AUTH_ADMIN_TOKEN.into());
+        }
         argv.extend(args.iter().map(|s| s.to_string()));
         run(&argv)
     }
@@ -908,6 +975,18 @@ pub(crate) fn spawn_netmaster(
     listen: &str,
     log: &Path,
 ) -> Result<Daemon> {
+    spawn_netmaster_with(bins, etcd, listen, log, None)
+}
+
+/// [`spawn_netmaster`] with more flags in `args` (etcd's and others) and the token its
+/// readiness check sends.
+pub(crate) fn spawn_netmaster_with(
+    bins: &Binaries,
+    etcd: &[String],
+    listen: &str,
+    log: &Path,
+    token: Option<&str>,
+) -> Result<Daemon> {
     let mut argv: Vec<String> = vec![bins.netmaster.to_string_lossy().into_owned()];
     argv.extend(etcd.iter().cloned());
     argv.extend(
@@ -931,7 +1010,7 @@ pub(crate) fn spawn_netmaster(
     );
     let mut netmaster = Daemon::spawn("netmaster", &argv, &[], log)?;
     netmaster.wait_ready(READY_TIMEOUT, || {
-        http("GET", listen, "/api/v1/globals/")
+        http_auth("GET", listen, "/api/v1/globals/", token)
             .is_some_and(|(s, b)| s == 200 && b.contains("global"))
     })?;
     Ok(netmaster)
@@ -950,7 +1029,8 @@ impl Cluster {
         let port = pick_port()?;
         let addr = format!("127.0.0.1:{port}");
         let log = self.dir.path().join(format!("netmaster-{port}.log"));
-        let daemon = spawn_netmaster(&self.bins, &self.netmaster_flags(), &addr, &log)?;
+        let token = self.options.auth.then_some(AUTH_ADMIN_TOKEN);
+        let daemon = spawn_netmaster_with(&self.bins, &self.netmaster_flags(), &addr, &log, token)?;
         Ok(ExtraNetmaster {
             _daemon: daemon,
             addr,
@@ -965,13 +1045,27 @@ impl Cluster {
         between();
         let listen = self.netmaster_url.trim_start_matches("http://").to_string();
         let log = self.dir.path().join("netmaster.log");
-        self.netmaster = spawn_netmaster(&self.bins, &self.netmaster_flags(), &listen, &log)?;
+        let token = self.options.auth.then_some(AUTH_ADMIN_TOKEN);
+        self.netmaster =
+            spawn_netmaster_with(&self.bins, &self.netmaster_flags(), &listen, &log, token)?;
         Ok(())
     }
 
-    /// Every netmaster's flags: etcd, then the options' extra ones.
+    /// Every netmaster's flags: etcd, the options' extra ones, and the token file of an
+    /// [`ClusterOptions::auth`] cluster (written at start).
     fn netmaster_flags(&self) -> Vec<String> {
-        [etcd_args(&self.etcd), self.options.netmaster_args.clone()].concat()
+        let mut flags = [etcd_args(&self.etcd), self.options.netmaster_args.clone()].concat();
+        if self.options.auth {
+            flags.push("--token-file".into());
+            flags.push(
+                self.dir
+                    .path()
+                    .join("netmaster-tokens")
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+        flags
     }
 
     /// SIGKILL a host's netplugin, as a crash would (no unregistration: its registrations

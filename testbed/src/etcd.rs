@@ -56,6 +56,24 @@ pub struct EtcdTls {
     server_key: PathBuf,
 }
 
+impl EtcdTls {
+    /// A fresh set of the same files in `<dir>/tls`, for any TLS server under test (netmaster's
+    /// REST API): the server certificate is for 127.0.0.1 and localhost.
+    pub fn generate(dir: &Path) -> Result<EtcdTls> {
+        make_certs(dir)
+    }
+
+    /// The server certificate (127.0.0.1, localhost) signed by `ca`.
+    pub fn server_cert(&self) -> &Path {
+        &self.server_cert
+    }
+
+    /// The key of [`EtcdTls::server_cert`].
+    pub fn server_key(&self) -> &Path {
+        &self.server_key
+    }
+}
+
 struct Member {
     name: String,
     daemon: Option<Daemon>,

@@ -46,6 +46,18 @@ struct Flags {
     /// Private key (PEM) of --etcd-cert.
     #[arg(long = "etcd-key", env = "CONTIV_NETMASTER_ETCD_KEY")]
     etcd_key: Option<PathBuf>,
+    /// Certificate chain (PEM) the REST API is served with over TLS (with --tls-key).
+    #[arg(long = "tls-cert", env = "CONTIV_NETMASTER_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long = "tls-key", env = "CONTIV_NETMASTER_TLS_KEY")]
+    tls_key: Option<PathBuf>,
+    /// CA (PEM) a follower checks the leader's certificate against; default: the --tls-cert chain.
+    #[arg(long = "tls-cacert", env = "CONTIV_NETMASTER_TLS_CACERT")]
+    tls_cacert: Option<PathBuf>,
+    /// Bearer tokens of the REST API: one "<token> <role>" a line, role admin, plugin or read.
+    #[arg(long = "token-file", env = "CONTIV_NETMASTER_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
     /// Fabric type: default, aci or aci-opflex.
     #[arg(
         long = "infra",
@@ -177,6 +189,12 @@ fn main() -> ExitCode {
     config.etcd_cert = flags.etcd_cert;
     config.etcd_key = flags.etcd_key;
     config.infra = flags.infra;
+    config.security = master::auth::SecurityFiles {
+        tls_cert: flags.tls_cert,
+        tls_key: flags.tls_key,
+        tls_ca: flags.tls_cacert,
+        token_file: flags.token_file,
+    };
     config.listen_url = flags.listen_url;
     config.control_url = flags.control_url;
     config.lock_ttl = Duration::from_secs(flags.lock_ttl.max(2));
@@ -199,7 +217,8 @@ fn main() -> ExitCode {
         Err(
             e @ (daemon::DaemonError::Option { .. }
             | daemon::DaemonError::VxlanBridge
-            | daemon::DaemonError::Etcd(_)),
+            | daemon::DaemonError::Etcd(_)
+            | daemon::DaemonError::Security(_)),
         ) => {
             eprintln!("netmaster: {e}");
             ExitCode::from(EXIT_BAD_OPTION)

@@ -18,9 +18,16 @@ pub struct Cli {
         global = true
     )]
     pub netmaster: String,
-    /// Skip TLS verification (accepted for compatibility; plain HTTP is used).
+    /// Accepted for compatibility; certificates are always checked (give --cacert).
     #[arg(long, env = "INSECURE", global = true)]
     pub insecure: bool,
+    /// Bearer token for a netmaster started with --token-file (prefer $NETCTL_TOKEN: a
+    /// command line is visible to other users in `ps`).
+    #[arg(long, env = "NETCTL_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// CA certificate (PEM) an https:// netmaster's certificate is checked against.
+    #[arg(long, env = "NETCTL_CACERT", global = true)]
+    pub cacert: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }

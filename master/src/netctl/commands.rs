@@ -68,7 +68,7 @@ fn scoped(t: &TenantFlag, name: &str) -> String {
 
 /// Run one parsed command; returns what to print on stdout.
 pub async fn run(cli: &Cli) -> Out {
-    let c = Client::new(&cli.netmaster)?;
+    let c = Client::with_auth(&cli.netmaster, cli.token.as_deref(), cli.cacert.as_deref())?;
     match &cli.command {
         Command::Version => {
             let server = c.version().await?;

@@ -45,6 +45,47 @@ pub struct AppState {
     pub reasons: reason::ReasonPhrases,
     /// The ofnet master while this netmaster leads (`/debug/ofnet`).
     pub ofnet: crate::ofnet_master::Slot,
+    /// `--token-file`'s tokens; `None`: no authentication.
+    pub tokens: Option<Arc<crate::auth::Tokens>>,
+    /// `https` when the netmasters speak TLS (followers proxy to the leader with it).
+    pub leader_scheme: &'static str,
+    /// The follower proxy's client (checks the leader's certificate against `--tls-cacert`).
+    pub leader_http: crate::https::HttpClient,
+    /// Refused and malformed requests, logged once a minute per peer address.
+    pub bad_requests: crate::rest::PeerLog,
+}
+
+/// Log lines about a peer's bad requests, at most one a minute per peer address (a flood of
+/// garbage from one address writes one line). Holds at most [`PeerLog::MAX_PEERS`] addresses.
+#[derive(Debug, Default)]
+pub struct PeerLog {
+    last: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, std::time::Instant>>,
+}
+
+impl PeerLog {
+    pub const MAX_PEERS: usize = 4096;
+    pub const INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// Whether a line about `peer` may be written now (and remember that it was).
+    pub fn should_log(&self, peer: std::net::IpAddr) -> bool {
+        let now = std::time::Instant::now();
+        let Ok(mut last) = self.last.lock() else {
+            return true;
+        };
+        if last.len() >= Self::MAX_PEERS {
+            last.retain(|_, t| now.duration_since(*t) < Self::INTERVAL);
+            if last.len() >= Self::MAX_PEERS {
+                last.clear();
+            }
+        }
+        match last.get(&peer) {
+            Some(t) if now.duration_since(*t) < Self::INTERVAL => false,
+            _ => {
+                last.insert(peer, now);
+                true
+            }
+        }
+    }
 }
 
 impl ResponseError for Error {
@@ -103,6 +144,74 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     misc::routes(cfg);
 }
 
+/// Middleware body: with `--token-file`, refuse a request without a token allowed to make it
+/// (401/403, the body saying what to do); log refused and malformed (400) requests with the
+/// peer's address, rate-limited per peer.
+fn authenticate<S>(
+    state: &Arc<AppState>,
+    req: actix_web::dev::ServiceRequest,
+    srv: &S,
+) -> futures::future::LocalBoxFuture<
+    'static,
+    Result<actix_web::dev::ServiceResponse<BoxBody>, actix_web::Error>,
+>
+where
+    S: Service<
+            actix_web::dev::ServiceRequest,
+            Response = actix_web::dev::ServiceResponse<BoxBody>,
+            Error = actix_web::Error,
+        >,
+    S::Future: 'static,
+{
+    let peer = req.peer_addr();
+    let method = req.method().to_string();
+    let path = req.path().to_string();
+    if let Some(tokens) = &state.tokens {
+        let header = req
+            .headers()
+            .get(actix_web::http::header::AUTHORIZATION)
+            .map(|v| v.to_str().unwrap_or("<not text>"));
+        if let Err(refusal) = crate::auth::authorize(tokens, &method, &path, header) {
+            if let Some(peer) = peer
+                && state.bad_requests.should_log(peer.ip())
+            {
+                tracing::warn!(%peer, %method, %path, status = refusal.status, reason = %refusal.message, "request refused (further refusals from this address are not logged for a minute)");
+            }
+            let mut resp = HttpResponse::build(
+                StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::UNAUTHORIZED),
+            );
+            if refusal.status == 401 {
+                resp.insert_header((actix_web::http::header::WWW_AUTHENTICATE, "Bearer"));
+            }
+            let mut resp = resp
+                .content_type("text/plain; charset=utf-8")
+                .body(refusal.message.clone());
+            state.reasons.apply(&mut resp, &refusal.message);
+            let (http_req, _) = req.into_parts();
+            return Box::pin(
+                async move { Ok(actix_web::dev::ServiceResponse::new(http_req, resp)) },
+            );
+        }
+    }
+    let call = srv.call(req);
+    let state = state.clone();
+    Box::pin(async move {
+        let res = call.await?;
+        if res.status() == StatusCode::BAD_REQUEST
+            && let Some(peer) = peer
+            && state.bad_requests.should_log(peer.ip())
+        {
+            let reason = res
+                .response()
+                .error()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            tracing::warn!(%peer, %method, %path, %reason, "malformed request (further ones from this address are not logged for a minute)");
+        }
+        Ok(res)
+    })
+}
+
 /// Build the actix `App` for `state`, with the follower proxy in front of the routes.
 pub fn app(
     state: Arc<AppState>,
@@ -117,6 +226,7 @@ pub fn app(
 > {
     let data = web::Data::from(state.clone());
     let reasons = ReasonsOf(state.clone());
+    let auth_state = state.clone();
     actix_web::App::new()
         .app_data(data)
         .app_data(web::PayloadConfig::new(16 * 1024 * 1024))
@@ -125,6 +235,7 @@ pub fn app(
             HttpResponse::NotFound().body("no such route")
         }))
         .wrap_fn(move |req, srv| proxy::leader_or_proxy(state.clone(), req, srv))
+        .wrap_fn(move |req, srv| authenticate(&auth_state, req, srv))
         .wrap_fn(move |req, srv| {
             let reasons = reasons.clone();
             let call = srv.call(req);

@@ -74,36 +74,29 @@ async fn forward(
             "this netmaster is named leader but does not hold the lock yet".into(),
         ));
     }
+    let scheme = state.leader_scheme;
     let url = match req.uri().query() {
-        Some(q) => format!("http://{leader}{}?{q}", req.path()),
-        None => format!("http://{leader}{}", req.path()),
+        Some(q) => format!("{scheme}://{leader}{}?{q}", req.path()),
+        None => format!("{scheme}://{leader}{}", req.path()),
     };
-    let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes())
-        .map_err(|e| Error::invalid("method", e.to_string()))?;
-    let mut out = state.http.request(method, &url).body(body.to_vec());
-    if let Some(ct) = req
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-    {
-        out = out.header("content-type", ct);
+    // The caller's credentials go along: the leader decides with its own token file.
+    let mut headers = Vec::with_capacity(2);
+    for name in ["content-type", "authorization"] {
+        if let Some(v) = req.headers().get(name).and_then(|v| v.to_str().ok()) {
+            headers.push((name, v));
+        }
     }
-    let resp = out
-        .send()
+    let resp = state
+        .leader_http
+        .send(req.method().as_str(), &url, &headers, body)
         .await
         .map_err(|e| Error::NoLeader(format!("leader {leader} unreachable: {e}")))?;
-    let status = actix_web::http::StatusCode::from_u16(resp.status().as_u16())
+    let status = actix_web::http::StatusCode::from_u16(resp.status)
         .unwrap_or(actix_web::http::StatusCode::BAD_GATEWAY);
     let content_type = resp
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("application/octet-stream")
-        .to_string();
-    let bytes = resp
-        .bytes()
-        .await
-        .map_err(|e| Error::NoLeader(format!("leader {leader} reply cut short: {e}")))?;
+        .content_type
+        .unwrap_or_else(|| "application/octet-stream".to_string());
+    let bytes = resp.body;
     let mut reply = HttpResponse::build(status)
         .content_type(content_type)
         .body(bytes.to_vec());
@@ -112,6 +105,12 @@ async fn forward(
         state
             .reasons
             .apply(&mut reply, &String::from_utf8_lossy(&bytes));
+    }
+    if status == actix_web::http::StatusCode::UNAUTHORIZED {
+        reply.headers_mut().insert(
+            actix_web::http::header::WWW_AUTHENTICATE,
+            actix_web::http::header::HeaderValue::from_static("Bearer"),
+        );
     }
     Ok(reply)
 }

@@ -28,6 +28,11 @@ fn state(store: Arc<dyn StateStore>, role: LeaderState) -> Arc<AppState> {
         cluster_mode: "test".into(),
         reasons: Default::default(),
         ofnet: Default::default(),
+        tokens: None,
+        leader_scheme: "http",
+        leader_http: crate::https::HttpClient::new(None, std::time::Duration::from_secs(5))
+            .unwrap(),
+        bad_requests: Default::default(),
     })
 }
 

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod auth;
 mod bench;
 mod big_policy;
 mod contiv_client;

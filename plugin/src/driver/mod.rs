@@ -303,10 +303,20 @@ impl Driver {
             None => {
                 let services = registry::list(self.store.as_ref(), registry::NETMASTER).await?;
                 let svc = services.first().ok_or(PluginError::NoNetmaster)?;
-                format!("http://{}:{}", svc.HostAddr, svc.Port)
+                let scheme = if self.cfg.netmaster_cacert.is_some() {
+                    "https"
+                } else {
+                    "http"
+                };
+                format!("{scheme}://{}:{}", svc.HostAddr, svc.Port)
             }
         };
-        let client = Client::new(&url)?;
+        let client = Client::with_auth_flag(
+            &url,
+            self.cfg.netmaster_token.as_ref().map(|t| t.0.as_str()),
+            self.cfg.netmaster_cacert.as_deref(),
+            "--netmaster-cacert",
+        )?;
         if let Ok(mut guard) = self.netmaster.lock() {
             *guard = Some(client.clone());
         }

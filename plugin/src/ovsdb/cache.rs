@@ -95,7 +95,7 @@ pub struct Cache {
 
 impl Cache {
     /// Replace the content with a monitor's initial reply.
-    pub(crate) fn reset(&mut self, initial: &Value) -> Result<(), String> {
+    pub fn reset(&mut self, initial: &Value) -> Result<(), String> {
         self.tables.clear();
         self.apply(initial)?;
         self.connected = true;
@@ -109,7 +109,7 @@ impl Cache {
 
     /// Apply a `<table-updates>` object (RFC 7047 §4.1.6). A row update with `new` inserts the
     /// row or merges the given columns into it; one with only `old` deletes it.
-    pub(crate) fn apply(&mut self, updates: &Value) -> Result<(), String> {
+    pub fn apply(&mut self, updates: &Value) -> Result<(), String> {
         let updates = updates
             .as_object()
             .ok_or_else(|| format!("table-updates is not an object: {updates}"))?;
