@@ -148,6 +148,8 @@ pub struct ClusterOptions {
     pub kube_config: Option<PathBuf>,
     /// The etcd cluster: members and TLS (default: one plain member).
     pub etcd: EtcdOptions,
+    /// More netmaster flags (e.g. `--lock-ttl 5` for a quick leader failover).
+    pub netmaster_args: Vec<String>,
 }
 
 /// The etcd flags both daemons take: every member, and the TLS files of a TLS cluster.
@@ -163,6 +165,13 @@ pub fn etcd_args(etcd: &Etcd) -> Vec<String> {
             argv.push(path.to_string_lossy().into_owned());
         }
     }
+    argv
+}
+
+/// A netmaster's flags besides its addresses: etcd, then the cluster's own.
+fn netmaster_flags(etcd: &Etcd, options: &ClusterOptions) -> Vec<String> {
+    let mut argv = etcd_args(etcd);
+    argv.extend(options.netmaster_args.iter().cloned());
     argv
 }
 
@@ -379,7 +388,12 @@ impl Cluster {
         })?;
         let listen = format!("127.0.0.1:{port}");
         let netmaster_log = dir.path().join("netmaster.log");
-        let netmaster = spawn_netmaster(&bins, &etcd_args(&etcd), &listen, &netmaster_log)?;
+        let netmaster = spawn_netmaster(
+            &bins,
+            &netmaster_flags(&etcd, &options),
+            &listen,
+            &netmaster_log,
+        )?;
         let debug_port = pick_port()?;
         let mut cluster = Cluster {
             netplugin: None,
@@ -943,7 +957,12 @@ impl Cluster {
         let port = pick_port()?;
         let addr = format!("127.0.0.1:{port}");
         let log = self.dir.path().join(format!("netmaster-{port}.log"));
-        let daemon = spawn_netmaster(&self.bins, &etcd_args(&self.etcd), &addr, &log)?;
+        let daemon = spawn_netmaster(
+            &self.bins,
+            &netmaster_flags(&self.etcd, &self.options),
+            &addr,
+            &log,
+        )?;
         Ok(ExtraNetmaster {
             _daemon: daemon,
             addr,
@@ -956,9 +975,26 @@ impl Cluster {
     pub fn restart_netmaster(&mut self, between: impl FnOnce()) -> Result<()> {
         self.netmaster.stop();
         between();
+        self.respawn_netmaster()
+    }
+
+    /// [`Cluster::restart_netmaster`] after a SIGKILL (a crash: the leader lock stays until its
+    /// lease expires, so another netmaster takes over only after `--lock-ttl`).
+    pub fn crash_netmaster(&mut self, between: impl FnOnce()) -> Result<()> {
+        self.netmaster.kill();
+        between();
+        self.respawn_netmaster()
+    }
+
+    fn respawn_netmaster(&mut self) -> Result<()> {
         let listen = self.netmaster_url.trim_start_matches("http://").to_string();
         let log = self.dir.path().join("netmaster.log");
-        self.netmaster = spawn_netmaster(&self.bins, &etcd_args(&self.etcd), &listen, &log)?;
+        self.netmaster = spawn_netmaster(
+            &self.bins,
+            &netmaster_flags(&self.etcd, &self.options),
+            &listen,
+            &log,
+        )?;
         Ok(())
     }
 }
