@@ -19,6 +19,8 @@ fn chaos_run_loses_nothing_it_should_not() {
         etcd_outage: Duration::from_secs(4),
         lock_ttl: 3,
         settle: Duration::from_millis(500),
+        only: String::new(),
+        logs: None,
     };
     let report = run(common::binaries(), &options).expect("chaos run");
     let text = table(&report);

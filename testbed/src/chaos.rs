@@ -58,6 +58,10 @@ pub struct ChaosOptions {
     pub lock_ttl: u64,
     /// Quiet time before and after each fault, inside its window.
     pub settle: Duration,
+    /// Run only the faults whose name contains this (all when empty).
+    pub only: String,
+    /// Copy the first host's and the netmasters' logs here at the end.
+    pub logs: Option<std::path::PathBuf>,
 }
 
 impl Default for ChaosOptions {
@@ -67,6 +71,8 @@ impl Default for ChaosOptions {
             etcd_outage: Duration::from_secs(10),
             lock_ttl: 5,
             settle: Duration::from_secs(1),
+            only: String::new(),
+            logs: None,
         }
     }
 }
@@ -90,11 +96,13 @@ pub struct FaultReport {
     pub state_same: bool,
     /// What differed, if anything (first lines).
     pub differences: Vec<String>,
-    /// etcd keys and flows compared.
+    /// etcd keys plus OVS interfaces, and flows, compared.
     pub keys_compared: usize,
     pub flows_compared: usize,
     /// OVS faults: seconds from the daemon being up again until every flow was back.
     pub flows_back_s: Option<f64>,
+    /// OVS faults: what the first flow dump after the restart showed, if not everything.
+    pub flows_meanwhile: Option<String>,
     /// Leader kill: seconds until the standby held the leader lock.
     pub failover_s: Option<f64>,
     /// etcd outage: a CNI ADD during the outage, how long it took to fail and its error.
@@ -459,7 +467,8 @@ impl Drop for Stream {
     }
 }
 
-/// etcd's endpoint and allocation state and every bridge's flows, at one moment.
+/// etcd's endpoint and allocation state, every OVS interface (uuid, ofport) and every bridge's
+/// flows, at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Snapshot {
     keys: BTreeMap<String, String>,
@@ -487,6 +496,25 @@ fn etcd_prefix(endpoints: &str, prefix: &str) -> Result<BTreeMap<String, String>
     Ok(keys)
 }
 
+/// Every OVS interface of a host as `label name uuid ofport`: a re-created port shows as a new
+/// uuid even when its name and flows are the same.
+fn host_ports(label: &str, ovs: &Ovs, into: &mut BTreeMap<String, String>) -> Result<()> {
+    let out = ovs.vsctl(&[
+        "-f",
+        "csv",
+        "--no-headings",
+        "--columns=name,_uuid,ofport",
+        "list",
+        "Interface",
+    ])?;
+    for line in out.lines() {
+        if let Some((name, rest)) = line.split_once(',') {
+            into.insert(format!("ovs {label} interface {name}"), rest.to_string());
+        }
+    }
+    Ok(())
+}
+
 fn host_flows(label: &str, ovs: &Ovs, into: &mut BTreeSet<String>) -> Result<()> {
     for br in BRIDGES {
         for f in ovs.dump_flows(br)? {
@@ -501,6 +529,8 @@ impl Snapshot {
         let ep = c.etcd.endpoints_arg();
         let mut keys = etcd_prefix(&ep, "/contiv.io/state/")?;
         keys.extend(etcd_prefix(&ep, "/contiv.io/oper/")?);
+        host_ports("host1", &c.ovs, &mut keys)?;
+        host_ports("host2", &h2.ovs, &mut keys)?;
         let mut flows = BTreeSet::new();
         host_flows("host1", &c.ovs, &mut flows)?;
         host_flows("host2", &h2.ovs, &mut flows)?;
@@ -512,13 +542,13 @@ impl Snapshot {
         let mut out = Vec::new();
         for (k, v) in &self.keys {
             match after.keys.get(k) {
-                None => out.push(format!("etcd key gone: {k}")),
-                Some(w) if w != v => out.push(format!("etcd key changed: {k}: {v} -> {w}")),
+                None => out.push(format!("gone: {k}")),
+                Some(w) if w != v => out.push(format!("changed: {k}: {v} -> {w}")),
                 Some(_) => {}
             }
         }
         for k in after.keys.keys().filter(|k| !self.keys.contains_key(*k)) {
-            out.push(format!("etcd key new: {k}"));
+            out.push(format!("new: {k}"));
         }
         for f in self.flows.difference(&after.flows) {
             out.push(format!("flow gone: {f}"));
@@ -545,22 +575,38 @@ fn settle(c: &Cluster, h2: &ExtraHost, before: &Snapshot, timeout: Duration) -> 
     }
 }
 
-/// Poll until every bridge of `ovs` holds exactly the `label`ed flows of `before`; seconds.
-fn flows_back(label: &str, ovs: &Ovs, before: &Snapshot) -> Option<f64> {
-    let want: BTreeSet<&String> = before
+/// Poll until every bridge of `ovs` holds exactly the `label`ed flows of `before`: seconds, and
+/// the first difference seen on the way (what a packet met meanwhile).
+fn flows_back(label: &str, ovs: &Ovs, before: &Snapshot) -> (Option<f64>, Option<String>) {
+    let want: BTreeSet<String> = before
         .flows
         .iter()
         .filter(|f| f.starts_with(&format!("{label} ")))
+        .cloned()
         .collect();
     let start = Instant::now();
+    let mut seen = None;
     while start.elapsed() < RECOVERY {
         let mut now = BTreeSet::new();
-        if host_flows(label, ovs, &mut now).is_ok() && now.iter().collect::<BTreeSet<_>>() == want {
-            return Some(start.elapsed().as_secs_f64());
+        match host_flows(label, ovs, &mut now) {
+            Ok(()) if now == want => return (Some(start.elapsed().as_secs_f64()), seen),
+            Ok(()) => {
+                seen.get_or_insert_with(|| {
+                    format!(
+                        "{} of {} flows missing, {} extra",
+                        want.difference(&now).count(),
+                        want.len(),
+                        now.difference(&want).count()
+                    )
+                });
+            }
+            Err(e) => {
+                seen.get_or_insert_with(|| format!("dump-flows failed: {e}"));
+            }
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    None
+    (None, seen)
 }
 
 /// Create pods (on the given host's conflist) until one succeeds, then delete it: seconds from
@@ -624,6 +670,17 @@ fn second_host(c: &mut Cluster, ip_a: &str, ip_b: &str) -> Result<ExtraHost> {
     c.host.exec(&["ping", "-c", "1", "-W", "2", ip_b])?;
     host.netns.exec(&["ping", "-c", "1", "-W", "2", ip_a])?;
     Ok(host)
+}
+
+/// Copy every `*.log` of `from` into `to` (best effort: logs are a diagnosis aid).
+fn keep_logs(from: &Path, to: &Path) {
+    let _ = std::fs::create_dir_all(to);
+    for entry in std::fs::read_dir(from).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "log") {
+            let _ = std::fs::copy(&path, to.join(entry.file_name()));
+        }
+    }
 }
 
 /// Who holds netmaster's leader lock (its control address).
@@ -721,6 +778,9 @@ pub fn run(bins: Binaries, options: &ChaosOptions) -> Result<ChaosReport> {
     ];
     let mut reports = Vec::new();
     for (n, fault) in faults.iter().enumerate() {
+        if !fault.contains(options.only.as_str()) {
+            continue;
+        }
         let before = Snapshot::take(&c, &h2)?;
         let first = prober.mark();
         stream.start_window();
@@ -738,6 +798,7 @@ pub fn run(bins: Binaries, options: &ChaosOptions) -> Result<ChaosReport> {
             keys_compared: before.keys.len(),
             flows_compared: before.flows.len(),
             flows_back_s: None,
+            flows_meanwhile: None,
             failover_s: None,
             add_during_outage_s: None,
             add_during_outage_error: None,
@@ -758,7 +819,8 @@ pub fn run(bins: Binaries, options: &ChaosOptions) -> Result<ChaosReport> {
                 }
                 std::thread::sleep(Duration::from_millis(300));
                 h2.ovs.restart()?;
-                report.flows_back_s = flows_back("host2", &h2.ovs, &before);
+                (report.flows_back_s, report.flows_meanwhile) =
+                    flows_back("host2", &h2.ovs, &before);
                 &conf2
             }
             3 => {
@@ -818,6 +880,9 @@ pub fn run(bins: Binaries, options: &ChaosOptions) -> Result<ChaosReport> {
         }
         reports.push(report);
     }
+    if let Some(to) = &options.logs {
+        keep_logs(c.dir.path(), to);
+    }
     drop(stream);
     drop(workers);
     drop((a, b, client, provider));
@@ -845,6 +910,9 @@ pub fn table(report: &ChaosReport) -> String {
         if let Some(x) = f.flows_back_s {
             notes.push(format!("all flows back {x:.2} s after OVS was up"));
         }
+        if let Some(x) = &f.flows_meanwhile {
+            notes.push(format!("before that: {x}"));
+        }
         if let Some(x) = f.failover_s {
             notes.push(format!("standby leader after {x:.1} s"));
         }
@@ -856,7 +924,7 @@ pub fn table(report: &ChaosReport) -> String {
         }
         let _ = writeln!(
             s,
-            "| {} | {} / {} | {} | {} ms | {:.2} s | {} ({} keys, {} flows) | {} |",
+            "| {} | {} / {} | {} | {} ms | {:.2} s | {} ({} keys and ports, {} flows) | {} |",
             f.fault,
             f.packets_lost,
             f.packets_sent,

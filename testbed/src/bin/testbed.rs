@@ -60,6 +60,12 @@ enum Command {
         /// netmaster's --lock-ttl (seconds until a standby replaces a killed leader).
         #[arg(long, default_value_t = 5)]
         lock_ttl: u64,
+        /// Run only the faults whose name contains this text (e.g. `etcd`).
+        #[arg(long, default_value = "")]
+        only: String,
+        /// Copy the first host's netplugin log and the netmasters' logs into this directory.
+        #[arg(long)]
+        logs: Option<PathBuf>,
     },
     /// Benchmarks against the reference tools; each prints one JSON line.
     #[command(subcommand)]
@@ -142,7 +148,9 @@ fn main() -> Result<()> {
             etcd_members,
             etcd_outage,
             lock_ttl,
-        } => chaos(release, etcd_members, etcd_outage, lock_ttl),
+            only,
+            logs,
+        } => chaos(release, etcd_members, etcd_outage, lock_ttl, only, logs),
         Command::Status => status(&cli.state),
         Command::Bench(Bench::FlowPush { flows, change }) => {
             let report = testbed::bench::flow_push::run(flows, change)?;
@@ -235,7 +243,14 @@ fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions) -> Result<()> 
     Ok(())
 }
 
-fn chaos(release: bool, etcd_members: usize, etcd_outage: u64, lock_ttl: u64) -> Result<()> {
+fn chaos(
+    release: bool,
+    etcd_members: usize,
+    etcd_outage: u64,
+    lock_ttl: u64,
+    only: String,
+    logs: Option<PathBuf>,
+) -> Result<()> {
     if etcd_members == 0 || etcd_members.is_multiple_of(2) {
         bail!("--etcd-members {etcd_members}: use an odd number of members (1, 3, 5)");
     }
@@ -253,6 +268,8 @@ fn chaos(release: bool, etcd_members: usize, etcd_outage: u64, lock_ttl: u64) ->
         etcd_members,
         etcd_outage: std::time::Duration::from_secs(etcd_outage),
         lock_ttl,
+        only,
+        logs,
         ..testbed::chaos::ChaosOptions::default()
     };
     let report = testbed::chaos::run(bins, &options).context("chaos run")?;
