@@ -215,6 +215,7 @@ pub fn etcd_args(etcd: &Etcd) -> Vec<String> {
     argv
 }
 
+
 /// What one host's netplugin is started with.
 struct HostParts<'a> {
     ovs: &'a Ovs,
@@ -1043,6 +1044,18 @@ impl Cluster {
     pub fn restart_netmaster(&mut self, between: impl FnOnce()) -> Result<()> {
         self.netmaster.stop();
         between();
+        self.respawn_netmaster()
+    }
+
+    /// [`Cluster::restart_netmaster`] after a SIGKILL (a crash: the leader lock stays until its
+    /// lease expires, so another netmaster takes over only after `--lock-ttl`).
+    pub fn crash_netmaster(&mut self, between: impl FnOnce()) -> Result<()> {
+        self.netmaster.kill();
+        between();
+        self.respawn_netmaster()
+    }
+
+    fn respawn_netmaster(&mut self) -> Result<()> {
         let listen = self.netmaster_url.trim_start_matches("http://").to_string();
         let log = self.dir.path().join("netmaster.log");
         let token = self.options.auth.then_some(AUTH_ADMIN_TOKEN);

@@ -49,6 +49,10 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A step of a scenario (the chaos run) could not be carried out.
+    #[error("{step}: {why}")]
+    Step { step: String, why: String },
+
     /// An operation that needs a running daemon was called after it was stopped.
     #[error("{0} is not running")]
     NotRunning(&'static str),

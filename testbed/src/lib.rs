@@ -18,6 +18,7 @@
 //! so sandboxes from tests running in parallel never collide.
 
 pub mod bench;
+pub mod chaos;
 pub mod cleanup;
 mod command;
 pub mod demo;

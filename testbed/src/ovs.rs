@@ -225,6 +225,13 @@ impl Ovs {
         }
     }
 
+    /// Kill only ovsdb-server (ovs-vswitchd keeps forwarding and reconnects to it).
+    pub fn kill_db(&mut self) {
+        if let Some(mut d) = self.db.take() {
+            d.kill();
+        }
+    }
+
     /// Start whatever is not running again, on the same database and sockets.
     pub fn restart(&mut self) -> Result<()> {
         if self.db.is_none() {

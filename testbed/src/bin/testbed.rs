@@ -44,6 +44,29 @@ enum Command {
     Status,
     /// Remove leftovers of interrupted test runs (processes, namespaces, directories).
     Clean,
+    /// Two hosts with traffic while netplugin, OVS, the netmaster leader and etcd fail in turn:
+    /// per fault, packets lost, TCP stream broken or not, time until a new pod, state the same
+    /// before and after. Prints a table, then one JSON line.
+    Chaos {
+        /// Use release builds of the daemons.
+        #[arg(long)]
+        release: bool,
+        /// etcd members (all are stopped for the outage).
+        #[arg(long, default_value_t = 3)]
+        etcd_members: usize,
+        /// Seconds etcd stays down.
+        #[arg(long, default_value_t = 10)]
+        etcd_outage: u64,
+        /// netmaster's --lock-ttl (seconds until a standby replaces a killed leader).
+        #[arg(long, default_value_t = 5)]
+        lock_ttl: u64,
+        /// Run only the faults whose name contains this text (e.g. `etcd`).
+        #[arg(long, default_value = "")]
+        only: String,
+        /// Copy the first host's netplugin log and the netmasters' logs into this directory.
+        #[arg(long)]
+        logs: Option<PathBuf>,
+    },
     /// Benchmarks against the reference tools; each prints one JSON line.
     #[command(subcommand)]
     Bench(Bench),
@@ -126,6 +149,14 @@ fn main() -> Result<()> {
             },
         ),
         Command::Down => down(&cli.state),
+        Command::Chaos {
+            release,
+            etcd_members,
+            etcd_outage,
+            lock_ttl,
+            only,
+            logs,
+        } => chaos(release, etcd_members, etcd_outage, lock_ttl, only, logs),
         Command::Status => status(&cli.state),
         Command::Bench(Bench::FlowPush { flows, change }) => {
             let report = testbed::bench::flow_push::run(flows, change)?;
@@ -220,6 +251,41 @@ fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions) -> Result<()> 
         "state recorded in {}; `testbed down` removes everything",
         state.display()
     );
+    Ok(())
+}
+
+fn chaos(
+    release: bool,
+    etcd_members: usize,
+    etcd_outage: u64,
+    lock_ttl: u64,
+    only: String,
+    logs: Option<PathBuf>,
+) -> Result<()> {
+    if etcd_members == 0 || etcd_members.is_multiple_of(2) {
+        bail!("--etcd-members {etcd_members}: use an odd number of members (1, 3, 5)");
+    }
+    if let Err(why) = testbed::require::check(&[
+        testbed::Need::Root,
+        testbed::Need::Ovs,
+        testbed::Need::Etcd,
+        testbed::Need::Ip,
+        testbed::Need::Ping,
+    ]) {
+        bail!("cannot run the chaos scenario: {why}");
+    }
+    let bins = Binaries::build(release).context("building netmaster, netplugin and contivk8s")?;
+    let options = testbed::chaos::ChaosOptions {
+        etcd_members,
+        etcd_outage: std::time::Duration::from_secs(etcd_outage),
+        lock_ttl,
+        only,
+        logs,
+        ..testbed::chaos::ChaosOptions::default()
+    };
+    let report = testbed::chaos::run(bins, &options).context("chaos run")?;
+    print!("{}", testbed::chaos::table(&report));
+    println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }
 
