@@ -84,6 +84,8 @@ pub struct FaultReport {
     /// Probe datagrams sent A → B during the window, and those never echoed.
     pub packets_sent: u64,
     pub packets_lost: u64,
+    /// When the first lost probes were sent, seconds from the fault (negative: before it).
+    pub lost_at_s: Vec<f64>,
     /// The TCP stream through the VIP failed (connection error); why.
     pub tcp_broken: Option<String>,
     /// The stream's longest silence in the window, milliseconds.
@@ -191,7 +193,8 @@ impl Drop for Workers {
 /// The UDP prober: sequence numbers sent, and which came back.
 struct Prober {
     next: Arc<AtomicU64>,
-    echoed: Arc<Mutex<Vec<bool>>>,
+    /// Per sequence number: when it was sent, and whether its echo came back.
+    echoed: Arc<Mutex<Vec<(Instant, bool)>>>,
 }
 
 impl Prober {
@@ -232,8 +235,8 @@ impl Prober {
                     seq.copy_from_slice(&buf[..8]);
                     let seq = u64::from_be_bytes(seq) as usize;
                     let mut got = lock(&echoed);
-                    if seq < got.len() {
-                        got[seq] = true;
+                    if let Some(probe) = got.get_mut(seq) {
+                        probe.1 = true;
                     }
                 }
             }
@@ -243,7 +246,7 @@ impl Prober {
             let mut at = Instant::now();
             while !stop.load(Ordering::SeqCst) {
                 let seq = next.load(Ordering::SeqCst);
-                lock(&echoed).push(false);
+                lock(&echoed).push((Instant::now(), false));
                 // A send error (no route while a switch is down) is a lost packet like any other.
                 let _ = socket.send(&seq.to_be_bytes());
                 next.store(seq + 1, Ordering::SeqCst);
@@ -267,11 +270,17 @@ impl Prober {
 
     /// (sent, lost) in `[from, to)`; call a second after `to` was sent.
     fn count(&self, from: u64, to: u64) -> (u64, u64) {
+        (to - from, self.lost(from, to).len() as u64)
+    }
+
+    /// When the probes in `[from, to)` that never came back were sent.
+    fn lost(&self, from: u64, to: u64) -> Vec<Instant> {
         let got = lock(&self.echoed);
-        let lost = (from..to)
-            .filter(|s| !got.get(*s as usize).copied().unwrap_or(false))
-            .count() as u64;
-        (to - from, lost)
+        (from..to)
+            .filter_map(|s| got.get(s as usize))
+            .filter(|(_, echoed)| !echoed)
+            .map(|(at, _)| *at)
+            .collect()
     }
 
     /// Wait until `n` consecutive probes came back (the path is up).
@@ -683,6 +692,14 @@ fn keep_logs(from: &Path, to: &Path) {
     }
 }
 
+/// `to - from` in seconds, negative when `to` is earlier.
+fn secs_between(from: Instant, to: Instant) -> f64 {
+    match to.checked_duration_since(from) {
+        Some(d) => d.as_secs_f64(),
+        None => -(from - to).as_secs_f64(),
+    }
+}
+
 /// Who holds netmaster's leader lock (its control address).
 fn leader(endpoints: &str) -> Option<String> {
     etcd_prefix(endpoints, "/contiv.io/lock/netmaster/leader")
@@ -691,9 +708,12 @@ fn leader(endpoints: &str) -> Option<String> {
         .next()
 }
 
+/// The message of a failed CNI call: its first line, without the details libcni appends after
+/// `; `.
 fn cni_error(e: &str) -> String {
     let line = e.lines().find(|l| !l.trim().is_empty()).unwrap_or(e);
-    line.chars().take(300).collect()
+    let msg = line.split_once("; ").map_or(line, |(m, _)| m);
+    msg.chars().take(300).collect()
 }
 
 /// Bring the cluster up, run every fault, tear everything down; the per-fault report.
@@ -789,6 +809,7 @@ pub fn run(bins: Binaries, options: &ChaosOptions) -> Result<ChaosReport> {
             fault: fault.to_string(),
             packets_sent: 0,
             packets_lost: 0,
+            lost_at_s: Vec::new(),
             tcp_broken: None,
             tcp_max_stall_ms: 0,
             pod_ready_s: 0.0,
@@ -860,6 +881,7 @@ pub fn run(bins: Binaries, options: &ChaosOptions) -> Result<ChaosReport> {
                 &conf1
             }
         };
+        let fault_at = since;
         let since = if n == 4 { Instant::now() } else { since };
         let (secs, failed) = new_pod(&c, conflist, since)?;
         report.pod_ready_s = secs;
@@ -868,6 +890,12 @@ pub fn run(bins: Binaries, options: &ChaosOptions) -> Result<ChaosReport> {
         let last = prober.mark();
         std::thread::sleep(Duration::from_secs(1));
         (report.packets_sent, report.packets_lost) = prober.count(first, last);
+        report.lost_at_s = prober
+            .lost(first, last)
+            .into_iter()
+            .take(10)
+            .map(|at| secs_between(fault_at, at))
+            .collect();
         let (broken, stall) = stream.end_window();
         report.tcp_max_stall_ms = stall.as_millis() as u64;
         report.differences = settle(&c, &h2, &before, Duration::from_secs(10));
@@ -912,6 +940,13 @@ pub fn table(report: &ChaosReport) -> String {
         }
         if let Some(x) = &f.flows_meanwhile {
             notes.push(format!("before that: {x}"));
+        }
+        if !f.lost_at_s.is_empty() && f.flows_back_s.is_none() {
+            let at: Vec<String> = f.lost_at_s.iter().map(|x| format!("{x:.2}")).collect();
+            notes.push(format!(
+                "lost probes sent at {} s from the fault",
+                at.join(", ")
+            ));
         }
         if let Some(x) = f.failover_s {
             notes.push(format!("standby leader after {x:.1} s"));
