@@ -138,12 +138,29 @@ struct Agent {
     resyncs: u64,
 }
 
+/// Who hears the master's counts and RPC calls (netmaster turns them into Prometheus metrics;
+/// this crate knows no metrics library). Called on the master's own thread, after each change.
+pub trait MasterObserver: Send + Sync + 'static {
+    /// An RPC call was served (`ok`: answered without an error).
+    fn call(&self, method: &str, ok: bool);
+    /// Agents registered now.
+    fn agents(&self, count: usize);
+    /// Endpoints known now.
+    fn endpoints(&self, count: usize);
+    /// Policy rules held now.
+    fn rules(&self, count: usize);
+}
+
+/// An observer, if any.
+type Observer = Option<Arc<dyn MasterObserver>>;
+
 /// The agents (see the module documentation).
 pub struct Registry {
     me: Node,
     agents: BTreeMap<String, Agent>,
     endpoints: Addr<EndpointDb>,
     rules: Addr<PolicyDb>,
+    observer: Observer,
 }
 
 impl Actor for Registry {
@@ -151,6 +168,12 @@ impl Actor for Registry {
 }
 
 impl Registry {
+    fn report(&self) {
+        if let Some(o) = &self.observer {
+            o.agents(self.agents.len());
+        }
+    }
+
     /// A peer to `node` whose every new connection first receives the complete state.
     fn peer(&self, node: &Node, addr: SocketAddr) -> Peer {
         let endpoints = self.endpoints.clone();
@@ -213,6 +236,7 @@ impl Handler<RegisterNode> for Registry {
                 resyncs: 0,
             },
         );
+        self.report();
         Ok(())
     }
 }
@@ -225,6 +249,7 @@ impl Handler<UnRegisterNode> for Registry {
             agent.peer.close();
             tracing::info!(agent = %node.key(), "agent unregistered");
         }
+        self.report();
     }
 }
 
@@ -284,6 +309,7 @@ impl Handler<ClearNode> for Registry {
                 agent.peer.close();
             }
         }
+        self.report();
         gone.len()
     }
 }
@@ -364,6 +390,7 @@ fn origin(ep: &Endpoint) -> Option<String> {
 pub struct EndpointDb {
     endpoints: BTreeMap<String, Endpoint>,
     registry: Option<Addr<Registry>>,
+    observer: Observer,
 }
 
 impl Actor for EndpointDb {
@@ -371,6 +398,12 @@ impl Actor for EndpointDb {
 }
 
 impl EndpointDb {
+    fn report(&self) {
+        if let Some(o) = &self.observer {
+            o.endpoints(self.endpoints.len());
+        }
+    }
+
     fn relay(&self, method: &'static str, ep: &Endpoint) {
         let Some(registry) = &self.registry else {
             return;
@@ -409,6 +442,7 @@ impl Handler<EndpointAdd> for EndpointDb {
         }
         self.relay("OfnetAgent.EndpointAdd", &ep);
         self.endpoints.insert(ep.endpoint_id.clone(), ep);
+        self.report();
     }
 }
 
@@ -424,6 +458,7 @@ impl Handler<EndpointDel> for EndpointDb {
         if let Some(have) = self.endpoints.remove(&ep.endpoint_id) {
             self.relay("OfnetAgent.EndpointDel", &have);
         }
+        self.report();
     }
 }
 
@@ -443,6 +478,7 @@ impl Handler<ClearNode> for EndpointDb {
                 self.relay("OfnetAgent.EndpointDel", &ep);
             }
         }
+        self.report();
         gone.len()
     }
 }
@@ -465,6 +501,7 @@ impl Handler<Endpoints> for EndpointDb {
 pub struct PolicyDb {
     rules: BTreeMap<String, PolicyRule>,
     registry: Option<Addr<Registry>>,
+    observer: Observer,
 }
 
 impl Actor for PolicyDb {
@@ -472,6 +509,12 @@ impl Actor for PolicyDb {
 }
 
 impl PolicyDb {
+    fn report(&self) {
+        if let Some(o) = &self.observer {
+            o.rules(self.rules.len());
+        }
+    }
+
     fn relay(&self, method: &'static str, rule: &PolicyRule) {
         let Some(registry) = &self.registry else {
             return;
@@ -507,6 +550,7 @@ impl Handler<AddRule> for PolicyDb {
         }
         self.relay("PolicyAgent.AddRule", &rule);
         self.rules.insert(rule.rule_id.clone(), rule);
+        self.report();
     }
 }
 
@@ -517,6 +561,7 @@ impl Handler<DelRule> for PolicyDb {
         match self.rules.remove(&id) {
             Some(rule) => {
                 self.relay("PolicyAgent.DelRule", &rule);
+                self.report();
                 true
             }
             None => false,
@@ -537,6 +582,7 @@ impl Handler<Rules> for PolicyDb {
 struct MasterService {
     registry: Addr<Registry>,
     endpoints: Addr<EndpointDb>,
+    observer: Observer,
 }
 
 impl rpc::Service for MasterService {
@@ -547,7 +593,21 @@ impl rpc::Service for MasterService {
     ) -> LocalBoxFuture<'static, Result<Value, String>> {
         let this = self.clone();
         Box::pin(async move {
-            let m = method.as_str();
+            let observer = this.observer.clone();
+            let result = this.dispatch(&method, params).await;
+            if let Some(o) = observer {
+                o.call(&method, result.is_ok());
+            }
+            result
+        })
+    }
+}
+
+impl MasterService {
+    async fn dispatch(self, method: &str, params: Value) -> Result<Value, String> {
+        let this = self;
+        {
+            let m = method;
             let gone = |_| "the master is not running".to_string();
             match m {
                 "OfnetMaster.RegisterNode" => this
@@ -573,7 +633,7 @@ impl rpc::Service for MasterService {
                 other => return Err(format!("unknown method {other}")),
             }
             Ok(Value::Bool(true))
-        })
+        }
     }
 }
 
@@ -601,17 +661,35 @@ impl MasterHandle {
         endpoints: Vec<Endpoint>,
         rules: Vec<PolicyRule>,
     ) -> std::io::Result<Self> {
+        Self::start_observed(listener, advertise, endpoints, rules, None)
+    }
+
+    /// [`MasterHandle::start_with`], reporting counts and calls to `observer`.
+    pub fn start_observed(
+        listener: tokio::net::TcpListener,
+        advertise: Option<SocketAddr>,
+        endpoints: Vec<Endpoint>,
+        rules: Vec<PolicyRule>,
+        observer: Observer,
+    ) -> std::io::Result<Self> {
+        if let Some(o) = &observer {
+            o.agents(0);
+            o.endpoints(endpoints.len());
+            o.rules(rules.len());
+        }
         let endpoints = EndpointDb {
             endpoints: endpoints
                 .into_iter()
                 .map(|e| (e.endpoint_id.clone(), e))
                 .collect(),
             registry: None,
+            observer: observer.clone(),
         }
         .start();
         let rules = PolicyDb {
             rules: rules.into_iter().map(|r| (r.rule_id.clone(), r)).collect(),
             registry: None,
+            observer: observer.clone(),
         }
         .start();
         let local = advertise.unwrap_or(listener.local_addr()?);
@@ -623,6 +701,7 @@ impl MasterHandle {
             agents: BTreeMap::new(),
             endpoints: endpoints.clone(),
             rules: rules.clone(),
+            observer: observer.clone(),
         }
         .start();
         endpoints.do_send(SetRegistry(registry.clone()));
@@ -632,6 +711,7 @@ impl MasterHandle {
             MasterService {
                 registry: registry.clone(),
                 endpoints: endpoints.clone(),
+                observer,
             },
         )?;
         Ok(MasterHandle {

@@ -28,6 +28,7 @@ fn state(store: Arc<dyn StateStore>, role: LeaderState) -> Arc<AppState> {
         cluster_mode: "test".into(),
         reasons: Default::default(),
         ofnet: Default::default(),
+        metrics: Default::default(),
     })
 }
 
