@@ -210,6 +210,10 @@ impl PluginMetrics {
             "service providers the bridge balances over, summed over its services",
             providers.clone(),
         );
+        // Every command has its series from the start (0 until the first request).
+        for command in ["ADD", "DEL", "CHECK"] {
+            let _ = cni_duration.get_or_create_owned(&[("command", command.to_string())]);
+        }
         PluginMetrics {
             registry: Arc::new(r),
             store,

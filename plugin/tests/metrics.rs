@@ -105,7 +105,10 @@ fn netmaster_addr(c: &Cluster) -> String {
     c.netmaster_url.trim_start_matches("http://").to_string()
 }
 
-/// Families each daemon must declare, with their type.
+/// Families each daemon must declare from the start, with their type. (A family whose every
+/// series is labelled by what went wrong, `netplugin_cni_errors{code}` and
+/// `netplugin_openflow_errors{type}`, appears with its first error: the first is checked below,
+/// the second in the unit tests of `plugin::metrics`.)
 const NETMASTER_FAMILIES: &[(&str, &str)] = &[
     ("netmaster_http_requests", "counter"),
     ("netmaster_http_request_duration_seconds", "histogram"),
@@ -129,9 +132,7 @@ const NETPLUGIN_FAMILIES: &[(&str, &str)] = &[
     ("netplugin_bridge_bundles", "counter"),
     ("netplugin_bridge_bundle_duration_seconds", "histogram"),
     ("netplugin_bridge_reconciles", "counter"),
-    ("netplugin_openflow_errors", "counter"),
     ("netplugin_cni_request_duration_seconds", "histogram"),
-    ("netplugin_cni_errors", "counter"),
     ("netplugin_endpoints", "gauge"),
     ("netplugin_policy_rules", "gauge"),
     ("netplugin_services", "gauge"),
@@ -235,6 +236,7 @@ fn both_daemons_serve_prometheus_text_whose_counters_move_with_pods_and_rest_cal
         ),
         2.0
     );
+    assert_families(&plugin1, &[("netplugin_cni_errors", "counter")]);
     assert_eq!(
         value(
             &plugin1,
@@ -266,16 +268,14 @@ fn both_daemons_serve_prometheus_text_whose_counters_move_with_pods_and_rest_cal
         ) > vxlan_flows0
     );
     let master1 = parse(&scrape(&nm));
-    for route in ["/plugin/allocAddress", "/plugin/createEndpoint"] {
-        assert!(
-            value(
-                &master1,
-                "netmaster_http_requests_total",
-                &[("route", route), ("status", "200")]
-            ) >= 1.0,
-            "{route} counted"
-        );
-    }
+    assert!(
+        value(
+            &master1,
+            "netmaster_http_requests_total",
+            &[("route", "/plugin/createEndpoint"), ("status", "200")]
+        ) >= 1.0,
+        "the pod's endpoint create counted on netmaster"
+    );
     assert!(
         value(&master1, "netmaster_endpoints", &[]) >= 1.0,
         "the pod's endpoint reached the ofnet master"
@@ -465,11 +465,12 @@ fn a_real_prometheus_scrapes_both_daemons_and_sees_pods_added() {
         "two local endpoints",
         |v| v.get("netplugin") == Some(&2.0),
     );
-    // The REST side of the same ADDs, on netmaster, through PromQL over the stored series.
+    // The REST side of the same ADDs, on netmaster. (The series is new, so `increase()` could not
+    // see its first step from nothing to 2: the stored value itself is asked.)
     prom.wait_for(
-        "sum by (job) (increase(netmaster_http_requests_total{route=\"/plugin/createEndpoint\",status=\"200\"}[1m]))",
+        "sum by (job) (netmaster_http_requests_total{route=\"/plugin/createEndpoint\",status=\"200\"})",
         "endpoint creates seen on netmaster",
-        |v| v.get("netmaster").is_some_and(|n| *n > 0.0),
+        |v| v.get("netmaster").is_some_and(|n| *n >= 2.0),
     );
     for pod in &pods {
         c.del_pod(pod).expect("pod DEL");
