@@ -18,6 +18,7 @@ packages=(
   containernetworking-plugins  # the reference `bridge` + `host-local` CNI plugins (benchmark)
   golang-go                    # builds cnirun, the libcni runtime driver
   golang-github-appc-cni-dev   # libcni sources for cnirun
+  prometheus                   # /usr/bin/prometheus: the real scraper of the metrics test
 )
 
 missing=()
@@ -29,6 +30,12 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${missing[@]}" >/dev/null
+  # Tests start their own Prometheus on a free port; a packaged one started by systemd would
+  # hold :9090, netplugin's default debug port.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1 \
+    && [[ -d /run/systemd/system ]]; then
+    systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+  fi
 fi
 
 if ! command -v cargo-nextest >/dev/null 2>&1; then

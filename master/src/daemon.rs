@@ -8,11 +8,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::leader::{self, ElectionConfig, RoleView};
-use crate::model::{Global, Tenant, ops};
+use crate::metrics::{MasterMetrics, MeteredStore};
+use crate::model::{Global, ServiceLb, Tenant, ops};
 use crate::registry::{self, ServiceInfo};
 use crate::rest::{self, AppState};
 use crate::store::txn::Db;
@@ -335,6 +337,35 @@ async fn ofnet_duties(
     }
 }
 
+/// Keep `gauge` at the number of service load balancers in the store (`netmaster_services`),
+/// from a watch: no listing per scrape.
+async fn count_services(store: Arc<dyn StateStore>, gauge: Gauge, cancel: CancellationToken) {
+    use crate::store::follow::{StateEvent, follow};
+    use futures::StreamExt;
+    let prefix = crate::store::keys::model_prefix(<ServiceLb as crate::model::Object>::TYPE);
+    let mut keys = std::collections::HashSet::new();
+    let mut events = follow(store, prefix);
+    loop {
+        let event = tokio::select! {
+            _ = cancel.cancelled() => return,
+            e = events.next() => e,
+        };
+        match event {
+            None => return,
+            Some(StateEvent::Snapshot { entries, .. }) => {
+                keys = entries.into_iter().map(|kv| kv.key).collect();
+            }
+            Some(StateEvent::Put(kv)) => {
+                keys.insert(kv.key);
+            }
+            Some(StateEvent::Delete { key, .. }) => {
+                keys.remove(&key);
+            }
+        }
+        gauge.set(i64::try_from(keys.len()).unwrap_or(i64::MAX));
+    }
+}
+
 /// Run netmaster until `shutdown` completes.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), DaemonError> {
     check(&config)?;
@@ -397,6 +428,9 @@ pub async fn run_with_store(
         listeners.push(bind(control_sock, &control)?);
     }
 
+    // One registry for the whole daemon; every etcd request is counted from here on.
+    let metrics = MasterMetrics::new();
+    let store: Arc<dyn StateStore> = Arc::new(MeteredStore::new(store, metrics.store.clone()));
     let db = Db::new(store.clone());
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
@@ -407,14 +441,20 @@ pub async fn run_with_store(
             .map_err(|e| DaemonError::Server(std::io::Error::other(e)))?;
     let endpoints =
         crate::endpoint::batch::Batcher::spawn(db.clone()).map_err(DaemonError::Server)?;
-    let (role, election) = leader::spawn(
+    let (role, election) = leader::spawn_counted(
         store.clone(),
         ElectionConfig {
             id: control.clone(),
             ttl: config.lock_ttl,
         },
         cancel.clone(),
+        metrics.elections.clone(),
     );
+    let counting = tokio::spawn(count_services(
+        store.clone(),
+        metrics.services.clone(),
+        cancel.clone(),
+    ));
     let (host, port) = control
         .rsplit_once(':')
         .map_or((control.as_str(), 9999), |(h, p)| {
@@ -444,6 +484,7 @@ pub async fn run_with_store(
             bind: SocketAddr::new(control_sock.ip(), config.ofnet_port),
             service_ttl: config.service_ttl,
             grace: config.ofnet_grace,
+            metrics: Some(metrics.ofnet.clone()),
         },
         role.clone(),
         ofnet.clone(),
@@ -466,6 +507,7 @@ pub async fn run_with_store(
         leader_scheme: security.scheme(),
         leader_http,
         bad_requests: Default::default(),
+        metrics,
     });
     let app_state = state.clone();
     let mut server = actix_web::HttpServer::new(move || rest::app(app_state.clone()))
@@ -498,6 +540,7 @@ pub async fn run_with_store(
     cancel.cancel();
     let _ = election.await;
     let _ = ofnet_duties.await;
+    let _ = counting.await;
     match serving.await {
         Ok(Ok(())) | Err(_) => Ok(()),
         Ok(Err(e)) => Err(DaemonError::Server(e)),

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -74,8 +75,18 @@ pub fn spawn(
     config: ElectionConfig,
     cancel: CancellationToken,
 ) -> (RoleView, tokio::task::JoinHandle<()>) {
+    spawn_counted(store, config, cancel, Counter::default())
+}
+
+/// [`spawn`], counting every acquisition of the lock in `won` (`netmaster_leader_elections_total`).
+pub fn spawn_counted(
+    store: Arc<dyn StateStore>,
+    config: ElectionConfig,
+    cancel: CancellationToken,
+    won: Counter,
+) -> (RoleView, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(LeaderState::default());
-    let handle = tokio::spawn(run(store, config, tx, cancel));
+    let handle = tokio::spawn(run(store, config, tx, cancel, won));
     (RoleView(rx), handle)
 }
 
@@ -88,6 +99,7 @@ async fn run(
     config: ElectionConfig,
     tx: watch::Sender<LeaderState>,
     cancel: CancellationToken,
+    won: Counter,
 ) {
     let poll = (config.ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
     // The lease of our last term: after an etcd outage the lock may still be ours.
@@ -97,6 +109,7 @@ async fn run(
             Ok(Some(lease)) => {
                 last_lease = Some(lease);
                 tracing::info!(id = %config.id, "acquired netmaster leader lock");
+                won.inc();
                 tx.send_replace(LeaderState {
                     is_leader: true,
                     leader: Some(config.id.clone()),

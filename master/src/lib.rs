@@ -10,6 +10,7 @@
 //! * [`rest`]: the actix-web routes and error mapping.
 //! * [`registry`] and [`leader`]: service registration on leases and the leader lock/FSM.
 //! * [`daemon`]: netmaster's `run(config, shutdown)`.
+//! * [`metrics`]: the Prometheus registry and metrics (`/metrics`), the metered store.
 //! * [`client`]: the REST client used by netctl and netplugin; [`netctl`]: the CLI command tree.
 
 pub mod auth;
@@ -19,6 +20,7 @@ pub mod endpoint;
 pub mod error;
 pub mod https;
 pub mod leader;
+pub mod metrics;
 pub mod model;
 pub mod netctl;
 pub mod ofnet_master;

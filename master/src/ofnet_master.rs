@@ -80,6 +80,15 @@ pub struct OfnetMaster {
 impl OfnetMaster {
     /// Bind `bind` and start the master, advertising `advertise` to agents.
     pub fn start(bind: SocketAddr, advertise: SocketAddr) -> Result<OfnetMaster, OfnetError> {
+        OfnetMaster::start_observed(bind, advertise, None)
+    }
+
+    /// [`OfnetMaster::start`], reporting its counts and RPC calls to `metrics`.
+    pub fn start_observed(
+        bind: SocketAddr,
+        advertise: SocketAddr,
+        metrics: Option<crate::metrics::OfnetMetrics>,
+    ) -> Result<OfnetMaster, OfnetError> {
         let listener = std::net::TcpListener::bind(bind)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|source| OfnetError::Listen { addr: bind, source })?;
@@ -96,7 +105,7 @@ impl OfnetMaster {
             .name("ofnet-master".into())
             .spawn(move || {
                 let system = actix_rt::System::new();
-                system.block_on(serve(listener, advertise, rx));
+                system.block_on(serve(listener, advertise, rx, metrics));
             })
             .map_err(OfnetError::Thread)?;
         Ok(OfnetMaster { commands, addr })
@@ -156,6 +165,7 @@ async fn serve(
     listener: std::net::TcpListener,
     advertise: SocketAddr,
     mut commands: mpsc::UnboundedReceiver<Command>,
+    metrics: Option<crate::metrics::OfnetMetrics>,
 ) {
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -169,6 +179,9 @@ async fn serve(
         Some(advertise),
         Vec::new(),
         Vec::new(),
+        metrics
+            .clone()
+            .map(|m| Arc::new(m) as Arc<dyn ofnet::master::MasterObserver>),
     ) {
         Ok(m) => m,
         Err(e) => {
@@ -204,6 +217,9 @@ async fn serve(
     }
     tracing::info!("ofnet master stopped");
     drop(master);
+    if let Some(m) = &metrics {
+        m.stopped();
+    }
     // Let the registry close the agents' connections before the system goes.
     tokio::time::sleep(Duration::from_millis(50)).await;
 }
@@ -240,6 +256,8 @@ pub struct Settings {
     pub service_ttl: i64,
     /// How long a host may be gone before its endpoints are withdrawn.
     pub grace: Duration,
+    /// Where the master reports its peers, calls and counts (`/metrics`).
+    pub metrics: Option<crate::metrics::OfnetMetrics>,
 }
 
 /// One leadership term: the master, its rule feed, the departures watch and the
@@ -251,7 +269,7 @@ pub async fn run_term(
     term: CancellationToken,
 ) {
     let master = loop {
-        match OfnetMaster::start(settings.bind, settings.bind) {
+        match OfnetMaster::start_observed(settings.bind, settings.bind, settings.metrics.clone()) {
             Ok(m) => break m,
             Err(e) => {
                 tracing::warn!(error = %e, "ofnet master: cannot start; retrying");

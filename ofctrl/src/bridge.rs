@@ -81,6 +81,17 @@ pub trait FlowAdopter: 'static {
     fn adopt(&self, flows: Vec<FlowStats>) -> LocalBoxFuture<'static, ()>;
 }
 
+/// Who hears what the bridge sends (netplugin turns it into Prometheus metrics; this crate
+/// knows no metrics library). Called on the bridge actor, after each transaction.
+pub trait BridgeObserver: 'static {
+    /// The switch confirmed a transaction of `operations` requests within `elapsed`: a change
+    /// ([`BridgeHandle::apply`]) or, with `reconcile`, the reconcile after a connect.
+    fn applied(&self, operations: usize, elapsed: Duration, reconcile: bool);
+    /// A transaction failed (nothing of it applied in bundle mode); `error` names each
+    /// OpenFlow error the switch sent.
+    fn failed(&self, error: &TxError, reconcile: bool);
+}
+
 /// How to run a bridge.
 pub struct BridgeConfig {
     /// For logs and inspect output.
@@ -94,6 +105,8 @@ pub struct BridgeConfig {
     pub generations: Option<Box<dyn GenerationStore>>,
     /// Who is shown the flows of its categories on connect, before the reconcile.
     pub adopter: Option<Box<dyn FlowAdopter>>,
+    /// Who hears about transactions (metrics).
+    pub observer: Option<Box<dyn BridgeObserver>>,
 }
 
 impl BridgeConfig {
@@ -105,6 +118,7 @@ impl BridgeConfig {
             dpid: None,
             generations: None,
             adopter: None,
+            observer: None,
         }
     }
 }
@@ -130,6 +144,10 @@ pub struct BridgeStatus {
     pub groups: usize,
     pub meters: usize,
     pub reconciles: u64,
+    /// Whether a switch is connected now.
+    pub connected: bool,
+    /// Desired flows per table id.
+    pub flows_per_table: Vec<(u8, usize)>,
 }
 
 /// Handle to a running [`Bridge`].
@@ -310,8 +328,16 @@ impl Bridge {
     ) {
         let (generation, messages) = reconcile_messages(&self.desired, &contents);
         let mode = self.config.mode;
+        let count = messages.len();
+        let start = std::time::Instant::now();
         let fut = async move { switch.transact(messages, mode).await };
         ctx.wait(fut.into_actor(self).map(move |result, this, _| {
+            if let Some(o) = &this.config.observer {
+                match &result {
+                    Ok(()) => o.applied(count, start.elapsed(), true),
+                    Err(e) => o.failed(e, true),
+                }
+            }
             if this.epoch != epoch {
                 return;
             }
@@ -420,8 +446,15 @@ impl Handler<Apply> for Bridge {
         let messages = plan_messages(&plan, self.generation);
         let count = messages.len();
         let mode = self.config.mode;
+        let start = std::time::Instant::now();
         let fut = async move { switch.transact(messages, mode).await };
         ctx.wait(fut.into_actor(self).map(move |result, this, _| {
+            if let Some(o) = &this.config.observer {
+                match &result {
+                    Ok(()) => o.applied(count, start.elapsed(), false),
+                    Err(e) => o.failed(e, false),
+                }
+            }
             let outcome = match result {
                 Ok(()) => {
                     this.commit(&plan);
@@ -491,6 +524,13 @@ impl Handler<Status> for Bridge {
             groups: self.desired.groups().count(),
             meters: self.desired.meters().count(),
             reconciles: self.reconciles,
+            connected: self.switch.as_ref().is_some_and(SwitchHandle::connected),
+            flows_per_table: self
+                .desired
+                .flows_per_table()
+                .iter()
+                .map(|(t, n)| (*t, *n))
+                .collect(),
         })
     }
 }

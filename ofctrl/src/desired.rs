@@ -163,6 +163,8 @@ pub struct DesiredState {
     flows: HashMap<FlowKey, Flow>,
     groups: BTreeMap<u32, Group>,
     meters: BTreeMap<u32, Meter>,
+    /// Flows per table, kept with `flows` (metrics read it without walking every flow).
+    per_table: BTreeMap<u8, usize>,
 }
 
 impl DesiredState {
@@ -246,10 +248,19 @@ impl DesiredState {
             self.groups.insert(g.id, g.clone());
         }
         for f in &plan.add_flows {
-            self.flows.insert(f.key.clone(), f.clone());
+            if self.flows.insert(f.key.clone(), f.clone()).is_none() {
+                *self.per_table.entry(f.key.table).or_default() += 1;
+            }
         }
         for k in &plan.remove_flows {
-            self.flows.remove(k);
+            if self.flows.remove(k).is_some()
+                && let Some(n) = self.per_table.get_mut(&k.table)
+            {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.per_table.remove(&k.table);
+                }
+            }
         }
         for id in &plan.remove_groups {
             self.groups.remove(id);
@@ -301,6 +312,11 @@ impl DesiredState {
 
     pub fn flow_count(&self) -> usize {
         self.flows.len()
+    }
+
+    /// Flows per table id (tables without flows are absent).
+    pub fn flows_per_table(&self) -> &BTreeMap<u8, usize> {
+        &self.per_table
     }
 }
 

@@ -22,7 +22,9 @@ pub mod switch;
 pub mod table;
 mod wire;
 
-pub use bridge::{Applied, BridgeConfig, BridgeHandle, BridgeStatus, FlowAdopter, GenerationStore};
+pub use bridge::{
+    Applied, BridgeConfig, BridgeHandle, BridgeObserver, BridgeStatus, FlowAdopter, GenerationStore,
+};
 pub use cookie::Cookie;
 pub use desired::{Change, Flow, FlowKey, Group, Meter};
 pub use error::{RequestFailure, SwitchError, TxError, describe};

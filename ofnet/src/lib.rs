@@ -37,7 +37,7 @@ pub mod service;
 pub mod text;
 pub mod timestamp;
 
-pub use agent::{AgentConfig, AgentError, AgentHandle, AgentOp};
+pub use agent::{AgentConfig, AgentCounts, AgentError, AgentHandle, AgentOp};
 pub use datapath::vlan::VlanBridge;
 pub use datapath::vxlan::VxlanBridge;
 pub use master::MasterHandle;

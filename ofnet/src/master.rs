@@ -149,6 +149,22 @@ struct Agent {
     resyncs: u64,
 }
 
+/// Who hears the master's counts and RPC calls (netmaster turns them into Prometheus metrics;
+/// this crate knows no metrics library). Called on the master's own thread, after each change.
+pub trait MasterObserver: Send + Sync + 'static {
+    /// An RPC call was served (`ok`: answered without an error).
+    fn call(&self, method: &str, ok: bool);
+    /// Agents registered now.
+    fn agents(&self, count: usize);
+    /// Endpoints known now.
+    fn endpoints(&self, count: usize);
+    /// Policy rules held now.
+    fn rules(&self, count: usize);
+}
+
+/// An observer, if any.
+type Observer = Option<Arc<dyn MasterObserver>>;
+
 /// The agents (see the module documentation).
 pub struct Registry {
     me: Node,
@@ -159,6 +175,7 @@ pub struct Registry {
     allowed: Option<BTreeMap<IpAddr, usize>>,
     /// When a refused address was last logged (one line per address a minute).
     refusals: BTreeMap<IpAddr, std::time::Instant>,
+    observer: Observer,
 }
 
 /// A refused address is logged again after this long.
@@ -169,6 +186,12 @@ impl Actor for Registry {
 }
 
 impl Registry {
+    fn report(&self) {
+        if let Some(o) = &self.observer {
+            o.agents(self.agents.len());
+        }
+    }
+
     /// A peer to `node` whose every new connection first receives the complete state.
     fn peer(&self, node: &Node, addr: SocketAddr) -> Peer {
         let endpoints = self.endpoints.clone();
@@ -231,6 +254,7 @@ impl Handler<RegisterNode> for Registry {
                 resyncs: 0,
             },
         );
+        self.report();
         Ok(())
     }
 }
@@ -243,6 +267,7 @@ impl Handler<UnRegisterNode> for Registry {
             agent.peer.close();
             tracing::info!(agent = %node.key(), "agent unregistered");
         }
+        self.report();
     }
 }
 
@@ -424,6 +449,7 @@ fn origin(ep: &Endpoint) -> Option<String> {
 pub struct EndpointDb {
     endpoints: BTreeMap<String, Endpoint>,
     registry: Option<Addr<Registry>>,
+    observer: Observer,
 }
 
 impl Actor for EndpointDb {
@@ -431,6 +457,12 @@ impl Actor for EndpointDb {
 }
 
 impl EndpointDb {
+    fn report(&self) {
+        if let Some(o) = &self.observer {
+            o.endpoints(self.endpoints.len());
+        }
+    }
+
     fn relay(&self, method: &'static str, ep: &Endpoint) {
         let Some(registry) = &self.registry else {
             return;
@@ -477,6 +509,7 @@ impl Handler<EndpointAdd> for EndpointDb {
         }
         self.relay("OfnetAgent.EndpointAdd", &ep);
         self.endpoints.insert(ep.endpoint_id.clone(), ep);
+        self.report();
     }
 }
 
@@ -492,6 +525,7 @@ impl Handler<EndpointDel> for EndpointDb {
         if let Some(have) = self.endpoints.remove(&ep.endpoint_id) {
             self.relay("OfnetAgent.EndpointDel", &have);
         }
+        self.report();
     }
 }
 
@@ -511,6 +545,7 @@ impl Handler<ClearNode> for EndpointDb {
                 self.relay("OfnetAgent.EndpointDel", &ep);
             }
         }
+        self.report();
         gone.len()
     }
 }
@@ -533,6 +568,7 @@ impl Handler<Endpoints> for EndpointDb {
 pub struct PolicyDb {
     rules: BTreeMap<String, PolicyRule>,
     registry: Option<Addr<Registry>>,
+    observer: Observer,
 }
 
 impl Actor for PolicyDb {
@@ -540,6 +576,12 @@ impl Actor for PolicyDb {
 }
 
 impl PolicyDb {
+    fn report(&self) {
+        if let Some(o) = &self.observer {
+            o.rules(self.rules.len());
+        }
+    }
+
     fn relay(&self, method: &'static str, rule: &PolicyRule) {
         let Some(registry) = &self.registry else {
             return;
@@ -575,6 +617,7 @@ impl Handler<AddRule> for PolicyDb {
         }
         self.relay("PolicyAgent.AddRule", &rule);
         self.rules.insert(rule.rule_id.clone(), rule);
+        self.report();
     }
 }
 
@@ -585,6 +628,7 @@ impl Handler<DelRule> for PolicyDb {
         match self.rules.remove(&id) {
             Some(rule) => {
                 self.relay("PolicyAgent.DelRule", &rule);
+                self.report();
                 true
             }
             None => false,
@@ -605,6 +649,7 @@ impl Handler<Rules> for PolicyDb {
 struct MasterService {
     registry: Addr<Registry>,
     endpoints: Addr<EndpointDb>,
+    observer: Observer,
 }
 
 impl rpc::Service for MasterService {
@@ -615,7 +660,21 @@ impl rpc::Service for MasterService {
     ) -> LocalBoxFuture<'static, Result<Value, String>> {
         let this = self.clone();
         Box::pin(async move {
-            let m = method.as_str();
+            let observer = this.observer.clone();
+            let result = this.dispatch(&method, params).await;
+            if let Some(o) = observer {
+                o.call(&method, result.is_ok());
+            }
+            result
+        })
+    }
+}
+
+impl MasterService {
+    async fn dispatch(self, method: &str, params: Value) -> Result<Value, String> {
+        let this = self;
+        {
+            let m = method;
             let gone = |_| "the master is not running".to_string();
             match m {
                 "OfnetMaster.RegisterNode" => this
@@ -641,7 +700,7 @@ impl rpc::Service for MasterService {
                 other => return Err(format!("unknown method {other}")),
             }
             Ok(Value::Bool(true))
-        })
+        }
     }
 }
 
@@ -669,19 +728,32 @@ impl MasterHandle {
         endpoints: Vec<Endpoint>,
         rules: Vec<PolicyRule>,
     ) -> std::io::Result<Self> {
-        Self::start_inner(listener, advertise, endpoints, rules, None)
+        Self::start_inner(listener, advertise, endpoints, rules, None, None)
     }
 
     /// [`MasterHandle::start_with`], serving connections only from the hosts allowed with
     /// [`MasterHandle::allow_host`] (none at first); others are closed unread and logged
-    /// (once a minute per address).
+    /// (once a minute per address). Counts and calls are reported to `observer`.
     pub fn start_restricted(
         listener: tokio::net::TcpListener,
         advertise: Option<SocketAddr>,
         endpoints: Vec<Endpoint>,
         rules: Vec<PolicyRule>,
+        observer: Observer,
     ) -> std::io::Result<Self> {
-        Self::start_inner(listener, advertise, endpoints, rules, Some(BTreeMap::new()))
+        let allowed = Some(BTreeMap::new());
+        Self::start_inner(listener, advertise, endpoints, rules, allowed, observer)
+    }
+
+    /// [`MasterHandle::start_with`], reporting counts and calls to `observer`.
+    pub fn start_observed(
+        listener: tokio::net::TcpListener,
+        advertise: Option<SocketAddr>,
+        endpoints: Vec<Endpoint>,
+        rules: Vec<PolicyRule>,
+        observer: Observer,
+    ) -> std::io::Result<Self> {
+        Self::start_inner(listener, advertise, endpoints, rules, None, observer)
     }
 
     fn start_inner(
@@ -690,19 +762,27 @@ impl MasterHandle {
         endpoints: Vec<Endpoint>,
         rules: Vec<PolicyRule>,
         allowed: Option<BTreeMap<IpAddr, usize>>,
+        observer: Observer,
     ) -> std::io::Result<Self> {
         let restricted = allowed.is_some();
+        if let Some(o) = &observer {
+            o.agents(0);
+            o.endpoints(endpoints.len());
+            o.rules(rules.len());
+        }
         let endpoints = EndpointDb {
             endpoints: endpoints
                 .into_iter()
                 .map(|e| (e.endpoint_id.clone(), e))
                 .collect(),
             registry: None,
+            observer: observer.clone(),
         }
         .start();
         let rules = PolicyDb {
             rules: rules.into_iter().map(|r| (r.rule_id.clone(), r)).collect(),
             registry: None,
+            observer: observer.clone(),
         }
         .start();
         let local = advertise.unwrap_or(listener.local_addr()?);
@@ -716,6 +796,7 @@ impl MasterHandle {
             rules: rules.clone(),
             allowed,
             refusals: BTreeMap::new(),
+            observer: observer.clone(),
         }
         .start();
         endpoints.do_send(SetRegistry(registry.clone()));
@@ -732,6 +813,7 @@ impl MasterHandle {
             MasterService {
                 registry: registry.clone(),
                 endpoints: endpoints.clone(),
+                observer,
             },
             gate,
         )?;

@@ -129,20 +129,33 @@ pub fn parse(req: &Request) -> Result<(Operation, PodRequest), Response> {
 }
 
 async fn handle(driver: &Driver, kube: Option<&KubeClient>, req: Request) -> Response {
-    match parse(&req) {
-        Err(reply) => reply,
-        Ok((Operation::Add, pod)) => add_pod(driver, kube, &pod).await,
-        Ok((Operation::Del, pod)) => del_pod(driver, kube, &pod).await,
-        Ok((Operation::Check, pod)) => check_pod(driver, &pod).await,
-        // The socket is served only once start-up is complete.
-        Ok((Operation::Status, _)) => Response::json(
-            200,
-            &PodReply {
-                result: RESULT_OK,
-                ..PodReply::default()
-            },
-        ),
-    }
+    let start = std::time::Instant::now();
+    let (command, reply) = match parse(&req) {
+        Err(reply) => return reply,
+        Ok((Operation::Add, pod)) => ("ADD", add_pod(driver, kube, &pod).await),
+        Ok((Operation::Del, pod)) => ("DEL", del_pod(driver, kube, &pod).await),
+        Ok((Operation::Check, pod)) => ("CHECK", check_pod(driver, &pod).await),
+        Ok((Operation::Status, _)) => return status_reply(),
+    };
+    // A failed reply carries its CNI code (`cniCode`); read it back for the error counter.
+    let failed = (reply.status >= 400).then(|| {
+        serde_json::from_slice::<PodReply>(&reply.body)
+            .ok()
+            .and_then(|r| r.cni_code)
+    });
+    driver.metrics.cni(command, start.elapsed(), failed);
+    reply
+}
+
+/// The socket is served only once start-up is complete: Status always succeeds.
+fn status_reply() -> Response {
+    Response::json(
+        200,
+        &PodReply {
+            result: RESULT_OK,
+            ..PodReply::default()
+        },
+    )
 }
 
 fn endpoint_id(pod: &PodRequest) -> &str {

@@ -34,6 +34,7 @@ use crate::config::{Config, OfListen};
 use crate::driver::Driver;
 use crate::error::{PluginError, Result};
 use crate::kubeapi::{self, KubeClient, KubeConfig};
+use crate::metrics::PluginMetrics;
 use crate::ovsdb::OvsdbClient;
 use crate::watch::{self, Topic};
 use crate::{cniserver, debug, http, kubesvc, ofnet_rpc};
@@ -145,11 +146,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         cert: cfg.etcd_cert.clone(),
         key: cfg.etcd_key.clone(),
     };
-    let store: Arc<dyn StateStore> = Arc::new(EtcdStore::connect_with(&etcd).await?);
+    // One registry for the whole daemon; every etcd request is counted from here on.
+    let metrics = PluginMetrics::new();
+    let store = metrics.metered(Arc::new(EtcdStore::connect_with(&etcd).await?));
     let global = wait_global(store.as_ref()).await?;
     tracing::info!(fwd_mode = %global.fwd_mode, arp_mode = %global.arp_mode, "global config");
     let ovsdb = OvsdbClient::connect(&cfg.ovsdb_socket).await?;
-    let driver = Driver::start(cfg.clone(), ovsdb, store, &global).await?;
+    let driver = Driver::start(cfg.clone(), ovsdb, store, &global, metrics).await?;
 
     let mut revisions = Vec::new();
     for topic in Topic::ALL {

@@ -1,7 +1,7 @@
 //! The debug REST of reference §4.3 (default `:9090`): `GET /inspect/driver` (both agents'
 //! state), `GET /inspect/endpoints` (this host's endpoints with their OVS ports), `GET
 //! /svcstats` (service load-balancer counters by service VIP and provider, both bridges merged) and
-//! `DELETE /debug/reclaimEndpoint/{id}`.
+//! `DELETE /debug/reclaimEndpoint/{id}`, and `GET /metrics` (Prometheus, see [`crate::metrics`]).
 //!
 //! Reads are open to whoever reaches the listener (it binds the control address by default);
 //! every other method needs an `admin` bearer token from `--debug-token-file`, and without that
@@ -88,6 +88,11 @@ async fn handle(driver: &Driver, req: Request) -> Response {
                 .collect();
             Response::json(200, &eps)
         }
+        ("GET", "/metrics") => Response {
+            status: 200,
+            body: driver.metrics.render(driver).await.into_bytes(),
+            content_type: master::metrics::CONTENT_TYPE,
+        },
         ("GET", "/svcstats") => match driver.service_stats().await {
             Ok(stats) => Response::json(200, &stats),
             Err(e) => Response::json(500, &json!({ "error": e.to_string() })),

@@ -67,6 +67,8 @@ pub struct Request {
 pub struct Response {
     pub status: u16,
     pub body: Vec<u8>,
+    /// `Content-Type` of the body.
+    pub content_type: &'static str,
 }
 
 impl Response {
@@ -74,6 +76,7 @@ impl Response {
         Response {
             status,
             body: serde_json::to_vec_pretty(value).unwrap_or_else(|e| e.to_string().into_bytes()),
+            content_type: "application/json",
         }
     }
 
@@ -81,6 +84,7 @@ impl Response {
         Response {
             status,
             body: text.into().into_bytes(),
+            content_type: "text/plain; charset=utf-8",
         }
     }
 }
@@ -210,9 +214,10 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(
         }
     };
     let head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         response.status,
         reason(response.status),
+        response.content_type,
         response.body.len()
     );
     let mut out = head.into_bytes();

@@ -29,6 +29,7 @@ pub mod hostnet;
 pub mod http;
 pub mod kubeapi;
 pub mod kubesvc;
+pub mod metrics;
 pub mod netlink;
 pub mod ofnet_rpc;
 pub mod oper;

@@ -26,6 +26,8 @@ pub enum Need {
     Etcdctl,
     /// `iperf3`, to measure a rate limit with traffic.
     Iperf3,
+    /// `prometheus` (Debian's package), the real scraper of the metrics test.
+    Prometheus,
 }
 
 const OVS_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
@@ -51,6 +53,7 @@ impl Need {
             Need::Netcat => &["nc"],
             Need::Etcdctl => &["etcdctl"],
             Need::Iperf3 => &["iperf3"],
+            Need::Prometheus => &["prometheus"],
         };
         let package = match self {
             Need::Root => "",
@@ -61,6 +64,7 @@ impl Need {
             Need::Netcat => "netcat-openbsd",
             Need::Etcdctl => "etcd-client",
             Need::Iperf3 => "iperf3",
+            Need::Prometheus => "prometheus",
         };
         let absent: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
         if !absent.is_empty() {

@@ -1,4 +1,5 @@
-//! `/version`, `/info`, `/services`, `/service/{id}` and `/debug/epcleanup/...` (reference §2.4).
+//! `/version`, `/info`, `/services`, `/service/{id}` and `/debug/epcleanup/...` (reference §2.4),
+//! and `/metrics` (Prometheus).
 
 use std::time::Duration;
 
@@ -22,6 +23,18 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         web::delete().to(epcleanup),
     );
     cfg.route("/debug/ofnet", web::get().to(debug_ofnet));
+    cfg.route("/metrics", web::get().to(metrics));
+}
+
+/// Prometheus metrics of this netmaster (leader or follower: never proxied).
+async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    state
+        .metrics
+        .leader
+        .set(i64::from(state.role.current().is_leader));
+    HttpResponse::Ok()
+        .content_type(crate::metrics::CONTENT_TYPE)
+        .body(state.metrics.render())
 }
 
 /// The ofnet master's state: `{MyAddr, MyPort, AgentDb, EndpointDb, PolicyDb, AgentStats}`

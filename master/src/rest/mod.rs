@@ -53,6 +53,8 @@ pub struct AppState {
     pub leader_http: crate::https::HttpClient,
     /// Refused and malformed requests, logged once a minute per peer address.
     pub bad_requests: crate::rest::PeerLog,
+    /// This daemon's metrics (`/metrics`); REST requests are counted by [`app`].
+    pub metrics: crate::metrics::MasterMetrics,
 }
 
 /// Log lines about a peer's bad requests, at most one a minute per peer address (a flood of
@@ -227,6 +229,7 @@ pub fn app(
     let data = web::Data::from(state.clone());
     let reasons = ReasonsOf(state.clone());
     let auth_state = state.clone();
+    let rest_metrics = state.metrics.rest.clone();
     actix_web::App::new()
         .app_data(data)
         .app_data(web::PayloadConfig::new(16 * 1024 * 1024))
@@ -250,6 +253,26 @@ pub fn app(
                     reasons.state().reasons.apply(res.response_mut(), &message);
                 }
                 Ok(res)
+            }
+        })
+        // Outermost: every request is counted, proxied ones and refused ones too, by the
+        // route template it matched (`unmatched` for paths no route serves).
+        .wrap_fn(move |req, srv| {
+            let start = std::time::Instant::now();
+            let metrics = rest_metrics.clone();
+            let method = crate::metrics::method_label(req.method().as_str());
+            let route = req
+                .match_pattern()
+                .unwrap_or_else(|| "unmatched".to_string());
+            let call = srv.call(req);
+            async move {
+                let result = call.await;
+                let status = match &result {
+                    Ok(res) => res.status().as_u16(),
+                    Err(e) => e.as_response_error().status_code().as_u16(),
+                };
+                metrics.observe(&route, method, status, start.elapsed());
+                result
             }
         })
 }

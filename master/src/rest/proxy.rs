@@ -1,4 +1,4 @@
-//! The follower proxy: on a follower every request except `/version` and `/info` is forwarded to the
+//! The follower proxy: on a follower every request except `/version`, `/info` and `/metrics` is forwarded to the
 //! leader's control address (the lock holder). With no known leader, or when the lock names this very
 //! netmaster (stale view), the answer is 503 rather than a proxy loop.
 
@@ -23,7 +23,7 @@ where
     S::Future: 'static,
 {
     let path = req.path();
-    let local = path == "/version" || path == "/info";
+    let local = path == "/version" || path == "/info" || path == "/metrics";
     let view = state.role.current();
     if view.is_leader || local {
         return Box::pin(srv.call(req));

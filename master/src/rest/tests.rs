@@ -33,6 +33,7 @@ fn state(store: Arc<dyn StateStore>, role: LeaderState) -> Arc<AppState> {
         leader_http: crate::https::HttpClient::new(None, std::time::Duration::from_secs(5))
             .unwrap(),
         bad_requests: Default::default(),
+        metrics: Default::default(),
     })
 }
 
@@ -343,4 +344,50 @@ async fn store_outage_is_503() {
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(body_text(resp).await.contains("state store unavailable"));
     }
+}
+
+/// `/metrics` is answered by the instance itself (a follower with no leader too, where every other
+/// route is 503), and REST requests are counted by route template and status, never by raw path.
+#[actix_web::test]
+async fn metrics_are_local_and_count_requests_by_route_template() {
+    let follower = state(
+        Arc::new(MemoryStore::new()),
+        LeaderState {
+            is_leader: false,
+            leader: None,
+        },
+    );
+    let svc = test::init_service(app(follower)).await;
+    let req = test::TestRequest::get()
+        .uri("/api/v1/networks/default:secret-net/")
+        .to_request();
+    assert_eq!(
+        test::call_service(&svc, req).await.status(),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    let req = test::TestRequest::get().uri("/metrics").to_request();
+    let resp = test::call_service(&svc, req).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    let text = body_text(resp).await;
+    assert!(text.contains("netmaster_leader 0\n"), "{text}");
+    assert!(
+        text.contains(
+            "netmaster_http_requests_total{route=\"/api/v1/networks/{key}/\",method=\"GET\",status=\"503\"} 1\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("secret-net"),
+        "a raw path became a label:\n{text}"
+    );
 }

@@ -270,6 +270,14 @@ impl AgentHandle {
             .map_err(|_| AgentError::Stopped)
     }
 
+    /// Endpoints, rules, services and providers the agent holds (for metrics).
+    pub async fn counts(&self) -> Result<AgentCounts, AgentError> {
+        self.addr
+            .send(Counts)
+            .await
+            .map_err(|_| AgentError::Stopped)
+    }
+
     /// The flows (sorted) and groups the agent installed, in `ovs-ofctl` syntax.
     pub async fn installed_flows(&self) -> Result<(Vec<String>, Vec<String>), AgentError> {
         self.addr

@@ -143,6 +143,24 @@ pub struct InjectGarps(pub u16);
 #[rtype(result = "AgentExport")]
 pub struct Inspect;
 
+/// What the agent holds, counted (cheap: no flow is computed, nothing is asked of the switch).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentCounts {
+    /// Endpoints on this bridge, this host's and other hosts'.
+    pub endpoints: usize,
+    /// Policy rules.
+    pub rules: usize,
+    /// Load-balanced services with a spec.
+    pub services: usize,
+    /// Providers over all services (each service's usable providers).
+    pub service_providers: usize,
+}
+
+/// Ask for [`AgentCounts`].
+#[derive(Debug, Message)]
+#[rtype(result = "AgentCounts")]
+pub struct Counts;
+
 /// Register with a master (the reference's `OfnetAgent.AddMaster`): announce this agent and
 /// its local endpoints to it, and from now on every local endpoint change.
 #[derive(Debug, Message)]
@@ -643,6 +661,23 @@ impl Handler<Inspect> for Agent {
                 rpc_port: self.rpc_port,
             },
         ))
+    }
+}
+
+impl Handler<Counts> for Agent {
+    type Result = MessageResult<Counts>;
+
+    fn handle(&mut self, _: Counts, _: &mut Context<Self>) -> Self::Result {
+        let services = &self.settings.services;
+        MessageResult(AgentCounts {
+            endpoints: self.endpoints.endpoints().count(),
+            rules: self.settings.rules.len(),
+            services: services.iter().filter(|(_, s)| s.spec.is_some()).count(),
+            service_providers: services
+                .iter()
+                .map(|(_, s)| s.usable_providers().count())
+                .sum(),
+        })
     }
 }
 

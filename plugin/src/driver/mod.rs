@@ -18,6 +18,7 @@ pub mod policy;
 pub mod remote;
 pub mod service;
 
+use crate::metrics::PluginMetrics;
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
@@ -79,6 +80,8 @@ pub struct Driver {
     host_mtu: u32,
     /// Kubernetes mode: the service subnet pods get an on-link route to (read once at start).
     service_route: Option<ipnet::Ipv4Net>,
+    /// This daemon's metrics (`/metrics` on the debug listener).
+    pub metrics: PluginMetrics,
 }
 
 /// The bridge an encapsulation uses.
@@ -196,6 +199,7 @@ impl Driver {
         ovsdb: OvsdbClient,
         store: Arc<dyn StateStore>,
         global: &GlobConfig,
+        metrics: PluginMetrics,
     ) -> Result<Arc<Driver>> {
         let host = HostNet::new(cfg.host_netns.clone());
         for (bridge, listen) in [
@@ -225,7 +229,11 @@ impl Driver {
                 ovsdb: ovsdb.clone(),
                 bridge: bridge.to_string(),
             };
-            AgentHandle::start_with(config, |b| b.generations = Some(Box::new(generations)))
+            let observer = metrics.bridge(bridge);
+            AgentHandle::start_with(config, |b| {
+                b.generations = Some(Box::new(generations));
+                b.observer = Some(Box::new(observer));
+            })
         };
         let vxlan = agent(BridgeKind::Vxlan, VXLAN_BRIDGE);
         let vlan = agent(BridgeKind::Vlan, VLAN_BRIDGE);
@@ -245,6 +253,7 @@ impl Driver {
             endpoint_locks: Mutex::new(HashMap::new()),
             host_mtu,
             service_route,
+            metrics,
         });
         driver.add_uplinks().await?;
         Ok(driver)
@@ -460,6 +469,11 @@ impl Driver {
             .await
             .map_err(|e| PluginError::agent(BridgeKind::Vxlan, e))?;
         Ok(json!({ "vlan": vlan, "vxlan": vxlan }))
+    }
+
+    /// How many endpoints: this host's, and other hosts' installed here (metrics).
+    pub fn endpoint_counts(&self) -> (usize, usize) {
+        self.with_state(|s| (s.local.len(), s.remote.len()))
     }
 
     /// This host's endpoints.
