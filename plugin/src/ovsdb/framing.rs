@@ -31,6 +31,14 @@ impl MessageBuffer {
         let mut stream = serde_json::Deserializer::from_slice(&self.pending).into_iter::<Value>();
         loop {
             match stream.next() {
+                // Every JSON-RPC message is an object. Anything else is not OVSDB, and a bare
+                // number could even be cut at a read boundary ("888" + "88" read as two values).
+                Some(Ok(value)) if !value.is_object() => {
+                    return Err(format!(
+                        "message at byte {consumed} is not a JSON-RPC object: {:.40}",
+                        value.to_string()
+                    ));
+                }
                 Some(Ok(value)) => {
                     consumed = stream.byte_offset();
                     messages.push(value);
@@ -60,6 +68,19 @@ impl MessageBuffer {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn values_that_are_not_objects_end_the_session() {
+        // Found by the ovsdb_reply fuzz target: a number split across two reads decoded as two
+        // numbers. No OVSDB message is a bare value, so none is accepted.
+        let mut buf = MessageBuffer::default();
+        buf.extend(b"88888");
+        let err = buf.drain_messages().unwrap_err();
+        assert!(err.contains("not a JSON-RPC object"), "{err}");
+        let mut buf = MessageBuffer::default();
+        buf.extend(br#"{"id":1,"result":{}}[1,2]"#);
+        assert!(buf.drain_messages().is_err());
+    }
 
     #[test]
     fn splits_back_to_back_messages_and_keeps_partial_tail() {
