@@ -22,6 +22,12 @@ pub enum Verdict {
         host: Option<Ipv4Addr>,
         port: u32,
     },
+    /// Flooded in the network (unknown destination MAC) to these endpoints, none of which is
+    /// the destination.
+    Flooded {
+        endpoints: Vec<String>,
+        reason: String,
+    },
     /// Out a VTEP toward a host whose tables the trace does not have.
     Tunnelled {
         host: Ipv4Addr,
@@ -65,6 +71,15 @@ impl std::fmt::Display for Verdict {
             Verdict::Tunnelled { host, vni, port } => write!(
                 f,
                 "sent through the VTEP (port {port}) to host {host} with VNI {vni} (that host's tables were not available)"
+            ),
+            Verdict::Flooded { endpoints, reason } => write!(
+                f,
+                "flooded to {} ({reason})",
+                if endpoints.is_empty() {
+                    "no endpoint".to_string()
+                } else {
+                    format!("endpoints {}", endpoints.join(", "))
+                }
             ),
             Verdict::Output { port, what } => write!(f, "sent out port {port} ({what})"),
             Verdict::Normal { vlan } => match vlan {
@@ -127,14 +142,19 @@ fn host_trace(
     let tables = &hosts[at];
     let mut verdicts = Vec::new();
     let mut next = Vec::new();
+    let mut flooded = Vec::new();
     for e in &path.egress {
         match e {
             Egress::Port {
                 port,
                 tun_id,
                 fields,
+                dl_dst,
                 ..
             } => match tables.ports.get(port) {
+                Some(PortRole::Endpoint { id, mac, .. }) if mac.to_string() != *dl_dst => {
+                    flooded.push(id.clone());
+                }
                 Some(PortRole::Endpoint { id, .. }) => verdicts.push(Verdict::Delivered {
                     endpoint: id.clone(),
                     host: tables.host,
@@ -176,6 +196,22 @@ fn host_trace(
             }),
             Egress::Normal { vlan, .. } => verdicts.push(Verdict::Normal { vlan: *vlan }),
         }
+    }
+    if !flooded.is_empty() {
+        let f = &path.last_fields;
+        let reason = match f.ip_dst() {
+            Some(ip) if !tables.endpoints.contains_key(&(vrf_of(tables, f), ip)) => format!(
+                "no endpoint owns {ip} in VRF {}: its MAC is unknown, so the frame is flooded in the network and nobody takes it",
+                vrf_of(tables, f)
+            ),
+            _ => {
+                "the destination MAC is unknown here, so the frame is flooded in the network".into()
+            }
+        };
+        verdicts.push(Verdict::Flooded {
+            endpoints: flooded,
+            reason,
+        });
     }
     if path.egress.is_empty() {
         verdicts.push(drop_verdict(tables, &path));
