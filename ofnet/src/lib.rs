@@ -17,6 +17,7 @@
 //! - [`inspect`]: the agent state in the reference's inspect JSON shape.
 //! - [`timestamp`]: RFC 3339 instants (which endpoint announcement is newer).
 //! - [`text`]: flows in `ovs-ofctl` syntax (golden tests, docs, inspect).
+//! - [`trace`]: the offline pipeline evaluator behind `netctl trace`.
 
 pub mod agent;
 pub mod arp;
@@ -36,6 +37,7 @@ pub mod rpc;
 pub mod service;
 pub mod text;
 pub mod timestamp;
+pub mod trace;
 
 pub use agent::{AgentConfig, AgentCounts, AgentError, AgentHandle, AgentOp};
 pub use datapath::vlan::VlanBridge;

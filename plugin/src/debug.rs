@@ -1,6 +1,8 @@
 //! The debug REST of reference §4.3 (default `:9090`): `GET /inspect/driver` (both agents'
 //! state), `GET /inspect/endpoints` (this host's endpoints with their OVS ports), `GET
-//! /svcstats` (service load-balancer counters by service VIP and provider, both bridges merged) and
+//! /svcstats` (service load-balancer counters by service VIP and provider, both bridges merged),
+//! `GET /inspect/flows/{vxlan|vlan}` (the agent's desired tables as data for `netctl trace`, the
+//! switch's actual ones, and what differs: see `ofnet::trace`) and
 //! `DELETE /debug/reclaimEndpoint/{id}`, and `GET /metrics` (Prometheus, see [`crate::metrics`]).
 //!
 //! Reads are open to whoever reaches the listener (it binds the control address by default);
@@ -17,6 +19,42 @@ use crate::driver::Driver;
 use crate::http::{Handler, Request, Response};
 
 pub const RECLAIM_PREFIX: &str = "/debug/reclaimEndpoint/";
+pub const FLOWS_PREFIX: &str = "/inspect/flows/";
+
+/// `GET /inspect/flows/{bridge}`: `{"desired": .., "actual": .. | null, "differences": [..]}`.
+async fn flows(driver: &Driver, bridge: &str) -> Response {
+    let kind = match bridge {
+        "vxlan" => ofnet::BridgeKind::Vxlan,
+        "vlan" => ofnet::BridgeKind::Vlan,
+        other => {
+            return Response::json(
+                404,
+                &json!({ "error": format!("no bridge {other:?}: use vxlan or vlan") }),
+            );
+        }
+    };
+    let agent = driver.agent(kind);
+    let desired = match agent.trace_tables().await {
+        Ok(t) => t,
+        Err(e) => return Response::json(500, &json!({ "error": e.to_string() })),
+    };
+    let actual = match agent.actual_tables().await {
+        Ok(t) => t,
+        Err(e) => return Response::json(500, &json!({ "error": e.to_string() })),
+    };
+    let differences = actual
+        .as_ref()
+        .map(|a| ofnet::trace::diff(&desired, a))
+        .unwrap_or_default();
+    Response::json(
+        200,
+        &json!({
+            "desired": desired.to_json(),
+            "actual": actual.map(|a| a.to_json()),
+            "differences": differences,
+        }),
+    )
+}
 
 pub fn handler(driver: Arc<Driver>, tokens: Option<Arc<master::auth::Tokens>>) -> Handler {
     Rc::new(move |req: Request| {
@@ -97,6 +135,7 @@ async fn handle(driver: &Driver, req: Request) -> Response {
             Ok(stats) => Response::json(200, &stats),
             Err(e) => Response::json(500, &json!({ "error": e.to_string() })),
         },
+        ("GET", p) if p.starts_with(FLOWS_PREFIX) => flows(driver, &p[FLOWS_PREFIX.len()..]).await,
         ("DELETE", p) if p.starts_with(RECLAIM_PREFIX) => {
             let id = &p[RECLAIM_PREFIX.len()..];
             if id.is_empty() {

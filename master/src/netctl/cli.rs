@@ -72,6 +72,38 @@ pub enum Command {
     /// Load-balanced services.
     #[command(subcommand)]
     Service(ServiceCmd),
+    /// Why a packet is delivered or dropped: walk it through the hosts' flow tables offline.
+    Trace(TraceArgs),
+}
+
+/// `netctl trace`.
+#[derive(Debug, Args, Clone)]
+pub struct TraceArgs {
+    /// The source: an endpoint id (`10.1.1.2:default`) or its IP address.
+    #[arg(long)]
+    pub from: String,
+    /// The destination: `IP` or `IP:port` (`[v6]:port`).
+    #[arg(long)]
+    pub to: String,
+    /// tcp, udp, icmp or arp (an ARP request for the destination).
+    #[arg(long, default_value = "tcp")]
+    pub proto: String,
+    /// Source port (tcp, udp).
+    #[arg(long, default_value_t = 40000)]
+    pub sport: u16,
+    /// The netplugin debug listeners to ask for their tables (`http://host:9090`), one per
+    /// host; comma-separated or repeated.
+    #[arg(long, env = "NETPLUGINS", value_delimiter = ',', required = true)]
+    pub netplugin: Vec<String>,
+    /// The bridge: vxlan or vlan.
+    #[arg(long, default_value = "vxlan")]
+    pub bridge: String,
+    /// Assumed conntrack state after each `ct` action (`trk,est`); default: a new connection.
+    #[arg(long = "ct-next")]
+    pub ct_next: Vec<String>,
+    /// JSON output.
+    #[arg(short, long)]
+    pub json: bool,
 }
 
 /// Listing flags.

@@ -30,9 +30,9 @@ impl NetctlError {
     }
 }
 
-type Out = Result<String, NetctlError>;
+pub(super) type Out = Result<String, NetctlError>;
 
-fn json<T: Serialize>(v: &T) -> Out {
+pub(super) fn json<T: Serialize>(v: &T) -> Out {
     serde_json::to_string_pretty(v)
         .map(|s| s + "\n")
         .map_err(|e| NetctlError::Io(std::io::Error::other(e)))
@@ -92,6 +92,7 @@ pub async fn run(cli: &Cli) -> Out {
         Command::Bgp(cmd) => bgp(&c, cmd).await,
         Command::AppProfile(cmd) => app_profile(&c, cmd).await,
         Command::Service(cmd) => service(&c, cmd).await,
+        Command::Trace(args) => super::trace::run(args).await,
     }
 }
 

@@ -8,6 +8,7 @@ mod argv;
 mod cli;
 mod commands;
 mod table;
+mod trace;
 
 pub use argv::go_style;
 pub use cli::*;

@@ -285,4 +285,60 @@ impl AgentHandle {
             .await
             .map_err(|_| AgentError::Stopped)
     }
+
+    /// The desired tables as data, with table names, owners and ports (see [`crate::trace`]).
+    pub async fn trace_tables(&self) -> Result<crate::trace::TableSet, AgentError> {
+        self.addr
+            .send(TraceTables)
+            .await
+            .map_err(|_| AgentError::Stopped)
+    }
+
+    /// The switch's actual flows and groups, in the same shape as [`Self::trace_tables`]
+    /// (owners taken from the desired flow with the same key; ports, VRFs and endpoints as
+    /// the agent knows them). `None` while no switch is connected.
+    pub async fn actual_tables(&self) -> Result<Option<crate::trace::TableSet>, AgentError> {
+        let desired = self.trace_tables().await?;
+        let Some(switch) = self.bridge.switch().await else {
+            return Ok(None);
+        };
+        let (Ok(flows), Ok(groups)) = (switch.all_flows().await, switch.group_desc().await) else {
+            return Ok(None);
+        };
+        let mut t = crate::trace::TableSet::new(desired.bridge.clone());
+        t.host = desired.host;
+        t.names = desired.names.clone();
+        t.ports = desired.ports.clone();
+        t.vrfs = desired.vrfs.clone();
+        t.endpoints = desired.endpoints.clone();
+        for fs in flows {
+            let cookie = ofctrl::Cookie(fs.cookie);
+            let mut flow =
+                ofctrl::Flow::new(fs.table_id, fs.priority, fs.matching, fs.instructions)
+                    .owned_by(cookie.category(), cookie.object());
+            flow.idle_timeout = fs.idle_timeout;
+            flow.hard_timeout = fs.hard_timeout;
+            let text = crate::text::matches(&flow.key.matches);
+            let (owner, rule) = desired
+                .flows
+                .get(&flow.key.table)
+                .and_then(|fs| {
+                    fs.iter().find(|d| {
+                        d.flow.key.priority == flow.key.priority
+                            && crate::text::matches(&d.flow.key.matches) == text
+                    })
+                })
+                .map(|d| (d.owner.clone(), d.rule.clone()))
+                .unwrap_or((None, None));
+            t.add_flow(flow, owner, rule);
+        }
+        for g in groups {
+            t.add_group(ofctrl::Group {
+                id: g.group_id,
+                group_type: g.group_type,
+                buckets: g.buckets,
+            });
+        }
+        Ok(Some(t))
+    }
 }

@@ -228,6 +228,11 @@ struct GarpRound(u16);
 #[rtype(result = "(Vec<String>, Vec<String>)")]
 pub struct InstalledFlows;
 
+/// The desired tables as data for `netctl trace` (see [`crate::trace`]).
+#[derive(Debug, Message)]
+#[rtype(result = "crate::trace::TableSet")]
+pub struct TraceTables;
+
 /// See the module documentation.
 pub struct Agent {
     config: AgentConfig,
@@ -678,6 +683,72 @@ impl Handler<Counts> for Agent {
                 .map(|(_, s)| s.usable_providers().count())
                 .sum(),
         })
+    }
+}
+
+impl Handler<TraceTables> for Agent {
+    type Result = MessageResult<TraceTables>;
+
+    fn handle(&mut self, _: TraceTables, _: &mut Context<Self>) -> Self::Result {
+        use crate::trace::{PortRole, TableSet};
+        let mut t = TableSet::new(self.config.bridge.clone());
+        t.host = self.config.local_ip;
+        for spec in self.datapath.pipeline().table_specs() {
+            t.names.insert(spec.id, spec.name.to_string());
+            t.add_flow(
+                ofctrl::bridge::miss_flow(&spec),
+                Some("the table's miss flow".into()),
+                None,
+            );
+        }
+        for (owner, flow) in self.installed.owned_flows() {
+            let rule = match owner {
+                Owner::Rule(id) => Some(id.clone()),
+                _ => None,
+            };
+            t.add_flow(flow.clone(), Some(owner.to_string()), rule);
+        }
+        for g in self.installed.groups() {
+            t.add_group(g.clone());
+        }
+        for ep in self.endpoints.locals() {
+            t.ports.insert(
+                ep.port_no,
+                PortRole::Endpoint {
+                    id: ep.endpoint_id.clone(),
+                    ipv4: ep.ip_addr,
+                    ipv6: ep.ipv6_addr,
+                    mac: ep.mac,
+                    epg: ep.endpoint_group,
+                },
+            );
+        }
+        for (ip, port) in &self.settings.vteps {
+            t.ports.insert(*port, PortRole::Vtep { remote: *ip });
+        }
+        for port in &self.settings.uplinks {
+            t.ports.insert(*port, PortRole::Uplink);
+        }
+        for vrf in self.endpoints.vrfs() {
+            t.vrfs.insert(vrf.vrf_id, vrf.vrf_name.clone());
+        }
+        for ep in self.endpoints.endpoints() {
+            let host = if ep.port_no != 0 {
+                self.config.local_ip
+            } else {
+                ep.originator_ip
+            };
+            let ips = ep
+                .ip_addr
+                .map(std::net::IpAddr::V4)
+                .into_iter()
+                .chain(ep.ipv6_addr.map(std::net::IpAddr::V6));
+            for ip in ips {
+                t.endpoints
+                    .insert((ep.vrf.clone(), ip), (ep.endpoint_id.clone(), host));
+            }
+        }
+        MessageResult(t)
     }
 }
 

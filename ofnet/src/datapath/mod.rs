@@ -161,6 +161,13 @@ impl Desired {
         self.parts.values().flat_map(|p| &p.flows)
     }
 
+    /// Every flow with its owner.
+    pub fn owned_flows(&self) -> impl Iterator<Item = (&Owner, &Flow)> {
+        self.parts
+            .iter()
+            .flat_map(|(o, p)| p.flows.iter().map(move |f| (o, f)))
+    }
+
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
         self.parts.values().flat_map(|p| &p.groups)
     }
