@@ -213,6 +213,7 @@ async fn trace_agrees_with_ofproto_trace_on_randomized_packets() {
                         },
                     ],
                     affinity_timeout: None,
+                    vip6: None,
                 },
             )
             .await
@@ -232,6 +233,7 @@ async fn trace_agrees_with_ofproto_trace_on_randomized_packets() {
                         prov_port: 80,
                     }],
                     affinity_timeout: None,
+                    vip6: None,
                 },
             )
             .await
