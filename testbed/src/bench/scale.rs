@@ -365,11 +365,11 @@ pub fn run_endpoints(endpoints: usize) -> Result<EndpointsReport> {
         .trim_start_matches("http://")
         .trim_end_matches('/')
         .to_string();
-    let mut conn = Conn::open(&addr)?;
     let mut phases = Vec::new();
     for (n, in_flight) in [(1usize, 1usize), (2, 32)] {
         let net = format!("eps{in_flight}");
-        conn.post(
+        // A fresh connection per phase: netmaster closes one left idle through a whole phase.
+        Conn::open(&addr)?.post(
             &format!("/api/v1/networks/default:{net}/"),
             &json!({"tenantName": "default", "networkName": net, "encap": "vxlan",
                     "subnet": format!("10.{}.0.0/16", 80 + n)}),
