@@ -58,6 +58,38 @@ fn netctl_trace_explains_delivered_and_dropped_packets() {
         "{allowed}"
     );
     assert!(!allowed.contains("dropped"), "{allowed}");
+    // The same source named as its pod (testbed's cnirun passes namespace `default` and the
+    // container id as the pod name).
+    let by_pod = c
+        .netctl(&[
+            "trace",
+            "--netplugin",
+            &plugin,
+            "--from",
+            &format!("default/{}", a.container_id),
+            "--to",
+            &format!("{}:8000", b.ip),
+        ])
+        .unwrap();
+    assert!(
+        by_pod.contains("verdict: dropped: by policy rule"),
+        "{by_pod}"
+    );
+    assert!(
+        c.netctl(&[
+            "trace",
+            "--netplugin",
+            &plugin,
+            "--from",
+            "default/no-such-pod",
+            "--to",
+            &b.ip,
+        ])
+        .unwrap_err()
+        .to_string()
+        .contains("no pod no-such-pod in namespace default"),
+        "an unknown pod must be refused in the user's words"
+    );
 
     let nobody = trace("10.48.0.99:80".into());
     assert!(

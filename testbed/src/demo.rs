@@ -215,7 +215,6 @@ pub fn etcd_args(etcd: &Etcd) -> Vec<String> {
     argv
 }
 
-
 /// What one host's netplugin is started with.
 struct HostParts<'a> {
     ovs: &'a Ovs,

@@ -79,7 +79,8 @@ pub enum Command {
 /// `netctl trace`.
 #[derive(Debug, Args, Clone)]
 pub struct TraceArgs {
-    /// The source: an endpoint id (`10.1.1.2:default`) or its IP address.
+    /// The source: an endpoint id (`10.1.1.2:default`), its IP address, or a pod
+    /// `namespace/name`.
     #[arg(long)]
     pub from: String,
     /// The destination: `IP` or `IP:port` (`[v6]:port`).

@@ -61,6 +61,47 @@ async fn fetch(
     })
 }
 
+/// The address of pod `namespace/name`, from the netplugins' `GET /inspect/endpoints` (each
+/// local endpoint's oper state names its pod: `podNamespace`, `epCommonName`).
+async fn pod_address(
+    http: &reqwest::Client,
+    netplugins: &[String],
+    namespace: &str,
+    name: &str,
+) -> Result<Option<IpAddr>, NetctlError> {
+    for base in netplugins {
+        let url = format!("{}/inspect/endpoints", base.trim_end_matches('/'));
+        let reply = http
+            .get(&url)
+            .send()
+            .await
+            .map_err(|e| ClientError::Unreachable {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        let eps: std::collections::BTreeMap<String, serde_json::Value> =
+            reply.json().await.map_err(|e| ClientError::Decode {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        let found = eps.values().find_map(|ep| {
+            let oper = ep.get("oper")?;
+            if oper.get("podNamespace")?.as_str()? != namespace
+                || oper.get("epCommonName")?.as_str()? != name
+            {
+                return None;
+            }
+            ["ipAddress", "ipv6Address"]
+                .iter()
+                .find_map(|k| oper.get(*k)?.as_str()?.parse::<IpAddr>().ok())
+        });
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    Ok(None)
+}
+
 pub async fn run(args: &TraceArgs) -> Out {
     let usage = |m: String| NetctlError::Usage(m);
     let proto: Proto = args.proto.parse().map_err(usage)?;
@@ -90,8 +131,22 @@ pub async fn run(args: &TraceArgs) -> Out {
         hosts.push(tables);
         diffs.push(reply.differences);
     }
-    // The source: a local endpoint of one of the hosts, by id or address.
+    // The source: a local endpoint of one of the hosts, by id, address or pod namespace/name.
     let from_ip: Option<IpAddr> = args.from.parse().ok();
+    let from_ip = match (from_ip, args.from.split_once('/')) {
+        (None, Some((namespace, name))) => Some(
+            pod_address(&http, &args.netplugin, namespace, name)
+                .await?
+                .ok_or_else(|| {
+                    usage(format!(
+                        "--from {:?}: no pod {name} in namespace {namespace} has an endpoint on any of the {} netplugins asked",
+                        args.from,
+                        args.netplugin.len()
+                    ))
+                })?,
+        ),
+        (ip, _) => ip,
+    };
     let source = hosts.iter().enumerate().find_map(|(h, t)| {
         t.ports.iter().find_map(|(port, role)| match role {
             PortRole::Endpoint {
