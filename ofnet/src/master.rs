@@ -95,6 +95,26 @@ pub struct Relay {
     pub except: Option<String>,
 }
 
+impl Relay {
+    /// Encode `value` as `method`'s params and hand it to the registry (the only actor that
+    /// sends to agents); a value that cannot be encoded is logged, never half-sent.
+    fn send(
+        registry: &Addr<Registry>,
+        method: &'static str,
+        value: &impl serde::Serialize,
+        except: Option<String>,
+    ) {
+        match rpc::encode_params(method, value) {
+            Ok(params) => registry.do_send(Relay {
+                method,
+                params,
+                except,
+            }),
+            Err(e) => tracing::warn!(error = %e, method, "cannot relay"),
+        }
+    }
+}
+
 /// Endpoints not originated by `host` (all when `None`), for a greeting or inspection.
 #[derive(Debug, Message)]
 #[rtype(result = "Vec<Endpoint>")]
@@ -467,14 +487,7 @@ impl EndpointDb {
         let Some(registry) = &self.registry else {
             return;
         };
-        match rpc::encode_params(method, ep) {
-            Ok(params) => registry.do_send(Relay {
-                method,
-                params,
-                except: origin(ep),
-            }),
-            Err(e) => tracing::warn!(error = %e, "cannot relay an endpoint"),
-        }
+        Relay::send(registry, method, ep, origin(ep));
     }
 }
 
@@ -586,14 +599,7 @@ impl PolicyDb {
         let Some(registry) = &self.registry else {
             return;
         };
-        match rpc::encode_params(method, rule) {
-            Ok(params) => registry.do_send(Relay {
-                method,
-                params,
-                except: None,
-            }),
-            Err(e) => tracing::warn!(error = %e, "cannot relay a rule"),
-        }
+        Relay::send(registry, method, rule, None);
     }
 }
 

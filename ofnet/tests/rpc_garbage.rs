@@ -8,46 +8,10 @@ use bytes::BytesMut;
 use ofnet::rpc::{Frame, JsonCodec};
 use tokio_util::codec::Decoder;
 
-struct Rng(u64);
+use testbed::garbage::{Rng, mutate};
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
-    let mut v = seed.to_vec();
-    for _ in 0..=rng.below(4) {
-        match rng.below(5) {
-            0 if !v.is_empty() => {
-                let i = rng.below(v.len());
-                v[i] = rng.next() as u8;
-            }
-            1 => v.truncate(rng.below(v.len() + 1)),
-            2 => {
-                let i = rng.below(v.len() + 1);
-                v.insert(i, b"{}[]\",:\n0-e\\"[rng.below(12)]);
-            }
-            3 => {
-                let extra: Vec<u8> = (0..rng.below(64)).map(|_| rng.next() as u8).collect();
-                v.extend(extra);
-            }
-            _ => {
-                let copy = v.clone();
-                v.extend(copy);
-            }
-        }
-    }
-    v
-}
+/// The decoder's structural characters, inserted by [`mutate`].
+const ALPHABET: &[u8] = b"{}[]\",:\n0-e\\";
 
 /// Decode `data` fed in two pieces split at `at`; returns the number of values.
 fn decode_all(data: &[u8], at: usize) -> usize {
@@ -88,11 +52,11 @@ fn garbage_frames_never_panic_and_always_progress() {
     let mut values = 0;
     for i in 0..20_000 {
         let data = if i % 4 == 3 {
-            (0..rng.below(256)).map(|_| rng.next() as u8).collect()
+            (0..rng.below(256)).map(|_| rng.next_u64() as u8).collect()
         } else {
             {
                 let seed = seeds[rng.below(seeds.len())];
-                mutate(&mut rng, seed)
+                mutate(&mut rng, seed, ALPHABET)
             }
         };
         let at = rng.below(data.len() + 1);

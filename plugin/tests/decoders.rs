@@ -9,46 +9,10 @@ use plugin::http::{MAX_BODY, read_request};
 use plugin::ovsdb::Cache;
 use plugin::ovsdb::framing::MessageBuffer;
 
-struct Rng(u64);
+use testbed::garbage::{Rng, mutate};
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
-    let mut v = seed.to_vec();
-    for _ in 0..=rng.below(4) {
-        match rng.below(5) {
-            0 if !v.is_empty() => {
-                let i = rng.below(v.len());
-                v[i] = rng.next() as u8;
-            }
-            1 => v.truncate(rng.below(v.len() + 1)),
-            2 => {
-                let i = rng.below(v.len() + 1);
-                v.insert(i, b"{}[]\",:\r\n0-e\\ "[rng.below(14)]);
-            }
-            3 => {
-                let extra: Vec<u8> = (0..rng.below(64)).map(|_| rng.next() as u8).collect();
-                v.extend(extra);
-            }
-            _ => {
-                let copy = v.clone();
-                v.extend(copy);
-            }
-        }
-    }
-    v
-}
+/// The decoder's structural characters, inserted by [`mutate`].
+const ALPHABET: &[u8] = b"{}[]\",:\r\n0-e\\ ";
 
 #[test]
 fn cni_requests_from_garbage_never_panic() {
@@ -75,11 +39,11 @@ fn cni_requests_from_garbage_never_panic() {
     let mut pods = 0;
     for i in 0..20_000 {
         let data: Vec<u8> = if i % 5 == 4 {
-            (0..rng.below(512)).map(|_| rng.next() as u8).collect()
+            (0..rng.below(512)).map(|_| rng.next_u64() as u8).collect()
         } else {
             {
                 let seed = seeds[rng.below(seeds.len())];
-                mutate(&mut rng, seed)
+                mutate(&mut rng, seed, ALPHABET)
             }
         };
         let mut input = data.as_slice();
@@ -107,11 +71,11 @@ fn ovsdb_replies_from_garbage_never_panic_and_splits_do_not_matter() {
     let mut decoded = 0;
     for i in 0..20_000 {
         let data: Vec<u8> = if i % 5 == 4 {
-            (0..rng.below(512)).map(|_| rng.next() as u8).collect()
+            (0..rng.below(512)).map(|_| rng.next_u64() as u8).collect()
         } else {
             {
                 let seed = seeds[rng.below(seeds.len())];
-                mutate(&mut rng, seed)
+                mutate(&mut rng, seed, ALPHABET)
             }
         };
         let at = rng.below(data.len() + 1);

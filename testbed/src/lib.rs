@@ -24,6 +24,7 @@ mod command;
 pub mod demo;
 mod error;
 mod etcd;
+pub mod garbage;
 mod names;
 mod netns;
 mod ovs;
