@@ -886,6 +886,31 @@ mod tests {
 
     const P1: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 11);
 
+    /// The service `web`'s flows and groups in pipeline `p`, as an agent with the session
+    /// affinity table builds them.
+    fn build(
+        s: &ServiceSpec,
+        index: u32,
+        providers: &[Provider],
+        p: &'static crate::pipeline::Pipeline,
+    ) -> (Vec<Flow>, Vec<Group>) {
+        ServiceFlows {
+            name: "web",
+            spec: s,
+            index,
+            providers,
+            affinity_table: Some(id::SERVICE_AFFINITY),
+            pop_vlan: false,
+        }
+        .build(
+            p.table(id::SERVICE_DNAT).unwrap(),
+            id::DST_GROUP,
+            p.table(id::SERVICE_SNAT).unwrap(),
+            id::MAC_DEST,
+        )
+        .unwrap()
+    }
+
     #[test]
     fn entry_flows_look_every_ipv4_packet_up_in_the_vrf_zone() {
         for (t, n) in [(id::SERVICE_DNAT, 3), (id::SERVICE_SNAT, 6)] {
@@ -915,21 +940,7 @@ mod tests {
                     ipv6: None,
                 },
             ];
-            let (flows, groups) = ServiceFlows {
-                name: "web",
-                spec: &s,
-                index: 1,
-                providers: &providers,
-                affinity_table: Some(id::SERVICE_AFFINITY),
-                pop_vlan: false,
-            }
-            .build(
-                p.table(id::SERVICE_DNAT).unwrap(),
-                id::DST_GROUP,
-                p.table(id::SERVICE_SNAT).unwrap(),
-                id::MAC_DEST,
-            )
-            .unwrap();
+            let (flows, groups) = build(&s, 1, &providers, p);
             assert!(flows.iter().all(|f| f.category == category::SERVICE));
             let lines = text::flows(&flows);
             // TCP: balance + 2 × (forward, reply); UDP: balance + 2 × (commit, forward,
@@ -969,21 +980,7 @@ mod tests {
                 ipv6: None,
             },
         ];
-        let (flows, groups) = ServiceFlows {
-            name: "web",
-            spec: &s,
-            index: 0,
-            providers: &providers,
-            affinity_table: Some(id::SERVICE_AFFINITY),
-            pop_vlan: false,
-        }
-        .build(
-            VXLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
-            id::DST_GROUP,
-            VXLAN_PIPELINE.table(id::SERVICE_SNAT).unwrap(),
-            id::MAC_DEST,
-        )
-        .unwrap();
+        let (flows, groups) = build(&s, 0, &providers, &VXLAN_PIPELINE);
         let lines = text::flows(&flows);
         for want in [
             "table=3, priority=50,ct_state=+new+trk,tcp6,reg1=0x1/0x1,ipv6_dst=fd00:254::10,tp_dst=80 actions=group:3221225472",
@@ -1011,21 +1008,7 @@ mod tests {
     #[test]
     fn a_port_without_providers_rejects_through_the_controller() {
         let s = spec();
-        let (flows, groups) = ServiceFlows {
-            name: "web",
-            spec: &s,
-            index: 0,
-            providers: &[],
-            affinity_table: Some(id::SERVICE_AFFINITY),
-            pop_vlan: false,
-        }
-        .build(
-            VLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
-            id::DST_GROUP,
-            VLAN_PIPELINE.table(id::SERVICE_SNAT).unwrap(),
-            id::MAC_DEST,
-        )
-        .unwrap();
+        let (flows, groups) = build(&s, 0, &[], &VLAN_PIPELINE);
         assert!(groups.is_empty());
         let lines = text::flows(&flows);
         assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,udp,nw_dst=10.254.0.10,tp_dst=53 actions=CONTROLLER:65535".to_string()), "{lines:#?}");
@@ -1042,21 +1025,7 @@ mod tests {
             mac: None,
             ipv6: None,
         }];
-        let (flows, groups) = ServiceFlows {
-            name: "web",
-            spec: &s,
-            index: 0,
-            providers: &providers,
-            affinity_table: Some(id::SERVICE_AFFINITY),
-            pop_vlan: false,
-        }
-        .build(
-            VLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap(),
-            id::DST_GROUP,
-            VLAN_PIPELINE.table(id::SERVICE_SNAT).unwrap(),
-            id::MAC_DEST,
-        )
-        .unwrap();
+        let (flows, groups) = build(&s, 0, &providers, &VLAN_PIPELINE);
         let lines = text::flows(&flows);
         for want in [
             "table=3, priority=100,ct_state=+new+trk,tcp,reg1=0/0x1,nw_dst=10.254.0.10,tp_dst=80 actions=load:0x1->NXM_NX_REG1[0],resubmit(,2),resubmit(,3)",
