@@ -439,8 +439,7 @@ pub async fn run_with_store(
     let leader_http =
         crate::https::HttpClient::new(security.leader_tls.clone(), Duration::from_secs(30))
             .map_err(|e| DaemonError::Server(std::io::Error::other(e)))?;
-    let endpoints =
-        crate::endpoint::batch::Batcher::spawn(db.clone()).map_err(DaemonError::Server)?;
+    let writes = crate::batch::Writes::spawn(db.clone()).map_err(DaemonError::Server)?;
     let (role, election) = leader::spawn_counted(
         store.clone(),
         ElectionConfig {
@@ -499,7 +498,7 @@ pub async fn run_with_store(
         role,
         control_addr: control.clone(),
         http,
-        endpoints,
+        writes,
         cluster_mode: config.mode.clone(),
         reasons: Default::default(),
         ofnet,

@@ -7,6 +7,7 @@
 //! * [`model`]: one module per REST object kind (JSON shape, validation, create/update/delete).
 //! * [`policy`]: compilation of policy rules into directional ofnet rules.
 //! * [`endpoint`]: the `/plugin/*` operations (address allocation, endpoint create/delete/update).
+//! * [`batch`]: the group commit of REST writes (objects and endpoints, many requests per transaction).
 //! * [`rest`]: the actix-web routes and error mapping.
 //! * [`registry`] and [`leader`]: service registration on leases and the leader lock/FSM.
 //! * [`daemon`]: netmaster's `run(config, shutdown)`.
@@ -14,6 +15,7 @@
 //! * [`client`]: the REST client used by netctl and netplugin; [`netctl`]: the CLI command tree.
 
 pub mod auth;
+pub mod batch;
 pub mod client;
 pub mod daemon;
 pub mod endpoint;

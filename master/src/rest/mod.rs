@@ -37,8 +37,8 @@ pub struct AppState {
     pub control_addr: String,
     /// Client used by the follower proxy and for calls to netplugins.
     pub http: reqwest::Client,
-    /// Group commit of endpoint creates and deletes.
-    pub endpoints: crate::endpoint::batch::Batcher,
+    /// Group commit of object writes and endpoint creates and deletes.
+    pub writes: crate::batch::Writes,
     /// `--mode` (docker, kubernetes, swarm-mode, test): global inspect's `clusterMode`.
     pub cluster_mode: String,
     /// Error messages as reason phrases (for Contiv's Go client, which prints the status line).

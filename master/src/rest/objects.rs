@@ -49,7 +49,7 @@ async fn upsert<T: Object>(
 ) -> Result<HttpResponse, Error> {
     let obj: T = serde_json::from_slice(&body)
         .map_err(|e| Error::invalid("body", format!("not a valid {} object: {e}", T::TYPE)))?;
-    let stored = ops::upsert::<T>(&state.db, &key, obj).await?;
+    let stored = ops::upsert_batched::<T>(&state.writes, &state.db, &key, obj).await?;
     tracing::info!(kind = T::TYPE, key = %key, "object stored");
     Ok(HttpResponse::Ok().json(stored))
 }
@@ -58,7 +58,7 @@ async fn delete<T: Object>(
     state: web::Data<AppState>,
     key: web::Path<String>,
 ) -> Result<HttpResponse, Error> {
-    ops::delete::<T>(&state.db, &key).await?;
+    ops::delete_batched::<T>(&state.writes, &key).await?;
     tracing::info!(kind = T::TYPE, key = %key, "object deleted");
     Ok(HttpResponse::Ok().json(key.into_inner()))
 }

@@ -55,7 +55,7 @@ async fn create_endpoint(
     body: web::Bytes,
 ) -> Result<HttpResponse, Error> {
     let r = parse(&req, &body)?;
-    let ep = state.endpoints.create(&r).await?;
+    let ep = endpoint::batch::create(&state.writes, &r).await?;
     Ok(HttpResponse::Ok().json(EndpointResponse { EndpointConfig: ep }))
 }
 
@@ -65,7 +65,7 @@ async fn delete_endpoint(
     body: web::Bytes,
 ) -> Result<HttpResponse, Error> {
     let r = parse(&req, &body)?;
-    let ep = state.endpoints.delete(&r).await?;
+    let ep = endpoint::batch::delete(&state.writes, &r).await?;
     Ok(HttpResponse::Ok().json(EndpointResponse { EndpointConfig: ep }))
 }
 

@@ -20,7 +20,7 @@ use crate::store::*;
 fn state(store: Arc<dyn StateStore>, role: LeaderState) -> Arc<AppState> {
     let db = Db::new(store);
     Arc::new(AppState {
-        endpoints: crate::endpoint::batch::Batcher::spawn(db.clone()).unwrap(),
+        writes: crate::batch::Writes::spawn(db.clone()).unwrap(),
         db,
         role: RoleView::fixed(role),
         control_addr: "127.0.0.1:9999".into(),

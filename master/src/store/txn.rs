@@ -28,6 +28,12 @@
 //! A transaction must not read derived keys through guards (they would fail on its own
 //! pre-writes): derived records are listed with [`Tx::list_derived`].
 //!
+//! Batches ([`crate::batch`]) apply several requests in one transaction: [`Tx::savepoint`] and
+//! [`Tx::rollback`] undo one request's writes (an undo journal, so a step costs what it wrote,
+//! not what the batch holds), [`Tx::rollback_all`] its reads and listings too (a request left
+//! for the next batch), [`Tx::prefetch`] reads the batch's first keys in one concurrent round, and
+//! a prefix listed twice is read from the store once (one guard).
+//!
 //! [`Db`] adds a local writer lock: inside one process writers queue instead of conflicting (500
 //! concurrent endpoint creates on one network would otherwise retry quadratically); the revision
 //! guards still protect against other processes.
@@ -38,7 +44,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{Guard, MAX_TXN_OPS, Op, StateStore, StoreError, StoreResult};
+use super::{Guard, KeyValue, MAX_TXN_OPS, Op, StateStore, StoreError, StoreResult};
 
 /// How many times a conflicting transaction is retried before giving up with `Contention`.
 const MAX_ATTEMPTS: u32 = 64;
@@ -75,13 +81,39 @@ struct Write {
     derived: bool,
 }
 
+/// A listed prefix: the store revision it was listed at and what the store held then.
+struct Listed {
+    prefix: String,
+    revision: i64,
+    entries: Arc<Vec<KeyValue>>,
+}
+
+/// What a savepoint rollback undoes, newest last.
+enum Undo {
+    /// A buffered write, with what the key held in the buffer before it.
+    Write {
+        key: String,
+        previous: Option<Write>,
+    },
+    /// A first read of a key (a guard).
+    Read(String),
+    /// A listing (a prefix guard), the last of `listed`.
+    Listing,
+}
+
 /// A transaction in progress. See the module docs.
 pub struct Tx<'s> {
     store: &'s dyn StateStore,
     /// key → mod_revision observed (0 = absent), plus the value read.
     reads: BTreeMap<String, (i64, Option<Vec<u8>>)>,
-    prefixes: Vec<(String, i64)>,
+    listed: Vec<Listed>,
     writes: BTreeMap<String, Write>,
+    /// Writes in `writes` that are not derived.
+    ordinary_writes: usize,
+    /// Values read ahead by [`Tx::prefetch`], not yet guarded: a key becomes a guarded read the
+    /// first time the transaction reads it.
+    prefetched: std::collections::HashMap<String, (i64, Option<Vec<u8>>)>,
+    journal: Vec<Undo>,
 }
 
 /// A transaction split for the store: the derived puts written before it, the guarded part and
@@ -101,9 +133,18 @@ impl<'s> Tx<'s> {
         Tx {
             store,
             reads: BTreeMap::new(),
-            prefixes: Vec::new(),
+            listed: Vec::new(),
             writes: BTreeMap::new(),
+            ordinary_writes: 0,
+            prefetched: std::collections::HashMap::new(),
+            journal: Vec::new(),
         }
+    }
+
+    /// Record the first read of `key` (its guard).
+    fn record_read(&mut self, key: &str, revision: i64, value: Option<Vec<u8>>) {
+        self.reads.insert(key.to_string(), (revision, value));
+        self.journal.push(Undo::Read(key.to_string()));
     }
 
     /// Read one key, seeing this transaction's own writes.
@@ -114,31 +155,68 @@ impl<'s> Tx<'s> {
         if let Some((_, v)) = self.reads.get(key) {
             return Ok(v.clone());
         }
-        let kv = self.store.get(key).await?;
-        let (rev, value) = kv.map_or((0, None), |kv| (kv.mod_revision, Some(kv.value)));
-        self.reads.insert(key.to_string(), (rev, value.clone()));
+        let (rev, value) = match self.prefetched.remove(key) {
+            Some(read) => read,
+            None => {
+                let kv = self.store.get(key).await?;
+                kv.map_or((0, None), |kv| (kv.mod_revision, Some(kv.value)))
+            }
+        };
+        self.record_read(key, rev, value.clone());
         Ok(value)
+    }
+
+    /// Fetch the keys this transaction has not read yet, concurrently.
+    async fn fetch_missing(
+        &self,
+        keys: &[String],
+    ) -> StoreResult<Vec<(String, (i64, Option<Vec<u8>>))>> {
+        let missing: Vec<&String> = keys
+            .iter()
+            .filter(|k| {
+                !self.writes.contains_key(*k)
+                    && !self.reads.contains_key(*k)
+                    && !self.prefetched.contains_key(*k)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let store = self.store;
+        let fetched =
+            futures::future::join_all(missing.iter().map(|k| store.get(k.as_str()))).await;
+        missing
+            .into_iter()
+            .zip(fetched)
+            .map(|(key, kv)| {
+                Ok((
+                    key.clone(),
+                    kv?.map_or((0, None), |kv| (kv.mod_revision, Some(kv.value))),
+                ))
+            })
+            .collect()
     }
 
     /// Read several keys at once (concurrently from the store), seeing this transaction's own
     /// writes; each read is guarded like [`Tx::get_raw`].
     pub async fn get_many(&mut self, keys: &[String]) -> StoreResult<Vec<Option<Vec<u8>>>> {
-        let missing: Vec<&String> = keys
-            .iter()
-            .filter(|k| !self.writes.contains_key(*k) && !self.reads.contains_key(*k))
-            .collect();
-        let store = self.store;
-        let fetched =
-            futures::future::join_all(missing.iter().map(|k| store.get(k.as_str()))).await;
-        for (key, kv) in missing.into_iter().zip(fetched) {
-            let (rev, value) = kv?.map_or((0, None), |kv| (kv.mod_revision, Some(kv.value)));
-            self.reads.insert(key.clone(), (rev, value));
+        for (key, (rev, value)) in self.fetch_missing(keys).await? {
+            self.record_read(&key, rev, value);
         }
         let mut out = Vec::with_capacity(keys.len());
         for k in keys {
             out.push(self.get_raw(k).await?);
         }
         Ok(out)
+    }
+
+    /// Read `keys` ahead, concurrently, without guarding them yet: each becomes a guarded read
+    /// (from the value fetched here) only when the transaction reads it. A batch prefetches the
+    /// first key of each of its requests, so they cost one round trip instead of one each.
+    pub async fn prefetch(&mut self, keys: &[String]) -> StoreResult<()> {
+        for (key, read) in self.fetch_missing(keys).await? {
+            self.prefetched.insert(key, read);
+        }
+        Ok(())
     }
 
     /// Read and decode one JSON value; `kind` names the type in errors.
@@ -154,18 +232,32 @@ impl<'s> Tx<'s> {
     }
 
     /// Read every key under `prefix` (sorted), seeing this transaction's own writes.
+    /// A prefix listed before in this transaction is not read from the store again (its guard,
+    /// the first listing's revision, covers both).
     pub async fn list_raw(&mut self, prefix: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
-        let listing = super::list_all(self.store, prefix).await?;
-        self.prefixes.push((prefix.to_string(), listing.revision));
+        let entries = match self.listed.iter().find(|l| l.prefix == prefix) {
+            Some(l) => l.entries.clone(),
+            None => {
+                let listing = super::list_all(self.store, prefix).await?;
+                let entries = Arc::new(listing.entries);
+                self.listed.push(Listed {
+                    prefix: prefix.to_string(),
+                    revision: listing.revision,
+                    entries: entries.clone(),
+                });
+                self.journal.push(Undo::Listing);
+                entries
+            }
+        };
         let mut merged: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        for kv in listing.entries {
+        for kv in entries.iter() {
             // Keep reads coherent: a key read earlier in this transaction keeps the value we acted on.
             let value = match self.reads.get(&kv.key) {
                 Some((_, Some(v))) => v.clone(),
                 Some((_, None)) => continue,
-                None => kv.value,
+                None => kv.value.clone(),
             };
-            merged.insert(kv.key, value);
+            merged.insert(kv.key.clone(), value);
         }
         for (key, write) in self
             .writes
@@ -266,24 +358,89 @@ impl<'s> Tx<'s> {
 
     /// The last write to a key decides whether it is derived.
     fn write(&mut self, key: &str, value: Option<Vec<u8>>, derived: bool) {
-        self.writes
+        let previous = self
+            .writes
             .insert(key.to_string(), Write { value, derived });
+        self.count_write(previous.as_ref(), derived);
+        self.journal.push(Undo::Write {
+            key: key.to_string(),
+            previous,
+        });
     }
 
-    /// Remember the buffered writes, to undo a failed step of a batch with [`Tx::rollback`].
+    fn count_write(&mut self, replaced: Option<&Write>, derived: bool) {
+        if replaced.is_some_and(|w| !w.derived) {
+            self.ordinary_writes -= 1;
+        }
+        if !derived {
+            self.ordinary_writes += 1;
+        }
+    }
+
+    /// Undo one buffered write from the journal.
+    fn undo_write(&mut self, key: String, previous: Option<Write>) {
+        let restored_ordinary = previous.as_ref().is_some_and(|w| !w.derived);
+        let current = match previous {
+            Some(w) => self.writes.insert(key, w),
+            None => self.writes.remove(&key),
+        };
+        if current.is_some_and(|c| !c.derived) {
+            self.ordinary_writes -= 1;
+        }
+        if restored_ordinary {
+            self.ordinary_writes += 1;
+        }
+    }
+
+    /// Mark the present point, to undo what follows with [`Tx::rollback`] or
+    /// [`Tx::rollback_all`] (a failed or deferred step of a batch).
     pub fn savepoint(&self) -> Savepoint {
-        Savepoint(self.writes.clone())
+        Savepoint(self.journal.len())
     }
 
-    /// Drop every write buffered since `savepoint`. Reads stay recorded (their guards only make the
-    /// commit more careful).
+    /// Drop every write buffered since `savepoint`. Reads and listings stay recorded (their
+    /// guards only make the commit more careful).
     pub fn rollback(&mut self, savepoint: Savepoint) {
-        self.writes = savepoint.0;
+        let mut kept = Vec::new();
+        while self.journal.len() > savepoint.0 {
+            match self.journal.pop() {
+                Some(Undo::Write { key, previous }) => self.undo_write(key, previous),
+                Some(other) => kept.push(other),
+                None => break,
+            }
+        }
+        self.journal.extend(kept.into_iter().rev());
+    }
+
+    /// Drop everything done since `savepoint`: writes, reads and listings (a step left for
+    /// another transaction: its guards must not burden this one).
+    pub fn rollback_all(&mut self, savepoint: Savepoint) {
+        while self.journal.len() > savepoint.0 {
+            match self.journal.pop() {
+                Some(Undo::Write { key, previous }) => self.undo_write(key, previous),
+                Some(Undo::Read(key)) => {
+                    if let Some(read) = self.reads.remove(&key) {
+                        // Still valid as a read-ahead for the step that comes back later.
+                        self.prefetched.insert(key, read);
+                    }
+                }
+                Some(Undo::Listing) => {
+                    self.listed.pop();
+                }
+                None => break,
+            }
+        }
     }
 
     /// Number of buffered writes (tests and diagnostics).
     pub fn pending_writes(&self) -> usize {
         self.writes.len()
+    }
+
+    /// Whether the commit would exceed etcd's limits: more than [`MAX_TXN_OPS`] compares or
+    /// ordinary writes (derived writes may go around the guarded transaction).
+    pub fn over_limits(&self) -> bool {
+        self.reads.len() + self.listed.len() > MAX_TXN_OPS || self.ordinary_writes > MAX_TXN_OPS
     }
 
     /// Split into the guarded transaction and its follow-ups, checking etcd's limits. `key` names
@@ -295,9 +452,12 @@ impl<'s> Tx<'s> {
             .map(|(key, (revision, _))| Guard::ModRevision { key, revision })
             .collect();
         guards.extend(
-            self.prefixes
+            self.listed
                 .into_iter()
-                .map(|(prefix, revision)| Guard::PrefixUnchangedSince { prefix, revision }),
+                .map(|l| Guard::PrefixUnchangedSince {
+                    prefix: l.prefix,
+                    revision: l.revision,
+                }),
         );
         if guards.len() > MAX_TXN_OPS {
             return Err(StoreError::TooManyCompares {
@@ -348,8 +508,8 @@ impl<'s> Tx<'s> {
     }
 }
 
-/// Buffered writes at some point of a transaction.
-pub struct Savepoint(BTreeMap<String, Write>);
+/// A point of a transaction's journal.
+pub struct Savepoint(usize);
 
 /// Decode a stored JSON value, naming key and type on failure.
 pub fn decode<T: DeserializeOwned>(key: &str, kind: &'static str, bytes: &[u8]) -> StoreResult<T> {

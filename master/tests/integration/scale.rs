@@ -281,17 +281,18 @@ async fn attach_and_detach_are_all_or_nothing_under_sigkill() {
     // (attached, compiled rules, the group's policies) once netmaster is back.
     let state = async |url: &str| {
         let c = Client::new(url).unwrap();
-        let g: EndpointGroup = c.get("default:g1").await.unwrap();
+        // Not answered until the restarted netmaster has taken the leader lock.
+        let g: EndpointGroup = c.get("default:g1").await.ok()?;
         let attached = store
             .get(&EpgPolicy::key_for(&att))
             .await
             .unwrap()
             .is_some();
-        (
+        Some((
             attached,
             compiled_count(&store, &all_prefix).await,
             g.policies,
-        )
+        ))
     };
     let mut outcomes = Vec::new();
     for (round, kill_after_ms) in [5u64, 150, 400, 1500].into_iter().enumerate() {
@@ -311,7 +312,7 @@ async fn attach_and_detach_are_all_or_nothing_under_sigkill() {
                 "a consistent state after the restart",
                 Duration::from_secs(20),
                 || async {
-                    let s = state(&nm.url).await;
+                    let s = state(&nm.url).await?;
                     let whole = (s.0 && s.1 == 2 * RULES && s.2 == ["p1"])
                         || (!s.0 && s.1 == 0 && s.2.is_empty());
                     whole.then_some(s)
@@ -320,15 +321,174 @@ async fn attach_and_detach_are_all_or_nothing_under_sigkill() {
             .await;
             outcomes.push((round, attach, attached, compiled, listed.len()));
             // Make the next step start from the state this step meant to leave.
+            // (Retried: with a 2 s leader lock a loaded machine may see a leader change.)
             if attached != attach {
-                nm.client()
-                    .post(&group("g1", "n1", policies))
-                    .await
-                    .unwrap();
+                eventually(
+                    "the group's policies set",
+                    Duration::from_secs(20),
+                    || async { nm.client().post(&group("g1", "n1", policies)).await.ok() },
+                )
+                .await;
             }
         }
     }
     println!("(round, attaching, attached after restart, compiled, listed): {outcomes:?}");
+}
+
+/// A SIGKILL while batched writes are in flight (`master::batch`: many requests per etcd
+/// transaction): after the restart every request is whole or absent, never half applied, and
+/// every request answered 200 before the kill is there. In flight at the kill: 24 group creates
+/// that each attach a 200-rule policy (400 compiled rules each, written around the guarded
+/// commits) and 200 rule creates in a policy attached to another group (2 compiled rules each).
+#[tokio::test]
+async fn a_sigkill_during_batched_writes_leaves_each_request_whole_or_absent() {
+    testbed::require!(Etcd);
+    const BIG: usize = 200;
+    const GROUPS: usize = 24;
+    const RULES: usize = 200;
+    let etcd = testbed::Etcd::start().unwrap();
+    let store = EtcdStore::connect(&[etcd.client_url()]).await.unwrap();
+    let mut nm = Subprocess::spawn(&etcd.client_url(), 2);
+    wait_ready(&nm.url, Duration::from_secs(20)).await;
+    let c = nm.client();
+    c.post(&network("default", "n1", "10.1.0.0/16"))
+        .await
+        .unwrap();
+    for p in ["p1", "p2"] {
+        c.post(&Policy {
+            policy_name: p.into(),
+            tenant_name: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    c.post(&group("ga", "n1", &["p2"])).await.unwrap();
+    let client = &c;
+    create_all(0..BIG, 16, |i| async move {
+        client
+            .post(&rule(i))
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let p2_rule = |id: String, port: usize| Rule {
+        rule_id: id,
+        tenant_name: "default".into(),
+        policy_name: "p2".into(),
+        direction: "in".into(),
+        protocol: "tcp".into(),
+        port: i64::try_from(port).unwrap(),
+        action: "allow".into(),
+        ..Default::default()
+    };
+    let ga = EpgPolicy::id_for("default:ga", "default:p2");
+    let mut seen = Vec::new();
+    // Killed once this many requests have answered 200: early, in the middle, later.
+    for (round, kill_after) in [1usize, 40, 120].into_iter().enumerate() {
+        // Every round starts with a leader answering.
+        eventually("a leader answers", Duration::from_secs(30), || async {
+            nm.client().get::<EndpointGroup>("default:ga").await.ok()
+        })
+        .await;
+        let answers = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let url = nm.url.clone();
+        let groups: Vec<String> = (0..GROUPS).map(|g| format!("r{round}g{g}")).collect();
+        let rules: Vec<String> = (0..RULES).map(|r| format!("r{round}x{r}")).collect();
+        let mut calls = tokio::task::JoinSet::new();
+        for (i, name) in groups.iter().enumerate() {
+            let (url, body, answers) = (url.clone(), group(name, "n1", &["p1"]), answers.clone());
+            calls.spawn(async move {
+                let ok = Client::new(&url).unwrap().post(&body).await.is_ok();
+                answers.fetch_add(usize::from(ok), std::sync::atomic::Ordering::SeqCst);
+                (format!("g{i}"), ok)
+            });
+        }
+        for (i, id) in rules.iter().enumerate() {
+            let (url, body, answers) = (
+                url.clone(),
+                p2_rule(id.clone(), 1 + round * RULES + i),
+                answers.clone(),
+            );
+            calls.spawn(async move {
+                let ok = Client::new(&url).unwrap().post(&body).await.is_ok();
+                answers.fetch_add(usize::from(ok), std::sync::atomic::Ordering::SeqCst);
+                (format!("x{i}"), ok)
+            });
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while answers.load(std::sync::atomic::Ordering::SeqCst) < kill_after
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        nm.kill();
+        let mut answered = std::collections::BTreeSet::new();
+        while let Some(r) = calls.join_next().await {
+            if let Ok((what, true)) = r {
+                answered.insert(what);
+            }
+        }
+        nm = Subprocess::spawn(&etcd.client_url(), 2);
+        wait_ready(&nm.url, Duration::from_secs(30)).await;
+        // The leader start's repair removes what a cut-short write left; then each request is
+        // whole or absent.
+        let (groups_in, rules_in) = eventually(
+            "every request whole or absent after the restart",
+            Duration::from_secs(30),
+            || async {
+                let mut groups_in = 0;
+                for (i, name) in groups.iter().enumerate() {
+                    let exists = store
+                        .get(&keys::model("endpointGroup", &format!("default:{name}")))
+                        .await
+                        .unwrap()
+                        .is_some();
+                    let att = EpgPolicy::id_for(&format!("default:{name}"), "default:p1");
+                    let attached = store
+                        .get(&EpgPolicy::key_for(&att))
+                        .await
+                        .unwrap()
+                        .is_some();
+                    let compiled = compiled_count(&store, &EpgPolicy::rules_prefix(&att)).await;
+                    let whole = exists && attached && compiled == 2 * BIG;
+                    let absent = !exists && !attached && compiled == 0;
+                    if !(whole || absent) || (answered.contains(&format!("g{i}")) && !whole) {
+                        return None;
+                    }
+                    groups_in += usize::from(whole);
+                }
+                let mut rules_in = 0;
+                for (i, id) in rules.iter().enumerate() {
+                    let key = format!("default:p2:{id}");
+                    let exists = store
+                        .get(&keys::model("rule", &key))
+                        .await
+                        .unwrap()
+                        .is_some();
+                    let compiled = compiled_count(&store, &EpgPolicy::rule_prefix(&ga, &key)).await;
+                    let whole = exists && compiled == 2;
+                    let absent = !exists && compiled == 0;
+                    if !(whole || absent) || (answered.contains(&format!("x{i}")) && !whole) {
+                        return None;
+                    }
+                    rules_in += usize::from(whole);
+                }
+                Some((groups_in, rules_in))
+            },
+        )
+        .await;
+        assert!(groups_in + rules_in >= answered.len());
+        seen.push((round, answered.len(), groups_in, rules_in));
+    }
+    // Some request must have been cut: more requests in flight than answered at the kill.
+    assert!(
+        seen.iter()
+            .any(|(_, answered, g, r)| g + r > *answered || g + r < GROUPS + RULES),
+        "{seen:?}"
+    );
+    println!("(round, answered 200, groups whole, rules whole): {seen:?}");
 }
 
 /// A service with 1,000 providers: each provider is its own key, so the largest stored value stays
