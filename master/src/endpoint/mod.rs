@@ -20,8 +20,8 @@ use crate::model::endpoint_group::{load_state as load_epg_state, save_state as s
 use crate::model::network::{load_state as load_net_state, save_state as save_net_state};
 use crate::model::service_lb::refresh_providers;
 use crate::resources::ipv4::mac_from_ipv4;
-use crate::resources::ipv6::{self, Ipv6Subnet};
 use crate::state::addr_map::{self, AddrMap};
+use crate::state::addr_map6::Ipv6Map;
 use crate::state::reservations;
 use crate::state::{CfgEndpointState, CfgNetworkState, CfgServiceLbState, EndpointGroupState};
 use crate::store::txn::Db;
@@ -435,13 +435,10 @@ pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<Cfg
         other => take_address(tx, &mut t, other).await?,
     };
     let mut ipv6_address = String::new();
-    if !t.net.ipv6_subnet_ip.is_empty() {
-        let s6 = Ipv6Subnet::parse(
-            "ipv6Subnet",
-            &format!("{}/{}", t.net.ipv6_subnet_ip, t.net.ipv6_subnet_len),
-        )?;
+    if let Some(mut map6) = Ipv6Map::network(&mut t.net)? {
         let mut last = t.net.ipv6_last_host.clone();
-        let ip6 = ipv6::allocate(&s6, &mut t.net.ipv6_alloc_map, &mut last, ne.preferred6)?;
+        let ip6 = map6.allocate(tx, &mut last, ne.preferred6).await?;
+        map6.save(tx).await?;
         t.net.ipv6_last_host = last;
         ipv6_address = ip6.to_string();
     }
@@ -492,15 +489,11 @@ pub async fn delete_endpoint_in(tx: &mut Tx<'_>, ep_id: &str) -> Result<CfgEndpo
     if let Ok(ip) = ep.ip_address.parse::<Ipv4Addr>() {
         give_back_address(tx, &mut t, ip).await?;
     }
-    if let (Ok(ip6), false) = (
-        ep.ipv6_address.parse::<Ipv6Addr>(),
-        t.net.ipv6_subnet_ip.is_empty(),
-    ) {
-        let s6 = Ipv6Subnet::parse(
-            "ipv6Subnet",
-            &format!("{}/{}", t.net.ipv6_subnet_ip, t.net.ipv6_subnet_len),
-        )?;
-        ipv6::release(&s6, &mut t.net.ipv6_alloc_map, ip6);
+    if let Ok(ip6) = ep.ipv6_address.parse::<Ipv6Addr>()
+        && let Some(mut map6) = Ipv6Map::network(&mut t.net)?
+    {
+        map6.release(tx, ip6).await?;
+        map6.save(tx).await?;
     }
     t.net.ep_count = t.net.ep_count.saturating_sub(1);
     if let Some(g) = &mut t.epg {

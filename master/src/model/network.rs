@@ -368,13 +368,8 @@ impl Object for Network {
             },
             ip_reservations: Default::default(),
         };
-        if let (Some(s6), Some(gw6)) = (
-            subnet6,
-            validate::optional_ipv6("ipv6Gateway", &obj.ipv6_gateway)?,
-        ) {
-            let host = u128::from(gw6) - u128::from(s6.network);
-            state.ipv6_alloc_map.insert(host.to_string(), true);
-        }
+        // The IPv6 gateway is reserved in the chunked IPv6 map's fresh content (`addr_map6`).
+        validate::optional_ipv6("ipv6Gateway", &obj.ipv6_gateway)?;
         // A fresh map stores no chunk, only which chunks have no free address.
         state.ip_alloc_full = AddrMap::network(&mut state)?.full().clone();
         save_state(tx, &state)?;
@@ -440,6 +435,9 @@ impl Object for Network {
         }
         let mut state = state;
         AddrMap::network(&mut state)?.delete_all(tx).await?;
+        if let Some(mut map6) = crate::state::addr_map6::Ipv6Map::network(&mut state)? {
+            map6.delete_all(tx).await?;
+        }
         crate::state::reservations::delete_all(tx, &state.id).await?;
         tx.delete(&CfgNetworkState::key_for(&state.id));
         Ok(())

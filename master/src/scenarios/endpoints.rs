@@ -347,3 +347,159 @@ async fn previous_address_map_layout_is_converted() {
         .unwrap();
     assert_eq!(e.ip_address, "10.16.0.1");
 }
+
+#[tokio::test]
+async fn ipv6_allocations_write_small_records_and_the_previous_layout_is_converted() {
+    use crate::state::addr_map::convert_all;
+    use crate::state::addr_map6::network_prefix;
+
+    let db = db();
+    setup(&db).await;
+    let mut n = net("default", "v6", "vxlan", "20.2.0.0/16", 0);
+    n.ipv6_subnet = "2001:db8::/64".into();
+    n.ipv6_gateway = "2001:db8::1".into();
+    add_net(&db, n).await.unwrap();
+    assert!(
+        keys_under(&db, &network_prefix("v6.default"))
+            .await
+            .is_empty(),
+        "a new network stores no IPv6 chunk"
+    );
+    // 20 endpoints: host ids 2..=21 (the gateway is 1); then, from a cursor near the end of the
+    // first chunk, 10 more: 4091..=4100, across two chunks.
+    let create = async |i: usize| {
+        endpoint::create_endpoint(&db, &ep_req("default", "v6", "", &format!("c{i}")))
+            .await
+            .unwrap()
+            .ipv6_address
+    };
+    let v6 = |host: u128| std::net::Ipv6Addr::from(0x2001_0db8_u128 << 96 | host).to_string();
+    for i in 0..20 {
+        assert_eq!(create(i).await, v6(i as u128 + 2));
+    }
+    let mut st = net_state(&db, "v6.default").await;
+    st.ipv6_last_host = "4090".into();
+    db.store()
+        .put(
+            &CfgNetworkState::key_for("v6.default"),
+            serde_json::to_vec(&st).unwrap(),
+        )
+        .await
+        .unwrap();
+    for i in 20..30 {
+        assert_eq!(create(i).await, v6(i as u128 + 4071));
+    }
+    let key = CfgNetworkState::key_for("v6.default");
+    let record = db.store().get(&key).await.unwrap().unwrap().value;
+    assert!(record.len() < 1024, "network record {} bytes", record.len());
+    let chunks = keys_under(&db, &network_prefix("v6.default")).await;
+    assert_eq!(chunks.len(), 2, "{chunks:?}");
+    for c in &chunks {
+        let v = db.store().get(c).await.unwrap().unwrap().value;
+        assert!(v.len() < 1024, "chunk {c}: {} bytes", v.len());
+    }
+    // A freed address is not handed out again before the cursor wraps (Contiv's order); a
+    // preferred one is checked against the chunk.
+    let del = |c: &str| DeleteEndpointRequest {
+        TenantName: "default".into(),
+        NetworkName: "v6".into(),
+        EndpointID: c.into(),
+        ..Default::default()
+    };
+    endpoint::delete_endpoint(&db, &del("c10")).await.unwrap();
+    let next = endpoint::create_endpoint(&db, &ep_req("default", "v6", "", "d1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        next.ipv6_address, "2001:db8::1005",
+        "host 4101, after the cursor"
+    );
+    let mut req = ep_req("default", "v6", "", "d2");
+    req.ConfigEP.IPv6Address = "2001:db8::5".into();
+    assert_eq!(status(endpoint::create_endpoint(&db, &req).await), 409);
+    req.ConfigEP.IPv6Address = "2001:db8::c".into();
+    assert_eq!(
+        endpoint::create_endpoint(&db, &req)
+            .await
+            .unwrap()
+            .ipv6_address,
+        "2001:db8::c"
+    );
+    req.ConfigEP.Container = "d3".into();
+    req.ConfigEP.IPv6Address = "2001:db8::1".into();
+    assert_eq!(
+        status(endpoint::create_endpoint(&db, &req).await),
+        409,
+        "the gateway is never handed out"
+    );
+
+    // The previous layout: every host id in the record. Converted by the first allocation...
+    let mut legacy = net("default", "old", "vxlan", "20.3.0.0/16", 0);
+    legacy.ipv6_subnet = "2001:db9::/64".into();
+    add_net(&db, legacy).await.unwrap();
+    let old_key = CfgNetworkState::key_for("old.default");
+    let write_legacy = async |hosts: &[&str], last: &str| {
+        let mut st = net_state(&db, "old.default").await;
+        st.ipv6_alloc_map = hosts.iter().map(|h| (h.to_string(), true)).collect();
+        st.ipv6_last_host = last.into();
+        db.store()
+            .put(&old_key, serde_json::to_vec(&st).unwrap())
+            .await
+            .unwrap();
+    };
+    write_legacy(&["1", "2", "3", "9000"], "3").await;
+    let ep = endpoint::create_endpoint(&db, &ep_req("default", "old", "", "o1"))
+        .await
+        .unwrap();
+    assert_eq!(ep.ipv6_address, "2001:db9::4");
+    assert!(
+        net_state(&db, "old.default")
+            .await
+            .ipv6_alloc_map
+            .is_empty()
+    );
+    assert_eq!(
+        keys_under(&db, &network_prefix("old.default")).await.len(),
+        2
+    );
+    let mut req = ep_req("default", "old", "", "o2");
+    req.ConfigEP.IPv6Address = "2001:db9::2328".into(); // host 9000
+    assert_eq!(status(endpoint::create_endpoint(&db, &req).await), 409);
+    // ... or at leader start.
+    write_legacy(&["7", "70000"], "7").await;
+    assert_eq!(convert_all(&db).await.unwrap(), 1);
+    assert!(
+        net_state(&db, "old.default")
+            .await
+            .ipv6_alloc_map
+            .is_empty()
+    );
+    let chunks = keys_under(&db, &network_prefix("old.default")).await;
+    assert_eq!(
+        chunks,
+        vec![
+            format!("{}0", network_prefix("old.default")),
+            format!("{}17", network_prefix("old.default")),
+        ],
+        "stale chunks of the first conversion are gone"
+    );
+    assert_eq!(
+        endpoint::create_endpoint(&db, &ep_req("default", "old", "", "o3"))
+            .await
+            .unwrap()
+            .ipv6_address,
+        "2001:db9::8"
+    );
+    // Deleting the network deletes its chunks.
+    for c in ["o1", "o3"] {
+        let mut d = del(c);
+        d.NetworkName = "old".into();
+        endpoint::delete_endpoint(&db, &d).await.unwrap();
+    }
+    ops::delete::<Network>(&db, "default:old").await.unwrap();
+    assert!(
+        keys_under(&db, &network_prefix("old.default"))
+            .await
+            .is_empty()
+    );
+}

@@ -410,8 +410,8 @@ pub async fn save_group(
     Ok(())
 }
 
-/// Convert every network and group state still holding a whole map (the previous layout), one
-/// transaction each. Returns how many were converted.
+/// Convert every network and group state still holding a whole map (the previous layout; the
+/// IPv4 map, the reservations and the IPv6 map, `addr_map6`), one transaction each. Returns how many were converted.
 pub async fn convert_all(db: &crate::store::txn::Db) -> Result<usize> {
     let mut converted = 0;
     let nets: Vec<String> = db
@@ -423,7 +423,11 @@ pub async fn convert_all(db: &crate::store::txn::Db) -> Result<usize> {
                 )
                 .await?
                 .into_iter()
-                .filter(|n| !n.ip_alloc_map.is_empty() || !n.ip_reservations.is_empty())
+                .filter(|n| {
+                    !n.ip_alloc_map.is_empty()
+                        || !n.ip_reservations.is_empty()
+                        || !n.ipv6_alloc_map.is_empty()
+                })
                 .map(|n| n.id)
                 .collect(),
             )
@@ -441,6 +445,9 @@ pub async fn convert_all(db: &crate::store::txn::Db) -> Result<usize> {
             let mut map = AddrMap::network(&mut state)?;
             crate::state::reservations::convert(tx, &mut state)?;
             save_network(tx, &mut map, &mut state).await?;
+            if let Some(mut map6) = crate::state::addr_map6::Ipv6Map::network(&mut state)? {
+                map6.save(tx).await?;
+            }
             tx.put(&key, CfgNetworkState::KIND, &state)?;
             Ok(())
         })

@@ -3,6 +3,7 @@
 //! tools read them.
 
 pub mod addr_map;
+pub mod addr_map6;
 pub mod endpoint;
 pub mod epg;
 pub mod global;
