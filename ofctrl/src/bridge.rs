@@ -243,15 +243,16 @@ impl Bridge {
         }
     }
 
-    /// Record a confirmed plan; ids of removed groups and meters may be handed out again.
-    fn commit(&mut self, plan: &Plan) {
-        self.desired.commit(plan);
+    /// Record a confirmed plan (its flows move into the desired state); ids of removed groups
+    /// and meters may be handed out again.
+    fn commit_owned(&mut self, plan: Plan) {
         for id in &plan.remove_groups {
             self.allocated_groups.remove(id);
         }
         for id in &plan.remove_meters {
             self.allocated_meters.remove(id);
         }
+        self.desired.commit_owned(plan);
     }
 
     /// Step 1 (read the switch) and the adoption run with the mailbox open; steps 2-4 run with
@@ -430,7 +431,7 @@ impl Handler<Apply> for Bridge {
 
     fn handle(&mut self, Apply(changes): Apply, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, rx) = oneshot::channel();
-        let plan = self.desired.plan(&changes);
+        let plan = self.desired.plan_owned(changes);
         if plan.is_empty() {
             let _ = tx.send(Ok(Applied::Installed(0)));
             return MessageResult(rx);
@@ -438,7 +439,7 @@ impl Handler<Apply> for Bridge {
         let switch = match &self.switch {
             Some(s) if s.connected() && self.synced => s.clone(),
             _ => {
-                self.commit(&plan);
+                self.commit_owned(plan);
                 let _ = tx.send(Ok(Applied::Deferred));
                 return MessageResult(rx);
             }
@@ -455,21 +456,25 @@ impl Handler<Apply> for Bridge {
                     Err(e) => o.failed(e, false),
                 }
             }
-            let outcome = match result {
+            // The answer goes first: the actor handles nothing else before the plan is
+            // recorded below (the mailbox waits for this closure), so no one sees the table
+            // without it.
+            match result {
                 Ok(()) => {
-                    this.commit(&plan);
-                    Ok(Applied::Installed(count))
+                    let _ = tx.send(Ok(Applied::Installed(count)));
+                    this.commit_owned(plan);
                 }
                 // The connection went away mid-transaction: keep the change, it goes out with
                 // the reconcile on the next connect.
                 Err(TxError::Switch(SwitchError::Disconnected)) => {
-                    this.commit(&plan);
+                    let _ = tx.send(Ok(Applied::Deferred));
+                    this.commit_owned(plan);
                     this.synced = false;
-                    Ok(Applied::Deferred)
                 }
-                Err(e) => Err(e),
-            };
-            let _ = tx.send(outcome);
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
         }));
         MessageResult(rx)
     }

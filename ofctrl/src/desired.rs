@@ -239,6 +239,118 @@ impl DesiredState {
         plan
     }
 
+    /// [`DesiredState::plan`], taking the changes: the flows, groups and meters of the plan are
+    /// the changes' own (moved, not copied), so a 100,000-flow change is not cloned on its way to
+    /// the switch and into the table.
+    pub fn plan_owned(&self, changes: Vec<Change>) -> Plan {
+        // The last change of each key wins: mark them, walking backwards.
+        let mut last = vec![false; changes.len()];
+        {
+            let mut flows: std::collections::HashSet<&FlowKey> = std::collections::HashSet::new();
+            let mut groups = std::collections::HashSet::new();
+            let mut meters = std::collections::HashSet::new();
+            for (i, c) in changes.iter().enumerate().rev() {
+                last[i] = match c {
+                    Change::AddFlow(f) => flows.insert(&f.key),
+                    Change::RemoveFlow(k) => flows.insert(k),
+                    Change::AddGroup(g) => groups.insert(g.id),
+                    Change::RemoveGroup(id) => groups.insert(*id),
+                    Change::AddMeter(m) => meters.insert(m.id),
+                    Change::RemoveMeter(id) => meters.insert(*id),
+                };
+            }
+        }
+        let mut plan = Plan::default();
+        for (c, last) in changes.into_iter().zip(last) {
+            if !last {
+                continue;
+            }
+            match c {
+                Change::AddFlow(want) => {
+                    if self.flows.get(&want.key) != Some(&want) {
+                        plan.add_flows.push(want);
+                    }
+                }
+                Change::RemoveFlow(key) => {
+                    if self.flows.contains_key(&key) {
+                        plan.remove_flows.push(key);
+                    }
+                }
+                Change::AddGroup(want) => match self.groups.get(&want.id) {
+                    Some(have) if *have == want => {}
+                    Some(_) => plan.modify_groups.push(want),
+                    None => plan.add_groups.push(want),
+                },
+                Change::RemoveGroup(id) => {
+                    if self.groups.contains_key(&id) {
+                        plan.remove_groups.push(id);
+                    }
+                }
+                Change::AddMeter(want) => match self.meters.get(&want.id) {
+                    Some(have) if *have == want => {}
+                    Some(_) => plan.modify_meters.push(want),
+                    None => plan.add_meters.push(want),
+                },
+                Change::RemoveMeter(id) => {
+                    if self.meters.contains_key(&id) {
+                        plan.remove_meters.push(id);
+                    }
+                }
+            }
+        }
+        // The order `plan` gives (groups and meters by id; flows by table, higher priorities
+        // first).
+        plan.add_groups.sort_by_key(|g| g.id);
+        plan.modify_groups.sort_by_key(|g| g.id);
+        plan.remove_groups.sort_unstable();
+        plan.add_meters.sort_by_key(|m| m.id);
+        plan.modify_meters.sort_by_key(|m| m.id);
+        plan.remove_meters.sort_unstable();
+        plan.add_flows.sort_by(|a, b| {
+            (a.key.table, std::cmp::Reverse(a.key.priority))
+                .cmp(&(b.key.table, std::cmp::Reverse(b.key.priority)))
+        });
+        plan.remove_flows
+            .sort_by_key(|k| (k.table, std::cmp::Reverse(k.priority)));
+        plan
+    }
+
+    /// [`DesiredState::commit`], taking the plan (its flows move into the table).
+    pub fn commit_owned(&mut self, plan: Plan) {
+        for k in &plan.remove_flows {
+            self.remove_flow(k);
+        }
+        for f in plan.add_flows {
+            let table = f.key.table;
+            if self.flows.insert(f.key.clone(), f).is_none() {
+                *self.per_table.entry(table).or_default() += 1;
+            }
+        }
+        for m in plan.add_meters.into_iter().chain(plan.modify_meters) {
+            self.meters.insert(m.id, m);
+        }
+        for g in plan.add_groups.into_iter().chain(plan.modify_groups) {
+            self.groups.insert(g.id, g);
+        }
+        for id in &plan.remove_groups {
+            self.groups.remove(id);
+        }
+        for id in &plan.remove_meters {
+            self.meters.remove(id);
+        }
+    }
+
+    fn remove_flow(&mut self, k: &FlowKey) {
+        if self.flows.remove(k).is_some()
+            && let Some(n) = self.per_table.get_mut(&k.table)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_table.remove(&k.table);
+            }
+        }
+    }
+
     /// Record a plan the switch confirmed.
     pub fn commit(&mut self, plan: &Plan) {
         for m in plan.add_meters.iter().chain(&plan.modify_meters) {
@@ -419,5 +531,59 @@ mod tests {
             11,
             "higher priority first"
         );
+    }
+
+    #[test]
+    fn owned_plan_and_commit_match_the_borrowed_ones() {
+        let mut base = DesiredState::new();
+        let seed: Vec<Change> = (0..20u32)
+            .map(|i| Change::AddFlow(flow((i % 3) as u8, 10 + i as u16, i, 1)))
+            .chain([Change::AddMeter(Meter::drop_above(3, 1000, 100))])
+            .collect();
+        base.commit(&base.plan(&seed));
+        // Replace, re-add unchanged, remove, add then remove, remove then add, new ones, meters.
+        let mut changes = vec![
+            Change::AddFlow(flow(0, 10, 0, 2)),
+            Change::AddFlow(flow(1, 11, 1, 1)),
+            Change::RemoveFlow(flow(2, 12, 2, 1).key),
+            Change::AddFlow(flow(5, 50, 7, 7)),
+            Change::RemoveFlow(flow(5, 50, 7, 7).key),
+            Change::RemoveFlow(flow(0, 13, 3, 1).key),
+            Change::AddFlow(flow(0, 13, 3, 9)),
+            Change::RemoveMeter(3),
+            Change::AddMeter(Meter::drop_above(4, 2000, 100)),
+            Change::RemoveFlow(flow(9, 1, 1, 1).key),
+        ];
+        changes.extend((100..130u32).map(|i| Change::AddFlow(flow(4, 1 + (i % 7) as u16, i, 3))));
+        let borrowed = base.plan(&changes);
+        let owned = base.plan_owned(changes.clone());
+        let sorted = |p: &Plan| {
+            let mut add: Vec<String> = p.add_flows.iter().map(|f| format!("{f:?}")).collect();
+            let mut remove: Vec<String> = p.remove_flows.iter().map(|k| format!("{k:?}")).collect();
+            add.sort();
+            remove.sort();
+            (
+                add,
+                remove,
+                p.add_meters.clone(),
+                p.remove_meters.clone(),
+                p.len(),
+            )
+        };
+        assert_eq!(sorted(&owned), sorted(&borrowed));
+        let (mut a, mut b) = (base.clone(), base.clone());
+        a.commit(&borrowed);
+        b.commit_owned(owned);
+        let all = |s: &DesiredState| {
+            let mut f: Vec<String> = s.flows().map(|f| format!("{f:?}")).collect();
+            f.sort();
+            (
+                f,
+                s.meters().cloned().collect::<Vec<_>>(),
+                s.per_table.clone(),
+            )
+        };
+        assert_eq!(all(&a), all(&b));
+        assert!(base.plan_owned(Vec::new()).is_empty());
     }
 }

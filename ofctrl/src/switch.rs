@@ -10,12 +10,12 @@
 //! Other code holds a [`SwitchHandle`], never the actor type.
 
 use crate::error::{RequestFailure, SwitchError, TxError};
-use crate::wire::{Incoming, SwitchCodec};
+use crate::wire::{Incoming, Out, SwitchCodec};
 use actix::io::{FramedWrite, WriteHandler};
 use actix::prelude::*;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use ofproto::bundle::{BUNDLE_ATOMIC, BUNDLE_ORDERED, BundleAdd, BundleControl, BundleCtrlType};
-use ofproto::codec::{CodecError, OfCodec};
+use ofproto::codec::CodecError;
 use ofproto::config::SwitchConfig;
 use ofproto::error::ErrorMsg;
 use ofproto::features::FeaturesReply;
@@ -300,7 +300,7 @@ where
     Switch::create(|ctx| {
         ctx.add_stream(FramedRead::new(r, SwitchCodec::default()));
         Switch {
-            writer: FramedWrite::new(w, OfCodec, ctx),
+            writer: FramedWrite::new(w, SwitchCodec::default(), ctx),
             peer,
             options,
             subscribers,
@@ -314,6 +314,7 @@ where
             next_tx: 1,
             replies: HashMap::new(),
             tx_xids: HashMap::new(),
+            tx_ranges: Vec::new(),
             txs: HashMap::new(),
             last_rx: Instant::now(),
             undecodable: 0,
@@ -352,6 +353,13 @@ enum TxRole {
     Final,
 }
 
+/// The xids `first .. first + count` (wrapping) are requests `0 .. count` of transaction `tx`.
+struct XidRange {
+    first: u32,
+    count: u32,
+    tx: u64,
+}
+
 struct PendingTx {
     requests: Vec<Message>,
     xids: Vec<u32>,
@@ -362,7 +370,7 @@ struct PendingTx {
 
 /// The actor. See the module documentation.
 pub struct Switch {
-    writer: FramedWrite<(u32, Message), WriteHalf<Box<dyn Transport>>, OfCodec>,
+    writer: FramedWrite<Out, WriteHalf<Box<dyn Transport>>, SwitchCodec>,
     peer: String,
     options: SwitchOptions,
     subscribers: Vec<Recipient<SwitchEvent>>,
@@ -377,6 +385,8 @@ pub struct Switch {
     next_tx: u64,
     replies: HashMap<u32, PendingReply>,
     tx_xids: HashMap<u32, (u64, TxRole)>,
+    /// The requests of bundle transactions: consecutive xids each.
+    tx_ranges: Vec<XidRange>,
     txs: HashMap<u64, PendingTx>,
     last_rx: Instant,
     /// Messages that did not decode since the last log line about them, and when that was (one
@@ -410,7 +420,8 @@ impl Actor for Switch {
     fn started(&mut self, ctx: &mut Context<Self>) {
         tracing::debug!(peer = %self.peer, "switch connected, sending HELLO");
         let xid = self.xid();
-        self.writer.write((xid, Message::Hello(Hello::of13())));
+        self.writer
+            .write(Out::message(xid, Message::Hello(Hello::of13())));
         ctx.run_interval(self.options.echo_interval, |this, ctx| {
             if this.last_rx.elapsed() > this.options.dead_after {
                 tracing::warn!(
@@ -422,7 +433,8 @@ impl Actor for Switch {
                 return;
             }
             let xid = this.xid();
-            this.writer.write((xid, Message::EchoRequest(Bytes::new())));
+            this.writer
+                .write(Out::message(xid, Message::EchoRequest(Bytes::new())));
         });
         ctx.run_later(self.options.handshake_timeout, |this, ctx| {
             if this.phase != Phase::Ready {
@@ -491,7 +503,7 @@ impl StreamHandler<Result<Incoming, CodecError>> for Switch {
                 let err = hello_incompatible(
                     "only OpenFlow 1.3 is supported; configure the bridge with protocols=OpenFlow13",
                 );
-                self.writer.write((0, Message::Error(err)));
+                self.writer.write(Out::message(0, Message::Error(err)));
                 self.writer.close();
                 ctx.stop();
             }
@@ -521,7 +533,7 @@ impl Handler<Request> for Switch {
         let (tx, rx) = oneshot::channel();
         let xid = self.xid();
         let timeout = self.options.request_timeout;
-        self.writer.write((xid, msg.clone()));
+        self.writer.write(Out::message(xid, msg.clone()));
         self.replies.insert(
             xid,
             PendingReply {
@@ -548,7 +560,7 @@ impl Handler<Send> for Switch {
             reason: e.to_string(),
         })?;
         let xid = self.xid();
-        self.writer.write((xid, msg));
+        self.writer.write(Out::message(xid, msg));
         Ok(())
     }
 }
@@ -557,42 +569,72 @@ impl Handler<Transact> for Switch {
     type Result = ResponseFuture<Result<(), TxError>>;
 
     fn handle(&mut self, tx: Transact, _: &mut Context<Self>) -> Self::Result {
-        // Refuse the whole transaction before sending anything if one request is malformed.
-        for (index, msg) in tx.requests.iter().enumerate() {
-            if let Err(e) = msg.check() {
-                let e = TxError::Invalid {
-                    index,
-                    request: crate::error::describe(msg),
-                    reason: e.to_string(),
-                };
-                return Box::pin(async move { Err(e) });
-            }
-        }
+        let refuse = |index: usize, msg: &Message, e: ofproto::EncodeError| {
+            let e = TxError::Invalid {
+                index,
+                request: crate::error::describe(msg),
+                reason: e.to_string(),
+            };
+            Box::pin(async move { Err(e) }) as Self::Result
+        };
         let (reply, rx) = oneshot::channel();
         let timeout =
             self.options.request_timeout + Duration::from_millis(tx.requests.len() as u64);
         let id = self.next_tx;
         self.next_tx += 1;
-        let mut xids = Vec::with_capacity(tx.requests.len() + 2);
+        let mut xids = Vec::with_capacity(2);
         match tx.mode {
             TxMode::Barrier => {
+                // Refuse the whole transaction before sending anything if one request is
+                // malformed.
+                for (index, msg) in tx.requests.iter().enumerate() {
+                    if let Err(e) = msg.check() {
+                        return refuse(index, msg, e);
+                    }
+                }
                 for (i, msg) in tx.requests.iter().enumerate() {
                     let xid = self.xid();
-                    self.writer.write((xid, msg.clone()));
+                    self.writer.write(Out::message(xid, msg.clone()));
                     self.tx_xids.insert(xid, (id, TxRole::Request(i)));
                     xids.push(xid);
                 }
                 let xid = self.xid();
-                self.writer.write((xid, Message::BarrierRequest));
+                self.writer
+                    .write(Out::message(xid, Message::BarrierRequest));
                 self.tx_xids.insert(xid, (id, TxRole::Final));
                 xids.push(xid);
             }
             TxMode::Bundle => {
+                // Every bundle add is encoded once, from the request itself, into one buffer
+                // (and checked while encoding: nothing is sent if one is malformed); the
+                // requests get consecutive xids, so the transaction keeps one range of them
+                // instead of one map entry each.
+                let Some(first) = self.xid_block(tx.requests.len()) else {
+                    return refuse(
+                        0,
+                        &Message::BarrierRequest,
+                        ofproto::EncodeError::TooLong {
+                            what: "transaction",
+                            len: tx.requests.len(),
+                        },
+                    );
+                };
                 let bundle_id = self.next_bundle;
-                self.next_bundle = self.next_bundle.wrapping_add(1);
                 let flags = BUNDLE_ATOMIC | BUNDLE_ORDERED;
+                let mut adds = BytesMut::with_capacity(tx.requests.len() * 160);
+                for (i, msg) in tx.requests.iter().enumerate() {
+                    // Open vSwitch reports a failing bundled message under this xid and
+                    // requires it to equal the outer one.
+                    let xid = first.wrapping_add(i as u32);
+                    if let Err(e) =
+                        BundleAdd::encode_borrowed(bundle_id, flags, xid, msg, &mut adds)
+                    {
+                        return refuse(i, msg, e);
+                    }
+                }
+                self.next_bundle = self.next_bundle.wrapping_add(1);
                 let xid = self.xid();
-                self.writer.write((
+                self.writer.write(Out::message(
                     xid,
                     Message::BundleControl(BundleControl::new(
                         bundle_id,
@@ -602,23 +644,14 @@ impl Handler<Transact> for Switch {
                 ));
                 self.tx_xids.insert(xid, (id, TxRole::Open));
                 xids.push(xid);
-                for (i, msg) in tx.requests.iter().enumerate() {
-                    let xid = self.xid();
-                    let add = BundleAdd {
-                        bundle_id,
-                        flags,
-                        // Open vSwitch reports a failing bundled message under this xid and
-                        // requires it to equal the outer one.
-                        xid,
-                        message: Box::new(msg.clone()),
-                        properties: Bytes::new(),
-                    };
-                    self.writer.write((xid, Message::BundleAdd(add)));
-                    self.tx_xids.insert(xid, (id, TxRole::Request(i)));
-                    xids.push(xid);
-                }
+                self.writer.write(Out::Encoded(adds));
+                self.tx_ranges.push(XidRange {
+                    first,
+                    count: tx.requests.len() as u32,
+                    tx: id,
+                });
                 let xid = self.xid();
-                self.writer.write((
+                self.writer.write(Out::message(
                     xid,
                     Message::BundleControl(BundleControl::new(
                         bundle_id,
@@ -659,6 +692,31 @@ impl Handler<Close> for Switch {
 }
 
 impl Switch {
+    /// `n` consecutive xids (none of them zero); the first, or `None` when `n` does not fit.
+    fn xid_block(&mut self, n: usize) -> Option<u32> {
+        let n = u32::try_from(n).ok().filter(|n| *n < u32::MAX / 2)?;
+        if self.next_xid.checked_add(n).is_none() {
+            self.next_xid = 1;
+        }
+        let first = self.next_xid;
+        self.next_xid = first + n;
+        if self.next_xid == u32::MAX {
+            self.next_xid = 1;
+        }
+        Some(first)
+    }
+
+    /// The transaction and role of `xid`, if it belongs to one.
+    fn tx_of(&self, xid: u32) -> Option<(u64, TxRole)> {
+        if let Some(&found) = self.tx_xids.get(&xid) {
+            return Some(found);
+        }
+        self.tx_ranges.iter().find_map(|r| {
+            let i = xid.wrapping_sub(r.first);
+            (i < r.count).then_some((r.tx, TxRole::Request(i as usize)))
+        })
+    }
+
     fn xid(&mut self) -> u32 {
         let xid = self.next_xid;
         // Zero is left out: some switches use it for unsolicited messages.
@@ -674,25 +732,27 @@ impl Switch {
 
     fn on_message(&mut self, xid: u32, msg: Message, ctx: &mut Context<Self>) {
         match msg {
-            Message::EchoRequest(data) => self.writer.write((xid, Message::EchoReply(data))),
+            Message::EchoRequest(data) => self
+                .writer
+                .write(Out::message(xid, Message::EchoReply(data))),
             Message::Hello(hello) if self.phase == Phase::AwaitHello => {
                 if !hello.supports(ofproto::header::OFP_VERSION) {
                     tracing::warn!(peer = %self.peer, "switch does not offer OpenFlow 1.3 in its HELLO");
                     let err = hello_incompatible("only OpenFlow 1.3 is supported");
-                    self.writer.write((xid, Message::Error(err)));
+                    self.writer.write(Out::message(xid, Message::Error(err)));
                     ctx.stop();
                     return;
                 }
                 self.handshake_xid = self.xid();
                 self.writer
-                    .write((self.handshake_xid, Message::FeaturesRequest));
+                    .write(Out::message(self.handshake_xid, Message::FeaturesRequest));
                 self.phase = Phase::AwaitFeatures;
             }
             Message::FeaturesReply(f) if self.phase == Phase::AwaitFeatures => {
                 self.features = Some(f);
                 // Table misses sent to the controller carry the whole packet.
                 let xid = self.xid();
-                self.writer.write((
+                self.writer.write(Out::message(
                     xid,
                     Message::SetConfig(SwitchConfig {
                         flags: 0,
@@ -700,7 +760,7 @@ impl Switch {
                     }),
                 ));
                 self.handshake_xid = self.xid();
-                self.writer.write((
+                self.writer.write(Out::message(
                     self.handshake_xid,
                     Message::MultipartRequest(MultipartRequest::new(
                         MultipartRequestBody::PortDesc,
@@ -771,7 +831,7 @@ impl Switch {
     }
 
     fn on_reply(&mut self, xid: u32, msg: Message) {
-        if let Some(&(tx, role)) = self.tx_xids.get(&xid) {
+        if let Some((tx, role)) = self.tx_of(xid) {
             match role {
                 TxRole::Final => self.finish_tx(tx),
                 TxRole::Open | TxRole::Request(_) => {}
@@ -792,7 +852,7 @@ impl Switch {
     }
 
     fn on_error(&mut self, xid: u32, err: ErrorMsg) {
-        if let Some(&(tx, role)) = self.tx_xids.get(&xid) {
+        if let Some((tx, role)) = self.tx_of(xid) {
             if let Some(t) = self.txs.get_mut(&tx) {
                 match role {
                     TxRole::Request(index) => t.failures.push(RequestFailure {
@@ -830,6 +890,7 @@ impl Switch {
         for xid in &t.xids {
             self.tx_xids.remove(xid);
         }
+        self.tx_ranges.retain(|r| r.tx != id);
         let result = if t.failures.is_empty() && t.bundle_error.is_none() {
             Ok(())
         } else {

@@ -11,7 +11,7 @@ use ofproto::DecodeError;
 use ofproto::Message;
 use ofproto::codec::{CodecError, OfCodec};
 use ofproto::header::{HEADER_LEN, MsgType, OFP_VERSION};
-use tokio_util::codec::Decoder;
+use tokio_util::codec::{Decoder, Encoder};
 
 /// What arrived from a switch.
 #[derive(Debug)]
@@ -29,6 +29,37 @@ pub(crate) enum Incoming {
 
 #[derive(Debug, Default)]
 pub(crate) struct SwitchCodec(OfCodec);
+
+/// What goes to a switch: a message, or messages already encoded (a transaction's bundle adds,
+/// encoded once and checked before anything is sent).
+pub(crate) enum Out {
+    Message(u32, Message),
+    Encoded(BytesMut),
+}
+
+impl Out {
+    pub(crate) fn message(xid: u32, msg: Message) -> Out {
+        Out::Message(xid, msg)
+    }
+}
+
+impl Encoder<Out> for SwitchCodec {
+    type Error = CodecError;
+
+    fn encode(&mut self, item: Out, dst: &mut BytesMut) -> Result<(), CodecError> {
+        match item {
+            Out::Message(xid, msg) => self.0.encode((xid, msg), dst),
+            Out::Encoded(bytes) => {
+                if dst.is_empty() {
+                    *dst = bytes;
+                } else {
+                    dst.extend_from_slice(&bytes);
+                }
+                Ok(())
+            }
+        }
+    }
+}
 
 /// OFPT_HELLO's type number, the same in every OpenFlow version.
 const OFPT_HELLO: u8 = 0;

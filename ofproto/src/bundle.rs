@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::macros::code_enum;
 use crate::msg::Message;
-use crate::wire::{DecodeError, fixed, pad8, put_zeros, take, u16p, u32p};
+use crate::wire::{DecodeError, EncodeError, fixed, pad8, put_zeros, take, u16p, u32p};
 
 /// `ONFT_BUNDLE_CONTROL`.
 pub const ONFT_BUNDLE_CONTROL: u32 = 2300;
@@ -147,6 +147,49 @@ impl BundleAdd {
         })
     }
 
+    /// Append the whole `ONFT_BUNDLE_ADD_MESSAGE` that adds `message` to bundle `bundle_id`
+    /// (outer and inner xid `xid`, no properties), checked like [`Message::check`] (match
+    /// prerequisites, the 65535-byte limit), without building a `BundleAdd`: the message is
+    /// borrowed and encoded once. On error `out` is left as it was. Byte for byte what
+    /// `Message::BundleAdd(BundleAdd::new(bundle_id, flags, xid, message)).encode(xid, out)` writes.
+    pub fn encode_borrowed(
+        bundle_id: u32,
+        flags: u16,
+        xid: u32,
+        message: &Message,
+        out: &mut BytesMut,
+    ) -> Result<(), EncodeError> {
+        if let Message::FlowMod(f) = message {
+            f.matching.check()?;
+        }
+        let start = out.len();
+        out.extend_from_slice(&[crate::header::OFP_VERSION, 4, 0, 0]);
+        out.extend_from_slice(&xid.to_be_bytes());
+        out.extend_from_slice(&crate::oxm::ONF_EXPERIMENTER.to_be_bytes());
+        out.extend_from_slice(&ONFT_BUNDLE_ADD_MESSAGE.to_be_bytes());
+        out.extend_from_slice(&bundle_id.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&flags.to_be_bytes());
+        let inner = out.len();
+        message.encode(xid, out);
+        let len = out.len() - start;
+        let Ok(len16) = u16::try_from(len) else {
+            let inner_len = out.len() - inner;
+            out.truncate(start);
+            let what = if inner_len > usize::from(u16::MAX) {
+                message.msg_type().name().unwrap_or("message")
+            } else {
+                "bundle add"
+            };
+            return Err(EncodeError::TooLong {
+                what,
+                len: inner_len.max(len),
+            });
+        };
+        out[start + 2..start + 4].copy_from_slice(&len16.to_be_bytes());
+        Ok(())
+    }
+
     /// Append the body after the experimenter header.
     pub fn emit(&self, out: &mut BytesMut) {
         out.extend_from_slice(&u32::to_be_bytes(self.bundle_id));
@@ -179,6 +222,42 @@ mod test {
         0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, // bundle 1, pad, ATOMIC
         0x04, 0x14, 0x00, 0x08, 0x00, 0x00, 0x00, 0x06, // barrier request, xid 6
     ];
+
+    #[test]
+    fn encode_borrowed_writes_what_a_bundle_add_message_encodes() {
+        use crate::flow_mod::FlowMod;
+        use crate::matches::Match;
+        let fm = Message::FlowMod(
+            FlowMod::add(5, 100)
+                .cookie(7)
+                .matching(Match::new().eth_type(0x0800).ip_proto(6).tcp_dst(80)),
+        );
+        for msg in [Message::BarrierRequest, fm] {
+            let mut out = BytesMut::from(&b"xy"[..]);
+            BundleAdd::encode_borrowed(9, BUNDLE_ATOMIC | BUNDLE_ORDERED, 42, &msg, &mut out)
+                .unwrap();
+            let whole = Message::BundleAdd(BundleAdd::new(
+                9,
+                BUNDLE_ATOMIC | BUNDLE_ORDERED,
+                42,
+                msg.clone(),
+            ))
+            .encode_to_vec(42);
+            assert_eq!(&out[..2], b"xy");
+            assert_eq!(out[2..].to_vec(), whole, "{msg:?}");
+        }
+        let mut out = BytesMut::new();
+        BundleAdd::encode_borrowed(1, BUNDLE_ATOMIC, 6, &Message::BarrierRequest, &mut out)
+            .unwrap();
+        assert_eq!(out.to_vec(), ADD_BYTES.to_vec());
+        // Refused as `check` refuses: a match without its prerequisite, a message too long.
+        let bad = Message::FlowMod(FlowMod::add(0, 1).matching(Match::new().tcp_dst(80)));
+        let mut out = BytesMut::from(&b"xy"[..]);
+        assert!(BundleAdd::encode_borrowed(1, 0, 1, &bad, &mut out).is_err());
+        let long = Message::EchoRequest(Bytes::from(vec![0u8; 65_530]));
+        assert!(BundleAdd::encode_borrowed(1, 0, 1, &long, &mut out).is_err());
+        assert_eq!(&out[..], b"xy", "nothing left behind");
+    }
 
     #[test]
     fn test_control_parse_emit() {
