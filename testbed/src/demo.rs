@@ -80,8 +80,14 @@ impl Binaries {
         Ok(bins)
     }
 
-    /// Build the daemons with cargo (`release` or not) and locate them.
+    /// Build the daemons with cargo (`release` or not) and locate them. With
+    /// `TESTBED_BINARIES=<dir>` set, nothing is built: the binaries of `dir` are used (a
+    /// benchmark of another build of the daemons, e.g. before and after a change, with the
+    /// same benchmark code).
     pub fn build(release: bool) -> Result<Binaries> {
+        if let Some(dir) = std::env::var_os("TESTBED_BINARIES") {
+            return Binaries::in_dir(Path::new(&dir));
+        }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut argv = vec![cargo.as_str(), "build", "-q"];
         if release {
