@@ -435,8 +435,9 @@ async fn a_sigkill_during_batched_writes_leaves_each_request_whole_or_absent() {
         // The leader start's repair removes what a cut-short write left; then each request is
         // whole or absent.
         let (groups_in, rules_in) = eventually(
-            "every request whole or absent after the restart",
-            Duration::from_secs(30),
+            "every request whole or absent after the restart (the repair at leader start \
+             deletes what a cut-short batch pre-wrote: thousands of keys on a loaded machine)",
+            Duration::from_secs(120),
             || async {
                 let mut groups_in = 0;
                 for (i, name) in groups.iter().enumerate() {
@@ -454,7 +455,9 @@ async fn a_sigkill_during_batched_writes_leaves_each_request_whole_or_absent() {
                     let compiled = compiled_count(&store, &EpgPolicy::rules_prefix(&att)).await;
                     let whole = exists && attached && compiled == 2 * BIG;
                     let absent = !exists && !attached && compiled == 0;
-                    if !(whole || absent) || (answered.contains(&format!("g{i}")) && !whole) {
+                    let cut = !whole && (!absent || answered.contains(&format!("g{i}")));
+                    if cut {
+                        println!("group {name}: exists {exists}, attached {attached}, compiled {compiled}");
                         return None;
                     }
                     groups_in += usize::from(whole);
@@ -470,7 +473,9 @@ async fn a_sigkill_during_batched_writes_leaves_each_request_whole_or_absent() {
                     let compiled = compiled_count(&store, &EpgPolicy::rule_prefix(&ga, &key)).await;
                     let whole = exists && compiled == 2;
                     let absent = !exists && compiled == 0;
-                    if !(whole || absent) || (answered.contains(&format!("x{i}")) && !whole) {
+                    let cut = !whole && (!absent || answered.contains(&format!("x{i}")));
+                    if cut {
+                        println!("rule {key}: exists {exists}, compiled {compiled}");
                         return None;
                     }
                     rules_in += usize::from(whole);
