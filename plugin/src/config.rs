@@ -104,6 +104,22 @@ pub struct Args {
     /// The CNI server's unix socket.
     #[arg(long, env = "CONTIV_NETPLUGIN_CNI_SOCKET", default_value = cni::api::DEFAULT_SOCKET)]
     pub cni_socket: PathBuf,
+    /// Docker mode: the unix socket of the remote network and IPAM driver. Docker finds
+    /// plugins by socket name in `/run/docker/plugins/`; the driver name is the file name
+    /// without `.sock` (`netplugin`).
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_DOCKER_PLUGIN_SOCKET",
+        default_value = "/run/docker/plugins/netplugin.sock"
+    )]
+    pub docker_plugin_socket: PathBuf,
+    /// Docker mode: the Docker API (container names and labels for endpoints and DNS).
+    #[arg(
+        long,
+        env = "DOCKER_HOST",
+        default_value = "unix:///var/run/docker.sock"
+    )]
+    pub docker_host: String,
     /// OpenFlow listen address of the VXLAN bridge's agent: `tcp:IP:PORT` or `unix:PATH`.
     #[arg(
         long,
@@ -208,6 +224,8 @@ pub struct Config {
     pub vxlan_port: u16,
     pub ovsdb_socket: PathBuf,
     pub cni_socket: PathBuf,
+    pub docker_plugin_socket: PathBuf,
+    pub docker_host: String,
     pub vxlan_of_listen: OfListen,
     pub vlan_of_listen: OfListen,
     pub debug_listen: SocketAddr,
@@ -384,6 +402,13 @@ impl Args {
                 rule: "must be an absolute path such as /var/run/netns/NAME",
             });
         }
+        if !self.docker_plugin_socket.is_absolute() {
+            return Err(ConfigError::Invalid {
+                flag: "docker-plugin-socket",
+                value: self.docker_plugin_socket.display().to_string(),
+                rule: "must be an absolute path such as /run/docker/plugins/netplugin.sock",
+            });
+        }
         if !self.cni_socket.is_absolute() {
             return Err(ConfigError::Invalid {
                 flag: "cni-socket",
@@ -420,6 +445,8 @@ impl Args {
             vxlan_port: self.vxlan_port,
             ovsdb_socket: self.ovsdb_socket,
             cni_socket: self.cni_socket,
+            docker_plugin_socket: self.docker_plugin_socket,
+            docker_host: self.docker_host,
             vxlan_of_listen: OfListen::parse("vxlan-of-listen", &self.vxlan_of_listen)?,
             vlan_of_listen: OfListen::parse("vlan-of-listen", &self.vlan_of_listen)?,
             debug_listen: self

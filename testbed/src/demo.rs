@@ -163,6 +163,8 @@ pub struct ClusterOptions {
     pub etcd: EtcdOptions,
     /// More netmaster flags (e.g. `--ofnet-grace 3`), for every netmaster of the cluster.
     pub netmaster_args: Vec<String>,
+    /// More flags for the first host's netplugin (e.g. `--docker-plugin-socket`).
+    pub netplugin_args: Vec<String>,
     /// Bearer tokens on: netmaster with `--token-file` ([`AUTH_ADMIN_TOKEN`],
     /// [`AUTH_PLUGIN_TOKEN`]), netplugin calling it with the plugin token and accepting debug
     /// writes with the admin token only; netctl and readiness checks use the admin token.
@@ -225,6 +227,8 @@ struct HostParts<'a> {
     cni_socket: &'a Path,
     debug_addr: &'a str,
     log: PathBuf,
+    /// More flags for this host's netplugin.
+    extra: &'a [String],
 }
 
 /// Start a host's netplugin and wait until both switches are connected and the CNI socket
@@ -284,6 +288,7 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         argv.push("--kube-config".into());
         argv.push(path.to_string_lossy().into_owned());
     }
+    argv.extend(h.extra.iter().cloned());
     let mut daemon = Daemon::spawn("netplugin", &argv, &[], &h.log)?;
     let debug = h.debug_addr.to_string();
     let socket = h.cni_socket.to_path_buf();
@@ -303,6 +308,7 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
 /// A second (third, ...) host of a [`Cluster`], stopped and removed on drop.
 pub struct ExtraHost {
     netplugin: Option<Daemon>,
+    netplugin_args: Vec<String>,
     uplink: String,
     pub vtep_ip: String,
     pub cni_socket: PathBuf,
@@ -479,6 +485,7 @@ impl Cluster {
             cni_socket: &self.cni_socket,
             debug_addr: &self.debug_addr,
             log: self.dir.path().join("netplugin.log"),
+            extra: &self.options.netplugin_args,
         }
     }
 
@@ -494,6 +501,16 @@ impl Cluster {
     pub fn add_host(
         &self,
         vtep_ip: &str,
+        prepare: impl FnOnce(&Netns, &Ovs) -> Result<()>,
+    ) -> Result<ExtraHost> {
+        self.add_host_with(vtep_ip, &[], prepare)
+    }
+
+    /// [`Cluster::add_host`] with more flags for its netplugin.
+    pub fn add_host_with(
+        &self,
+        vtep_ip: &str,
+        netplugin_args: &[String],
         prepare: impl FnOnce(&Netns, &Ovs) -> Result<()>,
     ) -> Result<ExtraHost> {
         let dir = temp_dir("hx")?;
@@ -516,10 +533,12 @@ impl Cluster {
             cni_socket: &cni_socket,
             debug_addr: &debug_addr,
             log: dir.path().join("netplugin.log"),
+            extra: netplugin_args,
         };
         let netplugin = Some(start_netplugin(self, &parts)?);
         Ok(ExtraHost {
             netplugin,
+            netplugin_args: netplugin_args.to_vec(),
             uplink,
             vtep_ip: vtep_ip.to_string(),
             cni_socket,
@@ -1099,6 +1118,7 @@ impl Cluster {
             cni_socket: &host.cni_socket,
             debug_addr: &host.debug_addr,
             log: host.dir.path().join("netplugin.log"),
+            extra: &host.netplugin_args,
         };
         host.netplugin = Some(start_netplugin(self, &parts)?);
         Ok(())

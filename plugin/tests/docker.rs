@@ -1,0 +1,409 @@
+//! Docker mode end to end: a private dockerd in the emulated host's namespace uses netplugin
+//! (`--mode docker`) as its remote network and IPAM driver; etcd, netmaster, OVS (userspace
+//! datapath) and netplugin are the real processes; containers run a locally imported busybox
+//! image. Each test's plugin has a unique name in `/run/docker/plugins/` (shared by every
+//! dockerd on the machine).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+use testbed::demo::{Cluster, ClusterOptions};
+use testbed::docker::{Dockerd, plugin_socket};
+
+/// A cluster whose netplugin runs in docker mode, and a dockerd on its host.
+struct DockerCluster {
+    // Field order: dockerd stops before netplugin and the host namespace go.
+    d: Dockerd,
+    c: Cluster,
+    /// The plugin's (unique) driver name.
+    driver: String,
+    socket: PathBuf,
+    image: &'static str,
+    _dir: testbed::SandboxDir,
+}
+
+impl Drop for DockerCluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+fn docker_cluster() -> DockerCluster {
+    let (driver, socket) = plugin_socket();
+    let dir = testbed::temp_dir("dkh").unwrap();
+    let api = dir.path().join("docker.sock");
+    let c = Cluster::start_with(
+        binaries(),
+        ClusterOptions {
+            netplugin_mode: Some("docker".into()),
+            netplugin_args: vec![
+                "--docker-plugin-socket".into(),
+                socket.to_string_lossy().into_owned(),
+                "--docker-host".into(),
+                format!("unix://{}", api.display()),
+            ],
+            ..ClusterOptions::default()
+        },
+    )
+    .expect("starting the cluster");
+    let d = Dockerd::start_with(Some(&c.host), Some(api)).expect("starting dockerd");
+    let image = d.busybox().expect("importing the busybox image");
+    DockerCluster {
+        d,
+        c,
+        driver,
+        socket,
+        image,
+        _dir: dir,
+    }
+}
+
+impl DockerCluster {
+    /// `docker network create -d <plugin> --ipam-driver <plugin>` with `opts` given as both
+    /// driver and IPAM options.
+    fn network(&self, name: &str, opts: &[(&str, &str)]) -> Result<String, testbed::Error> {
+        let mut args = vec![
+            "network".to_string(),
+            "create".into(),
+            "-d".into(),
+            self.driver.clone(),
+            "--ipam-driver".into(),
+            self.driver.clone(),
+        ];
+        for (k, v) in opts {
+            // `--subnet` lets `docker run --ip` pick an address.
+            if *k == "subnet" {
+                args.extend(["--subnet".into(), v.to_string()]);
+                continue;
+            }
+            args.extend(["-o".into(), format!("{k}={v}")]);
+            args.extend(["--ipam-opt".into(), format!("{k}={v}")]);
+        }
+        args.push(name.into());
+        self.d.docker(&args)
+    }
+
+    /// `docker run -d --name <name> --net <net> [extra] busybox sleep`.
+    fn run(&self, name: &str, net: &str, extra: &[&str]) -> Result<String, testbed::Error> {
+        let mut args = vec!["run", "-d", "--name", name, "--net", net];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[self.image, "sleep", "3600"]);
+        self.d.docker(&args)
+    }
+
+    /// A container's (first network's) field, e.g. `IPAddress` or `EndpointID`.
+    fn net_field(&self, name: &str, field: &str) -> String {
+        self.d
+            .docker(&[
+                "inspect",
+                "-f",
+                &format!("{{{{range .NetworkSettings.Networks}}}}{{{{.{field}}}}}{{{{end}}}}"),
+                name,
+            ])
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    fn ip(&self, name: &str) -> String {
+        self.net_field(name, "IPAddress")
+    }
+
+    /// One echo request from a container; true if answered.
+    fn ping_once(&self, from: &str, ip: &str) -> bool {
+        self.d
+            .docker(&["exec", from, "ping", "-c", "1", "-W", "1", ip])
+            .is_ok()
+    }
+
+    /// True if `from` reaches `ip` within three attempts.
+    fn reaches(&self, from: &str, ip: &str) -> bool {
+        (0..3).any(|_| self.ping_once(from, ip))
+    }
+
+    /// Wait up to `secs` for `cond`.
+    fn eventually(&self, secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if cond() {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// `network inspect` Oper of netmaster.
+    fn allocated(&self, network: &str) -> String {
+        let out = self.c.netctl(&["net", "inspect", network]).unwrap();
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v["Oper"]["allocatedIPAddresses"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// A raw call on the plugin socket, as dockerd makes it.
+    fn plugin_call(&self, method: &str, body: &Value) -> (u16, Value) {
+        plugin_call(&self.socket, method, body)
+    }
+}
+
+fn plugin_call(socket: &Path, method: &str, body: &Value) -> (u16, Value) {
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    let body = body.to_string();
+    write!(
+        s,
+        "POST /{method} HTTP/1.1\r\nHost: plugin\r\nContent-Type: application/vnd.docker.plugins.v1.2+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let json = out
+        .split("\r\n\r\n")
+        .nth(1)
+        .and_then(|b| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+/// Contiv's network and group as Docker networks: two containers of a group ping each other,
+/// a container of another network cannot reach them, a policy attached to the group is
+/// enforced and lifted; `docker rm -f` takes the port, the veth and the flows, and frees the
+/// address (a new container gets it).
+#[test]
+fn docker_containers_of_a_group_reach_each_other_and_policy_holds() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Docker);
+    let dc = docker_cluster();
+    let c = &dc.c;
+    create_network(c, "dn", "vlan", "10.61.0.0/24", "10.61.0.1");
+    create_network(c, "other", "vlan", "10.62.0.0/24", "10.62.0.1");
+    c.netctl(&["group", "create", "dn", "web"]).unwrap();
+    dc.network("web", &[("group", "web")]).unwrap();
+    dc.network("other", &[("network", "other")]).unwrap();
+    dc.run("ca", "web", &[]).unwrap();
+    dc.run("cb", "web", &[]).unwrap();
+    dc.run("cx", "other", &[]).unwrap();
+    let (a, b, x) = (dc.ip("ca"), dc.ip("cb"), dc.ip("cx"));
+    assert!(a.starts_with("10.61.0.") && b.starts_with("10.61.0."), "{a} {b}");
+    assert!(x.starts_with("10.62.0."), "{x}");
+    // The endpoints are netplugin's, in the group, with the MAC netmaster derived.
+    let eps = local_endpoints(c);
+    assert_eq!(eps.len(), 3, "{eps:?}");
+    let ep_a = eps
+        .values()
+        .find(|e| e["oper"]["ipAddress"] == a.as_str())
+        .unwrap();
+    assert_eq!(ep_a["oper"]["serviceName"], "web");
+    let mac = dc.net_field("ca", "MacAddress");
+    assert_eq!(ep_a["oper"]["macAddress"], mac.as_str());
+    // eth0 in the container has the address and the default route via the gateway.
+    let addr = dc.d.docker(&["exec", "ca", "ip", "-o", "addr"]).unwrap();
+    assert!(addr.contains(&format!("{a}/24")), "{addr}");
+    let route = dc.d.docker(&["exec", "ca", "ip", "route"]).unwrap();
+    assert!(route.contains("default via 10.61.0.1"), "{route}");
+
+    assert!(dc.reaches("ca", &b), "a cannot reach b in its group");
+    assert!(dc.reaches("cb", &a), "b cannot reach a in its group");
+    assert!(!dc.reaches("cx", &a), "a container of another network reached a");
+
+    // A policy attached to the group: ICMP in denied.
+    c.netctl(&["policy", "create", "noping"]).unwrap();
+    c.netctl(&[
+        "policy", "rule-add", "noping", "1", "-d", "in", "-l", "icmp", "-j", "deny",
+    ])
+    .unwrap();
+    c.netctl(&["group", "create", "-p", "noping", "dn", "web"])
+        .unwrap();
+    assert!(
+        dc.eventually(10, || !dc.ping_once("ca", &b)),
+        "the group's deny rule is not enforced"
+    );
+    c.netctl(&["policy", "rule-rm", "noping", "1"]).unwrap();
+    assert!(
+        dc.eventually(10, || dc.ping_once("ca", &b)),
+        "ping stayed denied after the rule was removed"
+    );
+
+    // docker rm -f: port, veth, flows and address go.
+    let port_a = format!("v{}", ep_a["oper"]["portName"].as_str().unwrap());
+    assert!(endpoint_ports(c).contains(&port_a));
+    assert!(flows(c, VLAN_BRIDGE).contains(&a));
+    dc.d.docker(&["rm", "-f", "ca"]).unwrap();
+    assert!(!endpoint_ports(c).contains(&port_a), "OVS port left");
+    assert!(!endpoint_veths(c).contains(&port_a), "veth left");
+    assert!(
+        !flows(c, VLAN_BRIDGE).contains(&format!("{a},")),
+        "flows of {a} left:\n{}",
+        flows(c, VLAN_BRIDGE)
+    );
+    assert!(!dc.allocated("dn").contains(&a), "{a} still allocated");
+    // netmaster hands out the lowest free address: the freed one.
+    dc.run("ca2", "web", &[]).unwrap();
+    assert_eq!(dc.ip("ca2"), a, "the freed address is handed out again");
+    assert!(dc.reaches("ca2", &b));
+}
+
+/// Bad input gets `{"Err": ...}` naming the problem and leaves nothing behind: an unknown
+/// network or group, an address outside the group's pool, a duplicate endpoint, a MAC asked for.
+#[test]
+fn docker_bad_requests_are_refused_and_leave_nothing() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Docker);
+    let dc = docker_cluster();
+    let c = &dc.c;
+    create_network(c, "dn", "vlan", "10.63.0.0/24", "10.63.0.1");
+    c.netctl(&[
+        "group", "create", "-r", "10.63.0.100-10.63.0.110", "dn", "pooled",
+    ])
+    .unwrap();
+
+    let err = dc.network("ghost", &[("network", "nope")]).unwrap_err();
+    assert!(
+        err.to_string().contains("network nope does not exist in tenant default"),
+        "{err}"
+    );
+    let err = dc.network("ghost", &[("group", "nogroup")]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("endpoint group nogroup does not exist in tenant default"),
+        "{err}"
+    );
+    let err = dc
+        .network("ghost", &[("network", "dn"), ("tenant", "t9")])
+        .unwrap_err();
+    assert!(err.to_string().contains("tenant t9"), "{err}");
+    let nets = dc.d.docker(&["network", "ls", "--format", "{{.Name}}"]).unwrap();
+    assert!(!nets.contains("ghost"), "{nets}");
+
+    dc.network("pooled", &[("group", "pooled"), ("subnet", "10.63.0.0/24")])
+        .unwrap();
+    dc.run("ok", "pooled", &[]).unwrap();
+    let ok = dc.ip("ok");
+    assert!(ok.starts_with("10.63.0.1"), "{ok} outside the group pool");
+    let before = (dc.allocated("dn"), endpoint_ports(c), local_endpoints(c).len());
+
+    // An address of the subnet but outside the group's pool.
+    let err = dc.run("outside", "pooled", &["--ip", "10.63.0.50"]).unwrap_err();
+    assert!(err.to_string().contains("10.63.0.50"), "{err}");
+    // A MAC address: netplugin derives MACs from addresses.
+    let err = dc
+        .run("withmac", "pooled", &["--mac-address", "02:00:00:00:00:01"])
+        .unwrap_err();
+    assert!(err.to_string().contains("--mac-address"), "{err}");
+    // A second CreateEndpoint for an endpoint that exists.
+    let ep = dc.net_field("ok", "EndpointID");
+    let net = dc.net_field("ok", "NetworkID");
+    let (status, reply) = dc.plugin_call(
+        "NetworkDriver.CreateEndpoint",
+        &json!({"NetworkID": net, "EndpointID": ep, "Interface": {}}),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        reply["Err"].as_str().unwrap_or_default().contains("already exists"),
+        "{reply}"
+    );
+    // An endpoint on a network the plugin never saw.
+    let (_, reply) = dc.plugin_call(
+        "NetworkDriver.CreateEndpoint",
+        &json!({"NetworkID": "feedface", "EndpointID": "e1", "Interface": {"Address": "10.63.0.101/24"}}),
+    );
+    assert!(
+        reply["Err"].as_str().unwrap_or_default().contains("feedface"),
+        "{reply}"
+    );
+    // A body that is not JSON.
+    let (status, reply) = dc.plugin_call("IpamDriver.RequestAddress", &json!("nope"));
+    assert_eq!(status, 400, "{reply}");
+    let (status, _) = dc.plugin_call("NetworkDriver.NoSuchCall", &json!({}));
+    assert_eq!(status, 404);
+
+    for name in ["outside", "withmac"] {
+        let _ = dc.d.docker(&["rm", "-f", name]);
+    }
+    let after = (dc.allocated("dn"), endpoint_ports(c), local_endpoints(c).len());
+    assert_eq!(before, after, "a refused request left something behind");
+    assert!(dc.reaches("ok", "10.63.0.1") || dc.ip("ok") == ok);
+}
+
+/// A pinger inside a container (`docker exec ... ping`), for loss counts.
+fn pinger(dc: &DockerCluster, from: &str, to: &str, count: u32) -> Child {
+    Command::new("docker")
+        .args(["-H", &dc.d.host(), "exec", from, "ping", "-q"])
+        .args(["-i", "0.05", "-c", &count.to_string(), "-W", "1", to])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// netplugin SIGKILLed and restarted while two containers ping: nothing lost, the OVS ports
+/// stay, Docker's view and netplugin's agree. Then dockerd restarts with netplugin running:
+/// the plugin is used again at once (new containers, cleanup of the old ones' endpoints).
+#[test]
+fn docker_survives_netplugin_and_dockerd_restarts() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Docker);
+    let mut dc = docker_cluster();
+    create_network(&dc.c, "steady", "vlan", "10.64.0.0/24", "10.64.0.1");
+    dc.network("steady", &[("network", "steady")]).unwrap();
+    dc.run("ca", "steady", &[]).unwrap();
+    dc.run("cb", "steady", &[]).unwrap();
+    let (a, b) = (dc.ip("ca"), dc.ip("cb"));
+    assert!(dc.reaches("ca", &b));
+    let ports = endpoint_ports(&dc.c);
+    assert_eq!(ports.len(), 2);
+    let uuids: Vec<_> = ports.iter().map(|p| port_uuids(&dc.c, p)).collect();
+
+    let pingers = [pinger(&dc, "ca", &b, 200), pinger(&dc, "cb", &a, 200)];
+    std::thread::sleep(Duration::from_millis(800));
+    dc.c.kill_netplugin();
+    std::thread::sleep(Duration::from_millis(300));
+    dc.c.start_netplugin().expect("netplugin restarts");
+    for p in pingers {
+        let out = p.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("200 packets transmitted, 200 packets received"),
+            "packets lost across the netplugin restart:\n{text}\n{}",
+            dc.c.netplugin_log()
+        );
+    }
+    let after: Vec<_> = ports.iter().map(|p| port_uuids(&dc.c, p)).collect();
+    assert_eq!(uuids, after, "OVS ports were re-created");
+    assert_eq!(local_endpoints(&dc.c).len(), 2, "endpoints re-adopted");
+    // The restarted plugin serves Docker: a new container, and rm of an adopted one.
+    dc.run("cc", "steady", &[]).unwrap();
+    assert!(dc.reaches("cc", &a));
+    dc.d.docker(&["rm", "-f", "cb"]).unwrap();
+    assert!(!endpoint_ports(&dc.c).contains(&ports[1]) || ports[0] != ports[1]);
+    assert_eq!(local_endpoints(&dc.c).len(), 2);
+
+    // dockerd restarts (its containers stop): it cleans their endpoints up through the
+    // plugin, and the plugin works for new containers right away.
+    dc.d.restart().expect("dockerd restarts");
+    assert!(
+        dc.eventually(20, || local_endpoints(&dc.c).is_empty()),
+        "endpoints of the stopped containers stayed: {:?}",
+        local_endpoints(&dc.c)
+    );
+    dc.run("d1", "steady", &[]).unwrap();
+    dc.run("d2", "steady", &[]).unwrap();
+    let d2 = dc.ip("d2");
+    assert!(dc.reaches("d1", &d2), "the plugin is not usable after a dockerd restart");
+    dc.d.docker(&["start", "ca"]).unwrap();
+    assert!(dc.reaches("ca", &d2), "a restarted container did not get its network back");
+}
