@@ -47,6 +47,8 @@ pub struct Dockerd {
 
 /// How long dockerd gets to answer on its socket.
 const READY: Duration = Duration::from_secs(60);
+/// How long dockerd gets to stop its containers (it gives each 10 s) and itself.
+const STOP_GRACE: Duration = Duration::from_secs(30);
 
 impl Dockerd {
     /// Start a dockerd, in `netns` if given, and wait until its API answers.
@@ -134,12 +136,30 @@ impl Dockerd {
         output(&mut cmd, &argv)
     }
 
-    /// Stop (SIGTERM, then SIGKILL) and start again with the same state.
+    /// Stop as a service manager does (SIGTERM; dockerd stops its containers and containerd)
+    /// and start again with the same state.
     pub fn restart(&mut self) -> Result<()> {
-        if let Some(mut d) = self.daemon.take() {
-            d.stop();
-        }
+        self.stop();
         self.launch()
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut d) = self.daemon.take() {
+            d.stop_within(STOP_GRACE);
+        }
+        // A dockerd that had to be killed leaves its containerd running: stop it by its pid
+        // file (it takes the container shims with it).
+        let pid_file = self.dir.path().join("exec/containerd/containerd.pid");
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+            && crate::process::pid_alive(pid.unsigned_abs())
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 
     /// Import [`BUSYBOX_IMAGE`] (busybox and the applets tests use) unless it exists.
@@ -178,9 +198,7 @@ impl Dockerd {
 
 impl Drop for Dockerd {
     fn drop(&mut self) {
-        if let Some(mut d) = self.daemon.take() {
-            d.stop();
-        }
+        self.stop();
         // dockerd leaves its overlay and netns mounts under the data and exec roots when it is
         // killed; unmount them so the sandbox directory can go.
         let d = self.dir.path().to_string_lossy().into_owned();

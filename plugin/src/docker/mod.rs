@@ -16,8 +16,10 @@
 //!   ([`Driver::attach`], in handover mode: Docker moves the interface itself at `Join`);
 //!   `DeleteEndpoint` is a CNI DEL ([`Driver::detach`]).
 //!
-//! Errors: a request that does not decode is HTTP 400; one that cannot be done is HTTP 200
-//! with `{"Err": "..."}` naming the problem, after everything it created was undone.
+//! Errors: a request that does not decode is HTTP 400; one that cannot be done is HTTP 500
+//! with `{"Err": "..."}` naming the problem, after everything it created was undone (a
+//! non-200 status with `Err` is what Docker's plugin client reports for both APIs; on 200 the
+//! IPAM API would read an `Error` field instead).
 
 pub mod api;
 pub mod binding;
@@ -90,7 +92,7 @@ where
         Ok(r) => reply(&r),
         Err(e) => {
             tracing::warn!(call = %req.path, error = %e, "Docker request failed");
-            error_reply(200, e.to_string())
+            error_reply(500, e.to_string())
         }
     }
 }
