@@ -196,13 +196,22 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
             field: "docker-plugin-socket",
             problem: format!("{}: {e}", cfg.docker_plugin_socket.display()),
         })?;
-        Some(actix_rt::spawn(http::serve_unix(
-            socket,
-            docker::handler(driver.clone()),
-        )))
+        Some([
+            actix_rt::spawn(http::serve_unix(
+                socket,
+                docker::handler(driver.clone()),
+            )),
+            actix_rt::spawn(docker::events::follow(
+                driver.clone(),
+                cfg.docker_host.clone(),
+            )),
+        ])
     } else {
         None
     };
+    let dns_task = driver
+        .take_dns_queries()
+        .map(|punted| actix_rt::spawn(crate::dns::serve(driver.clone(), punted)));
     let debug = tokio::net::TcpListener::bind(cfg.debug_listen)
         .await
         .map_err(|e| PluginError::Invalid {
@@ -239,8 +248,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     driver.agent(BridgeKind::Vxlan).unregister().await;
     cni_task.abort();
     debug_task.abort();
-    if let Some(task) = docker_task {
+    if let Some(task) = dns_task {
         task.abort();
+    }
+    if let Some(tasks) = docker_task {
+        for task in tasks {
+            task.abort();
+        }
         let _ = std::fs::remove_file(&cfg.docker_plugin_socket);
     }
     for w in watches {

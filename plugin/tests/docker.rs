@@ -36,19 +36,42 @@ impl Drop for DockerCluster {
 }
 
 fn docker_cluster() -> DockerCluster {
+    docker_cluster_with(false, &[])
+}
+
+/// With `cluster_mode`, netmaster runs in Docker cluster mode against the dockerd; `extra`:
+/// more netplugin flags.
+fn docker_cluster_with(cluster_mode: bool, extra: &[String]) -> DockerCluster {
     let (driver, socket) = plugin_socket();
     let dir = testbed::temp_dir("dkh").unwrap();
     let api = dir.path().join("docker.sock");
+    let docker_host = format!("unix://{}", api.display());
+    let netmaster_args = if cluster_mode {
+        vec![
+            "--mode".into(),
+            "docker".into(),
+            "--docker-host".into(),
+            docker_host.clone(),
+            "--name".into(),
+            driver.clone(),
+        ]
+    } else {
+        Vec::new()
+    };
     let c = Cluster::start_with(
         binaries(),
         ClusterOptions {
             netplugin_mode: Some("docker".into()),
-            netplugin_args: vec![
+            netplugin_args: [
                 "--docker-plugin-socket".into(),
                 socket.to_string_lossy().into_owned(),
                 "--docker-host".into(),
-                format!("unix://{}", api.display()),
-            ],
+                docker_host,
+            ]
+            .into_iter()
+            .chain(extra.iter().cloned())
+            .collect(),
+            netmaster_args,
             ..ClusterOptions::default()
         },
     )
@@ -407,4 +430,249 @@ fn docker_survives_netplugin_and_dockerd_restarts() {
     assert!(dc.reaches("d1", &d2), "the plugin is not usable after a dockerd restart");
     dc.d.docker(&["start", "ca"]).unwrap();
     assert!(dc.reaches("ca", &d2), "a restarted container did not get its network back");
+}
+
+/// Docker cluster mode: netmaster makes the Docker network of every network and group created
+/// through netctl (`<name>` in the default tenant, `<name>/<tenant>` otherwise) with netplugin
+/// as driver and IPAM and the Contiv subnet, and removes it with them; `docker run --net
+/// <group>` lands in the group. A group with containers cannot be deleted, and its Docker
+/// network stays.
+#[test]
+fn netmaster_in_docker_cluster_mode_makes_the_docker_networks() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Docker);
+    let dc = docker_cluster_with(true, &[]);
+    let c = &dc.c;
+    let names = || {
+        dc.d.docker(&["network", "ls", "--format", "{{.Name}} {{.Driver}}"])
+            .unwrap()
+    };
+    create_network(c, "cm", "vlan", "10.65.0.0/24", "10.65.0.1");
+    c.netctl(&["group", "create", "cm", "web"]).unwrap();
+    c.netctl(&["tenant", "create", "t1"]).unwrap();
+    c.netctl(&[
+        "net", "create", "-t", "t1", "-e", "vlan", "-s", "10.66.0.0/24", "-g", "10.66.0.1", "tn",
+    ])
+    .unwrap();
+    c.netctl(&["group", "create", "-t", "t1", "tn", "db"])
+        .unwrap();
+    let listed = names();
+    for name in ["cm", "web", "tn/t1", "db/t1"] {
+        assert!(
+            listed.contains(&format!("{name} {}", dc.driver)),
+            "no Docker network {name}:\n{listed}"
+        );
+    }
+    let ipam = dc
+        .d
+        .docker(&["network", "inspect", "-f", "{{json .IPAM}}", "web"])
+        .unwrap();
+    let ipam: Value = serde_json::from_str(ipam.trim()).unwrap();
+    assert_eq!(ipam["Driver"], dc.driver.as_str());
+    assert_eq!(ipam["Config"][0]["Subnet"], "10.65.0.0/24");
+    assert_eq!(ipam["Options"]["group"], "web");
+
+    // docker run --net <group> (with --ip, which needs the subnet) lands in the group.
+    dc.run("w1", "web", &["--ip", "10.65.0.50"]).unwrap();
+    dc.run("d1", "db/t1", &[]).unwrap();
+    assert_eq!(dc.ip("w1"), "10.65.0.50");
+    assert!(dc.ip("d1").starts_with("10.66.0."));
+    let eps = local_endpoints(c);
+    let group_of = |ip: &str| {
+        eps.values()
+            .find(|e| e["oper"]["ipAddress"] == ip)
+            .map(|e| (e["oper"]["serviceName"].clone(), e["oper"]["tenant"].clone()))
+    };
+    assert_eq!(group_of("10.65.0.50"), Some((json!("web"), json!("default"))));
+    assert_eq!(
+        group_of(&dc.ip("d1")),
+        Some((json!("db"), json!("t1")))
+    );
+
+    // A group with a container stays, and so does its Docker network.
+    assert!(c.netctl(&["group", "rm", "cm", "web"]).is_err());
+    assert!(names().contains("web "));
+    dc.d.docker(&["rm", "-f", "w1"]).unwrap();
+    c.netctl(&["group", "rm", "cm", "web"]).unwrap();
+    c.netctl(&["net", "rm", "cm"]).unwrap();
+    let listed = names();
+    assert!(!listed.contains("web ") && !listed.contains("cm "), "{listed}");
+    assert!(listed.contains("db/t1"), "{listed}");
+}
+
+/// A tiny real resolver on loopback (UDP): `outside.example` is 192.0.2.77, anything else
+/// NXDOMAIN. Runs until the test ends.
+fn outside_resolver() -> std::net::SocketAddr {
+    use hickory_proto::op::{Message, OpCode, ResponseCode};
+    use hickory_proto::rr::rdata::A;
+    use hickory_proto::rr::{RData, Record, RecordType};
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = socket.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        while let Ok((n, from)) = socket.recv_from(&mut buf) {
+            let Ok(q) = Message::from_vec(&buf[..n]) else {
+                continue;
+            };
+            let mut r = Message::response(q.metadata.id, OpCode::Query);
+            r.metadata.recursion_desired = q.metadata.recursion_desired;
+            r.metadata.recursion_available = true;
+            let Some(question) = q.queries.first().cloned() else {
+                continue;
+            };
+            let known = question.name().to_ascii().trim_end_matches('.') == "outside.example";
+            if known && question.query_type() == RecordType::A {
+                r.add_answer(Record::from_rdata(
+                    question.name().clone(),
+                    60,
+                    RData::A(A("192.0.2.77".parse().unwrap())),
+                ));
+            } else if !known {
+                r.metadata.response_code = ResponseCode::NXDomain;
+            }
+            r.add_query(question);
+            let _ = socket.send_to(&r.to_vec().unwrap(), from);
+        }
+    });
+    addr
+}
+
+/// The inline DNS (`--dns-enable`): a container's DNS queries, whatever server they go to, are
+/// answered by netplugin from its tenant's names: another container's name (A, and AAAA on a
+/// dual-stack network), its group's name, a netctl service's name; an outside name goes to the
+/// real resolver (a tiny one on loopback here) and its answer comes back. Through Docker's
+/// own resolver (`--dns`) as well as asking a server directly.
+#[test]
+fn docker_inline_dns_answers_tenant_names_and_forwards_the_rest() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Docker);
+    let upstream = outside_resolver();
+    let dc = docker_cluster_with(
+        false,
+        &["--dns-enable".into(), "--dns-upstream".into(), upstream.to_string()],
+    );
+    let c = &dc.c;
+    c.netctl(&[
+        "net", "create", "-e", "vlan", "-s", "10.67.0.0/24", "-g", "10.67.0.1", "--subnetv6",
+        "fd00:67::/64", "--gatewayv6", "fd00:67::1", "dn",
+    ])
+    .unwrap();
+    c.netctl(&["group", "create", "dn", "web"]).unwrap();
+    c.netctl(&["group", "create", "dn", "db"]).unwrap();
+    c.netctl(&[
+        "service", "create", "-s", "dn", "-l", "app=db", "-p", "5432:5432:TCP", "--ip",
+        "10.67.0.200", "dbsvc",
+    ])
+    .unwrap();
+    dc.network("web", &[("group", "web")]).unwrap();
+    dc.network("db", &[("group", "db")]).unwrap();
+    // Any address the container can reach serves as "its DNS server": the query is punted
+    // before it gets there. Here: another container's.
+    dc.run("anchor", "web", &[]).unwrap();
+    let server = dc.ip("anchor");
+    dc.run("d1", "db", &["--label", "app=db"]).unwrap();
+    dc.run("w1", "web", &["--dns", &server]).unwrap();
+    let d1 = dc.ip("d1");
+    let d1_v6 = local_endpoints(c)
+        .values()
+        .find(|e| e["oper"]["ipAddress"] == d1.as_str())
+        .and_then(|e| e["oper"]["ipv6Address"].as_str().map(str::to_string))
+        .unwrap();
+    assert!(d1_v6.starts_with("fd00:67::"), "{d1_v6}");
+    let lookup = |args: &[&str]| -> String {
+        let mut argv = vec!["exec", "w1", "nslookup"];
+        argv.extend_from_slice(args);
+        match dc.d.docker(&argv) {
+            Ok(out) => out,
+            Err(e) => e.to_string(),
+        }
+    };
+    // The container's name arrives through Docker's events and netmaster.
+    assert!(
+        dc.eventually(15, || lookup(&["d1", &server]).contains(&d1)),
+        "d1 not resolved: {}\n{}",
+        lookup(&["d1", &server]),
+        dc.c.netplugin_log()
+    );
+    let aaaa = lookup(&["-type=AAAA", "d1", &server]);
+    assert!(aaaa.contains(d1_v6.split('/').next().unwrap()), "{aaaa}");
+    let group = lookup(&["db", &server]);
+    assert!(group.contains(&d1), "group name: {group}");
+    let svc = lookup(&["dbsvc", &server]);
+    assert!(svc.contains("10.67.0.200"), "service name: {svc}");
+    let outside = lookup(&["outside.example", &server]);
+    assert!(outside.contains("192.0.2.77"), "forwarded: {outside}");
+    let nx = lookup(&["nowhere.example", &server]);
+    assert!(!nx.contains("Address: 1"), "{nx}");
+    // Through the container's own resolver configuration (Docker's resolver, --dns).
+    let default = lookup(&["d1"]);
+    assert!(default.contains(&d1), "default resolver: {default}");
+    let default = lookup(&["outside.example"]);
+    assert!(default.contains("192.0.2.77"), "default resolver: {default}");
+}
+
+/// Two emulated hosts on a VXLAN network, a dockerd in each host's namespace with its own
+/// netplugin (each its own driver name): containers on the two hosts reach each other.
+#[test]
+fn docker_containers_on_two_hosts_reach_each_other_over_vxlan() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Docker);
+    let mut dc = docker_cluster();
+    let (driver_b, socket_b) = plugin_socket();
+    let dir_b = testbed::temp_dir("dkb").unwrap();
+    let api_b = dir_b.path().join("docker.sock");
+    let host_b = second_host_with(
+        &mut dc.c,
+        "192.168.89.1",
+        "192.168.89.2",
+        &[
+            "--docker-plugin-socket".into(),
+            socket_b.to_string_lossy().into_owned(),
+            "--docker-host".into(),
+            format!("unix://{}", api_b.display()),
+        ],
+    );
+    let _socket_b = SocketFile(socket_b);
+    let d_b = Dockerd::start_with(Some(&host_b.netns), Some(api_b)).unwrap();
+    let image = d_b.busybox().unwrap();
+    create_network(&dc.c, "wide", "vxlan", "10.68.0.0/24", "10.68.0.1");
+    dc.network("wide", &[("network", "wide")]).unwrap();
+    d_b.docker(&[
+        "network", "create", "-d", &driver_b, "--ipam-driver", &driver_b, "-o", "network=wide",
+        "--ipam-opt", "network=wide", "wide",
+    ])
+    .unwrap();
+    dc.run("ca", "wide", &[]).unwrap();
+    d_b.docker(&[
+        "run", "-d", "--init", "--name", "cb", "--net", "wide", image, "sleep", "3600",
+    ])
+    .unwrap();
+    let a = dc.ip("ca");
+    let b = d_b
+        .docker(&[
+            "inspect",
+            "-f",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            "cb",
+        ])
+        .unwrap()
+        .trim()
+        .to_string();
+    assert_ne!(a, b, "one address handed out on both hosts");
+    assert!(
+        dc.eventually(15, || dc.ping_once("ca", &b)),
+        "{a} on host A never reached {b} on host B"
+    );
+    assert!(
+        d_b.docker(&["exec", "cb", "ping", "-c", "2", "-W", "1", &a]).is_ok(),
+        "B -> A"
+    );
+    drop(d_b);
+    drop(host_b);
+}
+
+/// Removes a plugin socket file when dropped (a killed netplugin leaves it).
+struct SocketFile(PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

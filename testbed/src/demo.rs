@@ -1014,8 +1014,6 @@ pub(crate) fn spawn_netmaster_with(
             listen,
             "--control-url",
             listen,
-            "--mode",
-            "test",
             "--netmode",
             "vlan",
             "--fwdmode",
@@ -1027,6 +1025,10 @@ pub(crate) fn spawn_netmaster_with(
         .iter()
         .map(|a| a.to_string()),
     );
+    // `--mode test` unless the extra flags (e.g. `--mode docker --docker-host ...`) say.
+    if !etcd.iter().any(|a| a == "--mode") {
+        argv.extend(["--mode".to_string(), "test".to_string()]);
+    }
     let mut netmaster = Daemon::spawn("netmaster", &argv, &[], log)?;
     netmaster.wait_ready(READY_TIMEOUT, || {
         http_auth("GET", listen, "/api/v1/globals/", token)
@@ -1123,4 +1125,101 @@ impl Cluster {
         host.netplugin = Some(start_netplugin(self, &parts)?);
         Ok(())
     }
+}
+
+/// `testbed up --mode docker`: a [`Cluster`] whose netmaster runs in Docker cluster mode and
+/// whose netplugin is Docker's network and IPAM driver (with the inline DNS), a dockerd in the
+/// host's namespace, a VLAN network `demo-net` with group `web` (netmaster makes the Docker
+/// network `web`) and two busybox containers on it. Returns the description and what
+/// `testbed down` needs.
+pub fn up_docker(bins: Binaries, etcd: EtcdOptions) -> Result<(String, DemoState)> {
+    let dir = temp_dir("dkd")?;
+    let api = dir.path().join("docker.sock");
+    let docker_host = format!("unix://{}", api.display());
+    let (driver, socket) = crate::docker::plugin_socket();
+    let cluster = Cluster::start_with(
+        bins,
+        ClusterOptions {
+            etcd,
+            netmaster_args: vec![
+                "--mode".into(),
+                "docker".into(),
+                "--docker-host".into(),
+                docker_host.clone(),
+                "--name".into(),
+                driver.clone(),
+            ],
+            netplugin_mode: Some("docker".into()),
+            netplugin_args: vec![
+                "--docker-plugin-socket".into(),
+                socket.to_string_lossy().into_owned(),
+                "--docker-host".into(),
+                docker_host.clone(),
+                "--dns-enable".into(),
+            ],
+            ..ClusterOptions::default()
+        },
+    )?;
+    let dockerd = crate::docker::Dockerd::start_with(Some(&cluster.host), Some(api))?;
+    let image = dockerd.busybox()?;
+    cluster.netctl(&[
+        "net", "create", "-e", "vlan", "-s", "10.37.0.0/24", "-g", "10.37.0.1", "demo-net",
+    ])?;
+    cluster.netctl(&["group", "create", "demo-net", "web"])?;
+    let mut ips = Vec::new();
+    for name in ["web1", "web2"] {
+        dockerd.docker(&[
+            "run", "-d", "--init", "--name", name, "--net", "web", image, "sleep", "1000000",
+        ])?;
+        let ip = dockerd.docker(&[
+            "inspect",
+            "-f",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            name,
+        ])?;
+        ips.push(ip.trim().to_string());
+    }
+    let reach = dockerd
+        .docker(&["exec", "web1", "ping", "-c", "2", "-W", "1", &ips[1]])
+        .is_ok();
+    let mut s = String::new();
+    let _ = writeln!(s, "etcd:      {}", cluster.etcd.endpoints_arg());
+    let _ = writeln!(
+        s,
+        "netmaster: {} (Docker cluster mode; netctl --netmaster {0} group ls)",
+        cluster.netmaster_url
+    );
+    let _ = writeln!(
+        s,
+        "host:      namespace {} running OVS and dockerd; netplugin is Docker's driver `{driver}`",
+        cluster.host.name()
+    );
+    let _ = writeln!(s, "network:   demo-net (vlan 10.37.0.0/24), group web = Docker network `web`");
+    let _ = writeln!(s, "containers: web1 {}, web2 {}", ips[0], ips[1]);
+    let _ = writeln!(
+        s,
+        "ping web1 -> web2: {}",
+        if reach { "ok" } else { "FAILED" }
+    );
+    let _ = writeln!(s, "try:       export DOCKER_HOST={docker_host}");
+    let _ = writeln!(s, "           docker exec web1 ping -c 2 {}", ips[1]);
+    let _ = writeln!(
+        s,
+        "           docker exec web1 nslookup web2 {}   # inline DNS: container, group (web) names",
+        ips[1]
+    );
+    let _ = writeln!(
+        s,
+        "           netctl --netmaster {} group create demo-net db; docker run -d --net db {image} sleep 1d",
+        cluster.netmaster_url
+    );
+    let (docker_pids, docker_dir) = dockerd.detach();
+    let mut state = cluster.detach(Vec::new());
+    // dockerd first: it stops its containers (and their endpoints) while netplugin still runs.
+    let mut pids = docker_pids;
+    pids.append(&mut state.pids);
+    state.pids = pids;
+    state.directories.push(docker_dir);
+    state.directories.push(dir.keep());
+    Ok((s, state))
 }

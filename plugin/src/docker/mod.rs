@@ -23,6 +23,7 @@
 
 pub mod api;
 pub mod binding;
+pub mod events;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;

@@ -37,6 +37,10 @@ enum Command {
         /// Serve etcd over TLS only, with client certificates generated into the run directory.
         #[arg(long)]
         etcd_tls: bool,
+        /// `kubernetes` (pods through the CNI plugin, the default) or `docker` (a dockerd with
+        /// netplugin as its network and IPAM driver, netmaster in Docker cluster mode).
+        #[arg(long, default_value = "kubernetes")]
+        mode: String,
     },
     /// Stop and remove everything `up` started.
     Down,
@@ -140,6 +144,7 @@ fn main() -> Result<()> {
             release,
             etcd_members,
             etcd_tls,
+            mode,
         } => up(
             &cli.state,
             release,
@@ -147,6 +152,7 @@ fn main() -> Result<()> {
                 members: etcd_members,
                 tls: etcd_tls,
             },
+            &mode,
         ),
         Command::Down => down(&cli.state),
         Command::Chaos {
@@ -216,7 +222,10 @@ fn main() -> Result<()> {
     }
 }
 
-fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions) -> Result<()> {
+fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions, mode: &str) -> Result<()> {
+    if mode != "kubernetes" && mode != "docker" {
+        bail!("--mode {mode:?}: use kubernetes or docker");
+    }
     if etcd.members == 0 || etcd.members.is_multiple_of(2) {
         bail!(
             "--etcd-members {}: use an odd number of members (1, 3, 5) so a majority survives a loss",
@@ -238,10 +247,22 @@ fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions) -> Result<()> 
     ]) {
         bail!("cannot bring the demo up: {why}");
     }
+    if mode == "docker"
+        && let Err(why) = testbed::require::check(&[testbed::Need::Docker])
+    {
+        bail!("cannot bring the Docker demo up: {why}");
+    }
     let bins = Binaries::build(release).context("building netmaster, netplugin and contivk8s")?;
-    let demo = Demo::up(bins, etcd).context("bringing the demo up")?;
-    print!("{}", demo.describe());
-    let recorded = demo.detach();
+    let recorded = if mode == "docker" {
+        let (text, recorded) =
+            testbed::demo::up_docker(bins, etcd).context("bringing the Docker demo up")?;
+        print!("{text}");
+        recorded
+    } else {
+        let demo = Demo::up(bins, etcd).context("bringing the demo up")?;
+        print!("{}", demo.describe());
+        demo.detach()
+    };
     if let Some(dir) = state.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
