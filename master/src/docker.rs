@@ -95,46 +95,49 @@ pub fn docker_name(tenant: &str, name: &str) -> String {
 /// The Docker engines of the cluster and the driver name. Cheap to clone.
 #[derive(Clone)]
 pub struct DockerNetworks {
-    engines: Vec<(String, Docker)>,
+    engines: Vec<String>,
     driver: String,
 }
 
 impl std::fmt::Debug for DockerNetworks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let hosts: Vec<&str> = self.engines.iter().map(|(h, _)| h.as_str()).collect();
         f.debug_struct("DockerNetworks")
-            .field("engines", &hosts)
+            .field("engines", &self.engines)
             .field("driver", &self.driver)
             .finish()
     }
 }
 
 impl DockerNetworks {
-    /// Clients for `hosts` (`unix:///path`); connections are made per request.
+    /// The engines at `hosts` (`unix:///path`). An engine need not be up yet: each operation
+    /// connects anew.
     pub fn connect(hosts: &[String], driver: &str) -> Result<DockerNetworks, DockerError> {
-        let mut engines = Vec::new();
-        for host in hosts {
-            if !host.starts_with("unix:///") {
-                return Err(DockerError::Host(host.clone()));
-            }
-            let docker = Docker::connect_with_unix(host, TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
-                .map_err(|source| DockerError::Api {
-                    host: host.clone(),
-                    what: "connect".into(),
-                    source,
-                })?;
-            engines.push((host.clone(), docker));
+        if let Some(bad) = hosts.iter().find(|h| !h.starts_with("unix:///")) {
+            return Err(DockerError::Host(bad.clone()));
         }
         Ok(DockerNetworks {
-            engines,
+            engines: hosts.to_vec(),
             driver: driver.to_string(),
         })
+    }
+
+    fn client(host: &str) -> Result<Docker, DockerError> {
+        Docker::connect_with_unix(host, TIMEOUT_SECS, bollard::API_DEFAULT_VERSION).map_err(
+            |source| DockerError::Api {
+                host: host.to_string(),
+                what: "connect".into(),
+                source,
+            },
+        )
     }
 
     /// The id of the network called exactly `name` on an engine.
     async fn find(host: &str, docker: &Docker, name: &str) -> Result<Option<String>, DockerError> {
         let options = ListNetworksOptions {
-            filters: Some(HashMap::from([("name".to_string(), vec![name.to_string()])])),
+            filters: Some(HashMap::from([(
+                "name".to_string(),
+                vec![name.to_string()],
+            )])),
         };
         let nets = docker
             .list_networks(Some(options))
@@ -153,7 +156,8 @@ impl DockerNetworks {
     /// Create the Docker network on every engine that does not have it.
     pub async fn create(&self, spec: &NetworkSpec) -> Result<(), DockerError> {
         let name = spec.name();
-        for (host, docker) in &self.engines {
+        for host in &self.engines {
+            let docker = &Self::client(host)?;
             if Self::find(host, docker, &name).await?.is_some() {
                 continue;
             }
@@ -186,7 +190,8 @@ impl DockerNetworks {
 
     /// Remove the Docker network `name` from every engine that has it.
     pub async fn remove(&self, name: &str) -> Result<(), DockerError> {
-        for (host, docker) in &self.engines {
+        for host in &self.engines {
+            let docker = &Self::client(host)?;
             let Some(id) = Self::find(host, docker, name).await? else {
                 continue;
             };

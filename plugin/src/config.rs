@@ -489,9 +489,11 @@ impl Args {
 
 /// `IP`, `IP:PORT` or `[IPv6]:PORT` (port 53 when absent).
 fn parse_upstream(text: &str) -> Option<SocketAddr> {
-    text.parse::<SocketAddr>()
-        .ok()
-        .or_else(|| text.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 53)))
+    text.parse::<SocketAddr>().ok().or_else(|| {
+        text.parse::<IpAddr>()
+            .ok()
+            .map(|ip| SocketAddr::new(ip, 53))
+    })
 }
 
 /// The source address the kernel would use for the default route (no packet is sent: a

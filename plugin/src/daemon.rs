@@ -192,15 +192,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     ));
     // Docker mode: the remote network and IPAM driver, on the same endpoint code as CNI.
     let docker_task = if cfg.mode == "docker" {
-        let socket = http::bind_unix(&cfg.docker_plugin_socket).map_err(|e| PluginError::Invalid {
-            field: "docker-plugin-socket",
-            problem: format!("{}: {e}", cfg.docker_plugin_socket.display()),
-        })?;
+        let socket =
+            http::bind_unix(&cfg.docker_plugin_socket).map_err(|e| PluginError::Invalid {
+                field: "docker-plugin-socket",
+                problem: format!("{}: {e}", cfg.docker_plugin_socket.display()),
+            })?;
         Some([
-            actix_rt::spawn(http::serve_unix(
-                socket,
-                docker::handler(driver.clone()),
-            )),
+            actix_rt::spawn(http::serve_unix(socket, docker::handler(driver.clone()))),
             actix_rt::spawn(docker::events::follow(
                 driver.clone(),
                 cfg.docker_host.clone(),

@@ -224,7 +224,10 @@ fn docker_containers_of_a_group_reach_each_other_and_policy_holds() {
     dc.run("cb", "web", &[]).unwrap();
     dc.run("cx", "other", &[]).unwrap();
     let (a, b, x) = (dc.ip("ca"), dc.ip("cb"), dc.ip("cx"));
-    assert!(a.starts_with("10.61.0.") && b.starts_with("10.61.0."), "{a} {b}");
+    assert!(
+        a.starts_with("10.61.0.") && b.starts_with("10.61.0."),
+        "{a} {b}"
+    );
     assert!(x.starts_with("10.62.0."), "{x}");
     // The endpoints are netplugin's, in the group, with the MAC netmaster derived.
     let eps = local_endpoints(c);
@@ -244,7 +247,10 @@ fn docker_containers_of_a_group_reach_each_other_and_policy_holds() {
 
     assert!(dc.reaches("ca", &b), "a cannot reach b in its group");
     assert!(dc.reaches("cb", &a), "b cannot reach a in its group");
-    assert!(!dc.reaches("cx", &a), "a container of another network reached a");
+    assert!(
+        !dc.reaches("cx", &a),
+        "a container of another network reached a"
+    );
 
     // A policy attached to the group: ICMP in denied.
     c.netctl(&["policy", "create", "noping"]).unwrap();
@@ -292,13 +298,19 @@ fn docker_bad_requests_are_refused_and_leave_nothing() {
     let c = &dc.c;
     create_network(c, "dn", "vlan", "10.63.0.0/24", "10.63.0.1");
     c.netctl(&[
-        "group", "create", "-r", "10.63.0.100-10.63.0.110", "dn", "pooled",
+        "group",
+        "create",
+        "-r",
+        "10.63.0.100-10.63.0.110",
+        "dn",
+        "pooled",
     ])
     .unwrap();
 
     let err = dc.network("ghost", &[("network", "nope")]).unwrap_err();
     assert!(
-        err.to_string().contains("network nope does not exist in tenant default"),
+        err.to_string()
+            .contains("network nope does not exist in tenant default"),
         "{err}"
     );
     let err = dc.network("ghost", &[("group", "nogroup")]).unwrap_err();
@@ -311,7 +323,9 @@ fn docker_bad_requests_are_refused_and_leave_nothing() {
         .network("ghost", &[("network", "dn"), ("tenant", "t9")])
         .unwrap_err();
     assert!(err.to_string().contains("tenant t9"), "{err}");
-    let nets = dc.d.docker(&["network", "ls", "--format", "{{.Name}}"]).unwrap();
+    let nets =
+        dc.d.docker(&["network", "ls", "--format", "{{.Name}}"])
+            .unwrap();
     assert!(!nets.contains("ghost"), "{nets}");
 
     dc.network("pooled", &[("group", "pooled"), ("subnet", "10.63.0.0/24")])
@@ -319,10 +333,16 @@ fn docker_bad_requests_are_refused_and_leave_nothing() {
     dc.run("ok", "pooled", &[]).unwrap();
     let ok = dc.ip("ok");
     assert!(ok.starts_with("10.63.0.1"), "{ok} outside the group pool");
-    let before = (dc.allocated("dn"), endpoint_ports(c), local_endpoints(c).len());
+    let before = (
+        dc.allocated("dn"),
+        endpoint_ports(c),
+        local_endpoints(c).len(),
+    );
 
     // An address of the subnet but outside the group's pool.
-    let err = dc.run("outside", "pooled", &["--ip", "10.63.0.50"]).unwrap_err();
+    let err = dc
+        .run("outside", "pooled", &["--ip", "10.63.0.50"])
+        .unwrap_err();
     assert!(err.to_string().contains("10.63.0.50"), "{err}");
     // A MAC address: netplugin derives MACs from addresses.
     let err = dc
@@ -338,7 +358,10 @@ fn docker_bad_requests_are_refused_and_leave_nothing() {
     );
     assert_eq!(status, 500);
     assert!(
-        reply["Err"].as_str().unwrap_or_default().contains("already exists"),
+        reply["Err"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("already exists"),
         "{reply}"
     );
     // An endpoint on a network the plugin never saw.
@@ -347,7 +370,10 @@ fn docker_bad_requests_are_refused_and_leave_nothing() {
         &json!({"NetworkID": "feedface", "EndpointID": "e1", "Interface": {"Address": "10.63.0.101/24"}}),
     );
     assert!(
-        reply["Err"].as_str().unwrap_or_default().contains("feedface"),
+        reply["Err"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("feedface"),
         "{reply}"
     );
     // A body that is not JSON.
@@ -359,7 +385,11 @@ fn docker_bad_requests_are_refused_and_leave_nothing() {
     for name in ["outside", "withmac"] {
         let _ = dc.d.docker(&["rm", "-f", name]);
     }
-    let after = (dc.allocated("dn"), endpoint_ports(c), local_endpoints(c).len());
+    let after = (
+        dc.allocated("dn"),
+        endpoint_ports(c),
+        local_endpoints(c).len(),
+    );
     assert_eq!(before, after, "a refused request left something behind");
     assert!(dc.reaches("ok", "10.63.0.1") || dc.ip("ok") == ok);
 }
@@ -427,9 +457,15 @@ fn docker_survives_netplugin_and_dockerd_restarts() {
     dc.run("d1", "steady", &[]).unwrap();
     dc.run("d2", "steady", &[]).unwrap();
     let d2 = dc.ip("d2");
-    assert!(dc.reaches("d1", &d2), "the plugin is not usable after a dockerd restart");
+    assert!(
+        dc.reaches("d1", &d2),
+        "the plugin is not usable after a dockerd restart"
+    );
     dc.d.docker(&["start", "ca"]).unwrap();
-    assert!(dc.reaches("ca", &d2), "a restarted container did not get its network back");
+    assert!(
+        dc.reaches("ca", &d2),
+        "a restarted container did not get its network back"
+    );
 }
 
 /// Docker cluster mode: netmaster makes the Docker network of every network and group created
@@ -450,7 +486,17 @@ fn netmaster_in_docker_cluster_mode_makes_the_docker_networks() {
     c.netctl(&["group", "create", "cm", "web"]).unwrap();
     c.netctl(&["tenant", "create", "t1"]).unwrap();
     c.netctl(&[
-        "net", "create", "-t", "t1", "-e", "vlan", "-s", "10.66.0.0/24", "-g", "10.66.0.1", "tn",
+        "net",
+        "create",
+        "-t",
+        "t1",
+        "-e",
+        "vlan",
+        "-s",
+        "10.66.0.0/24",
+        "-g",
+        "10.66.0.1",
+        "tn",
     ])
     .unwrap();
     c.netctl(&["group", "create", "-t", "t1", "tn", "db"])
@@ -462,10 +508,9 @@ fn netmaster_in_docker_cluster_mode_makes_the_docker_networks() {
             "no Docker network {name}:\n{listed}"
         );
     }
-    let ipam = dc
-        .d
-        .docker(&["network", "inspect", "-f", "{{json .IPAM}}", "web"])
-        .unwrap();
+    let ipam =
+        dc.d.docker(&["network", "inspect", "-f", "{{json .IPAM}}", "web"])
+            .unwrap();
     let ipam: Value = serde_json::from_str(ipam.trim()).unwrap();
     assert_eq!(ipam["Driver"], dc.driver.as_str());
     assert_eq!(ipam["Config"][0]["Subnet"], "10.65.0.0/24");
@@ -480,22 +525,31 @@ fn netmaster_in_docker_cluster_mode_makes_the_docker_networks() {
     let group_of = |ip: &str| {
         eps.values()
             .find(|e| e["oper"]["ipAddress"] == ip)
-            .map(|e| (e["oper"]["serviceName"].clone(), e["oper"]["tenant"].clone()))
+            .map(|e| {
+                (
+                    e["oper"]["serviceName"].clone(),
+                    e["oper"]["tenant"].clone(),
+                )
+            })
     };
-    assert_eq!(group_of("10.65.0.50"), Some((json!("web"), json!("default"))));
     assert_eq!(
-        group_of(&dc.ip("d1")),
-        Some((json!("db"), json!("t1")))
+        group_of("10.65.0.50"),
+        Some((json!("web"), json!("default")))
     );
+    assert_eq!(group_of(&dc.ip("d1")), Some((json!("db"), json!("t1"))));
 
     // A group with a container stays, and so does its Docker network.
-    assert!(c.netctl(&["group", "rm", "cm", "web"]).is_err());
+    let err = c.netctl(&["group", "rm", "web"]).unwrap_err();
+    assert!(err.to_string().contains("active endpoints"), "{err}");
     assert!(names().contains("web "));
     dc.d.docker(&["rm", "-f", "w1"]).unwrap();
-    c.netctl(&["group", "rm", "cm", "web"]).unwrap();
+    c.netctl(&["group", "rm", "web"]).unwrap();
     c.netctl(&["net", "rm", "cm"]).unwrap();
     let listed = names();
-    assert!(!listed.contains("web ") && !listed.contains("cm "), "{listed}");
+    assert!(
+        !listed.contains("web ") && !listed.contains("cm "),
+        "{listed}"
+    );
     assert!(listed.contains("db/t1"), "{listed}");
 }
 
@@ -547,19 +601,43 @@ fn docker_inline_dns_answers_tenant_names_and_forwards_the_rest() {
     let upstream = outside_resolver();
     let dc = docker_cluster_with(
         false,
-        &["--dns-enable".into(), "--dns-upstream".into(), upstream.to_string()],
+        &[
+            "--dns-enable".into(),
+            "--dns-upstream".into(),
+            upstream.to_string(),
+        ],
     );
     let c = &dc.c;
     c.netctl(&[
-        "net", "create", "-e", "vlan", "-s", "10.67.0.0/24", "-g", "10.67.0.1", "--subnetv6",
-        "fd00:67::/64", "--gatewayv6", "fd00:67::1", "dn",
+        "net",
+        "create",
+        "-e",
+        "vlan",
+        "-s",
+        "10.67.0.0/24",
+        "-g",
+        "10.67.0.1",
+        "--subnetv6",
+        "fd00:67::/64",
+        "--gatewayv6",
+        "fd00:67::1",
+        "dn",
     ])
     .unwrap();
     c.netctl(&["group", "create", "dn", "web"]).unwrap();
     c.netctl(&["group", "create", "dn", "db"]).unwrap();
     c.netctl(&[
-        "service", "create", "-s", "dn", "-l", "app=db", "-p", "5432:5432:TCP", "--ip",
-        "10.67.0.200", "dbsvc",
+        "service",
+        "create",
+        "-s",
+        "dn",
+        "-l",
+        "app=db",
+        "-p",
+        "5432:5432:TCP",
+        "--ip",
+        "10.67.0.200",
+        "dbsvc",
     ])
     .unwrap();
     dc.network("web", &[("group", "web")]).unwrap();
@@ -606,7 +684,10 @@ fn docker_inline_dns_answers_tenant_names_and_forwards_the_rest() {
     let default = lookup(&["d1"]);
     assert!(default.contains(&d1), "default resolver: {default}");
     let default = lookup(&["outside.example"]);
-    assert!(default.contains("192.0.2.77"), "default resolver: {default}");
+    assert!(
+        default.contains("192.0.2.77"),
+        "default resolver: {default}"
+    );
 }
 
 /// Two emulated hosts on a VXLAN network, a dockerd in each host's namespace with its own
@@ -635,8 +716,17 @@ fn docker_containers_on_two_hosts_reach_each_other_over_vxlan() {
     create_network(&dc.c, "wide", "vxlan", "10.68.0.0/24", "10.68.0.1");
     dc.network("wide", &[("network", "wide")]).unwrap();
     d_b.docker(&[
-        "network", "create", "-d", &driver_b, "--ipam-driver", &driver_b, "-o", "network=wide",
-        "--ipam-opt", "network=wide", "wide",
+        "network",
+        "create",
+        "-d",
+        &driver_b,
+        "--ipam-driver",
+        &driver_b,
+        "-o",
+        "network=wide",
+        "--ipam-opt",
+        "network=wide",
+        "wide",
     ])
     .unwrap();
     dc.run("ca", "wide", &[]).unwrap();
@@ -661,7 +751,8 @@ fn docker_containers_on_two_hosts_reach_each_other_over_vxlan() {
         "{a} on host A never reached {b} on host B"
     );
     assert!(
-        d_b.docker(&["exec", "cb", "ping", "-c", "2", "-W", "1", &a]).is_ok(),
+        d_b.docker(&["exec", "cb", "ping", "-c", "2", "-W", "1", &a])
+            .is_ok(),
         "B -> A"
     );
     drop(d_b);

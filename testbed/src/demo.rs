@@ -1163,7 +1163,15 @@ pub fn up_docker(bins: Binaries, etcd: EtcdOptions) -> Result<(String, DemoState
     let dockerd = crate::docker::Dockerd::start_with(Some(&cluster.host), Some(api))?;
     let image = dockerd.busybox()?;
     cluster.netctl(&[
-        "net", "create", "-e", "vlan", "-s", "10.37.0.0/24", "-g", "10.37.0.1", "demo-net",
+        "net",
+        "create",
+        "-e",
+        "vlan",
+        "-s",
+        "10.37.0.0/24",
+        "-g",
+        "10.37.0.1",
+        "demo-net",
     ])?;
     cluster.netctl(&["group", "create", "demo-net", "web"])?;
     let mut ips = Vec::new();
@@ -1194,7 +1202,10 @@ pub fn up_docker(bins: Binaries, etcd: EtcdOptions) -> Result<(String, DemoState
         "host:      namespace {} running OVS and dockerd; netplugin is Docker's driver `{driver}`",
         cluster.host.name()
     );
-    let _ = writeln!(s, "network:   demo-net (vlan 10.37.0.0/24), group web = Docker network `web`");
+    let _ = writeln!(
+        s,
+        "network:   demo-net (vlan 10.37.0.0/24), group web = Docker network `web`"
+    );
     let _ = writeln!(s, "containers: web1 {}, web2 {}", ips[0], ips[1]);
     let _ = writeln!(
         s,

@@ -106,7 +106,15 @@ impl Dockerd {
         let mut daemon = Daemon::spawn("dockerd", &self.argv, &[], &self.log)?;
         let host = self.host();
         daemon.wait_ready(READY, || {
-            run(&["docker", "-H", &host, "version", "--format", "{{.Server.Version}}"]).is_ok()
+            run(&[
+                "docker",
+                "-H",
+                &host,
+                "version",
+                "--format",
+                "{{.Server.Version}}",
+            ])
+            .is_ok()
         })?;
         self.daemon = Some(daemon);
         Ok(())
@@ -200,7 +208,12 @@ impl Dockerd {
     /// Leave dockerd running after this value is dropped (for `testbed up`): its pid (and its
     /// containerd's, if known) and the sandbox directory.
     pub fn detach(mut self) -> (Vec<u32>, PathBuf) {
-        let mut pids: Vec<u32> = self.daemon.take().and_then(|d| d.detach()).into_iter().collect();
+        let mut pids: Vec<u32> = self
+            .daemon
+            .take()
+            .and_then(|d| d.detach())
+            .into_iter()
+            .collect();
         let pid_file = self.dir.path().join("exec/containerd/containerd.pid");
         if let Some(pid) = std::fs::read_to_string(pid_file)
             .ok()

@@ -13,9 +13,16 @@ use crate::store::txn::{Db, decode};
 /// and for infra networks.
 fn identity<T: Object>(obj: &T) -> Option<(String, String, String)> {
     let v = serde_json::to_value(obj).ok()?;
-    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let s = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     match T::TYPE {
-        "network" if s("nwType") != "infra" => Some((s("tenantName"), s("networkName"), String::new())),
+        "network" if s("nwType") != "infra" => {
+            Some((s("tenantName"), s("networkName"), String::new()))
+        }
         "endpointGroup" => Some((s("tenantName"), s("networkName"), s("groupName"))),
         _ => None,
     }
@@ -31,11 +38,9 @@ pub async fn stored<T: Object>(db: &Db, docker: &DockerNetworks, obj: &T) -> Res
         return Ok(());
     };
     let key = CfgNetworkState::key_for(&CfgNetworkState::id_for(&tenant, &network));
-    let kv = db
-        .store()
-        .get(&key)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("network {network} not found in tenant {tenant}")))?;
+    let kv = db.store().get(&key).await?.ok_or_else(|| {
+        Error::not_found(format!("network {network} not found in tenant {tenant}"))
+    })?;
     let net: CfgNetworkState = decode(&key, CfgNetworkState::KIND, &kv.value)?;
     docker
         .create(&NetworkSpec::of(&net, &group))

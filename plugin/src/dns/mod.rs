@@ -291,7 +291,11 @@ fn answer(msg: &Message, qtype: RecordType, addrs: &[IpAddr]) -> Vec<u8> {
 
 /// SERVFAIL for `msg` (nothing to forward it to).
 fn failure(msg: &Message) -> Vec<u8> {
-    let mut reply = Message::error_msg(msg.metadata.id, msg.metadata.op_code, ResponseCode::ServFail);
+    let mut reply = Message::error_msg(
+        msg.metadata.id,
+        msg.metadata.op_code,
+        ResponseCode::ServFail,
+    );
     reply.metadata.recursion_desired = msg.metadata.recursion_desired;
     for q in &msg.queries {
         reply.add_query(q.clone());
@@ -351,11 +355,17 @@ async fn feed(driver: Arc<Driver>, prefix: String, tx: UnboundedSender<NameEvent
                 let _ = tx.send(e);
             }
         }
-        match driver.store.watch(prefix.clone(), listing.revision + 1).await {
+        match driver
+            .store
+            .watch(prefix.clone(), listing.revision + 1)
+            .await
+        {
             Ok(mut events) => {
                 while let Some(Ok(event)) = events.next().await {
                     let e = match &event {
-                        WatchEvent::Put { kv } => event_of(&driver, &prefix, &kv.key, Some(&kv.value)),
+                        WatchEvent::Put { kv } => {
+                            event_of(&driver, &prefix, &kv.key, Some(&kv.value))
+                        }
                         WatchEvent::Delete { key, .. } => event_of(&driver, &prefix, key, None),
                     };
                     if let Some(e) = e
@@ -382,7 +392,10 @@ mod tests {
         let mut q = Message::query();
         q.metadata.id = 77;
         q.metadata.recursion_desired = true;
-        q.add_query(Query::query(Name::from_ascii("web.").unwrap(), RecordType::AAAA));
+        q.add_query(Query::query(
+            Name::from_ascii("web.").unwrap(),
+            RecordType::AAAA,
+        ));
         let addrs: Vec<IpAddr> = vec!["10.0.0.2".parse().unwrap(), "fd00::2".parse().unwrap()];
         let reply = Message::from_vec(&answer(&q, RecordType::AAAA, &addrs)).unwrap();
         assert_eq!(reply.metadata.id, 77);
@@ -394,7 +407,10 @@ mod tests {
             RData::AAAA(AAAA("fd00::2".parse().unwrap()))
         );
         let reply = Message::from_vec(&answer(&q, RecordType::A, &addrs)).unwrap();
-        assert_eq!(reply.answers[0].data, RData::A(A("10.0.0.2".parse().unwrap())));
+        assert_eq!(
+            reply.answers[0].data,
+            RData::A(A("10.0.0.2".parse().unwrap()))
+        );
         let fail = Message::from_vec(&failure(&q)).unwrap();
         assert_eq!(fail.metadata.response_code, ResponseCode::ServFail);
     }

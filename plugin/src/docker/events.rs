@@ -114,12 +114,19 @@ async fn started(driver: &Driver, docker: &Docker, id: &str) {
             EPCommonName: name.clone(),
         };
         let result = match driver.netmaster().await {
-            Ok(client) => client.update_endpoint(&update).await.map_err(|e| e.to_string()),
+            Ok(client) => client
+                .update_endpoint(&update)
+                .await
+                .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
         match result {
-            Ok(_) => tracing::info!(container = %name, endpoint = %local.oper.id, "container named on its endpoint"),
-            Err(e) => tracing::warn!(container = %name, endpoint = %local.oper.id, error = %e, "updateEndpoint"),
+            Ok(_) => {
+                tracing::info!(container = %name, endpoint = %local.oper.id, "container named on its endpoint")
+            }
+            Err(e) => {
+                tracing::warn!(container = %name, endpoint = %local.oper.id, error = %e, "updateEndpoint")
+            }
         }
     }
 }

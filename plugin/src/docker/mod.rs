@@ -119,25 +119,17 @@ async fn handle(driver: &Driver, req: Request) -> Response {
             })
             .await
         }
-        "/NetworkDriver.CreateEndpoint" => {
-            call(&req, async |q| create_endpoint(d, q).await).await
-        }
-        "/NetworkDriver.DeleteEndpoint" => {
-            call(&req, async |q| delete_endpoint(d, q).await).await
-        }
+        "/NetworkDriver.CreateEndpoint" => call(&req, async |q| create_endpoint(d, q).await).await,
+        "/NetworkDriver.DeleteEndpoint" => call(&req, async |q| delete_endpoint(d, q).await).await,
         "/NetworkDriver.Join" => call(&req, async |q| join(d, q).await).await,
-        "/NetworkDriver.Leave" => {
-            call(&req, async |_: EndpointRequest| Ok(json!({}))).await
-        }
+        "/NetworkDriver.Leave" => call(&req, async |_: EndpointRequest| Ok(json!({}))).await,
         "/NetworkDriver.EndpointOperInfo" => {
             call(&req, async |q| endpoint_oper_info(d, q).await).await
         }
         "/NetworkDriver.ProgramExternalConnectivity"
         | "/NetworkDriver.RevokeExternalConnectivity"
         | "/NetworkDriver.DiscoverNew"
-        | "/NetworkDriver.DiscoverDelete" => {
-            call(&req, async |_: Value| Ok(json!({}))).await
-        }
+        | "/NetworkDriver.DiscoverDelete" => call(&req, async |_: Value| Ok(json!({}))).await,
         "/IpamDriver.GetCapabilities" => reply(&IpamCapabilitiesReply::default()),
         "/IpamDriver.GetDefaultAddressSpaces" => reply(&AddressSpacesReply {
             LocalDefaultAddressSpace: ADDRESS_SPACE.into(),
@@ -145,12 +137,8 @@ async fn handle(driver: &Driver, req: Request) -> Response {
         }),
         "/IpamDriver.RequestPool" => call(&req, async |q| request_pool(d, q).await).await,
         "/IpamDriver.ReleasePool" => call(&req, async |_: PoolRequest| Ok(json!({}))).await,
-        "/IpamDriver.RequestAddress" => {
-            call(&req, async |q| request_address(d, q).await).await
-        }
-        "/IpamDriver.ReleaseAddress" => {
-            call(&req, async |q| release_address(d, q).await).await
-        }
+        "/IpamDriver.RequestAddress" => call(&req, async |q| request_address(d, q).await).await,
+        "/IpamDriver.ReleaseAddress" => call(&req, async |q| release_address(d, q).await).await,
         other => error_reply(404, format!("{other} is not a method of this plugin")),
     }
 }
@@ -172,7 +160,11 @@ async fn create_network(driver: &Driver, q: CreateNetworkRequest) -> Result<Valu
         Some(Value::Object(m)) => m.clone().into_iter().collect(),
         _ => BTreeMap::new(),
     };
-    let pool = q.IPv4Data.first().map(|d| d.Pool.clone()).unwrap_or_default();
+    let pool = q
+        .IPv4Data
+        .first()
+        .map(|d| d.Pool.clone())
+        .unwrap_or_default();
     let mut resolved = binding::resolve(driver, |k| option_of(&generic, k), &pool).await?;
     resolved.binding.DocknetUUID = q.NetworkID.clone();
     binding::save(driver, &resolved.binding).await?;

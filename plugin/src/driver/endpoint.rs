@@ -253,7 +253,11 @@ struct Created {
 }
 
 impl Driver {
-    pub(crate) async fn load_network(&self, tenant: &str, network: &str) -> Result<CfgNetworkState> {
+    pub(crate) async fn load_network(
+        &self,
+        tenant: &str,
+        network: &str,
+    ) -> Result<CfgNetworkState> {
         let id = CfgNetworkState::id_for(tenant, network);
         let key = CfgNetworkState::key_for(&id);
         let kv = self
@@ -271,7 +275,11 @@ impl Driver {
         })
     }
 
-    pub(crate) async fn load_group(&self, tenant: &str, group: &str) -> Result<Option<EndpointGroupState>> {
+    pub(crate) async fn load_group(
+        &self,
+        tenant: &str,
+        group: &str,
+    ) -> Result<Option<EndpointGroupState>> {
         if group.is_empty() {
             return Ok(None);
         }

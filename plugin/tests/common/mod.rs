@@ -178,4 +178,3 @@ pub fn second_host_with(
 
     host_b
 }
-
