@@ -59,10 +59,8 @@ async fn upsert<T: Object>(
         && let Err(e) = super::docker::stored::<T>(&state.db, docker, &stored).await
     {
         // No half-made object: the Contiv one goes again (an update is left as stored).
-        if !existed {
-            if let Err(undo) = ops::delete::<T>(&state.db, &key).await {
-                tracing::warn!(kind = T::TYPE, key = %key, error = %undo, "undoing the object");
-            }
+        if !existed && let Err(undo) = ops::delete::<T>(&state.db, &key).await {
+            tracing::warn!(kind = T::TYPE, key = %key, error = %undo, "undoing the object");
         }
         return Err(e);
     }
