@@ -699,17 +699,18 @@ fn docker_containers_on_two_hosts_reach_each_other_over_vxlan() {
     let (driver_b, socket_b) = plugin_socket();
     let dir_b = testbed::temp_dir("dkb").unwrap();
     let api_b = dir_b.path().join("docker.sock");
-    let host_b = second_host_with(
-        &mut dc.c,
-        "192.168.89.1",
-        "192.168.89.2",
-        &[
-            "--docker-plugin-socket".into(),
-            socket_b.to_string_lossy().into_owned(),
-            "--docker-host".into(),
-            format!("unix://{}", api_b.display()),
-        ],
-    );
+    let host_b =
+        dc.c.add_wired_host_with(
+            "192.168.89.1",
+            "192.168.89.2",
+            &[
+                "--docker-plugin-socket".into(),
+                socket_b.to_string_lossy().into_owned(),
+                "--docker-host".into(),
+                format!("unix://{}", api_b.display()),
+            ],
+        )
+        .unwrap();
     let _socket_b = SocketFile(socket_b);
     let d_b = Dockerd::start_with(Some(&host_b.netns), Some(api_b)).unwrap();
     let image = d_b.busybox().unwrap();
