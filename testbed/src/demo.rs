@@ -819,6 +819,7 @@ impl Cluster {
             pods,
             directories: vec![etcd_dir, ovs_dir, dir.keep()],
             ovsdb,
+            docker_hosts: Vec::new(),
         }
     }
 }
@@ -881,6 +882,9 @@ pub struct DemoState {
     /// Sandbox directories to remove.
     pub directories: Vec<PathBuf>,
     pub ovsdb: String,
+    /// Docker engines (`unix://...`) whose containers go first (Docker demo).
+    #[serde(default)]
+    pub docker_hosts: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -1135,6 +1139,18 @@ impl DemoState {
     /// Stop every recorded process and remove namespaces and directories. Best effort: a part
     /// already gone is not an error.
     pub fn tear_down(&self) {
+        // Containers first, while dockerd, containerd and netplugin still run (a killed
+        // containerd would leave the container shims behind).
+        for host in &self.docker_hosts {
+            if let Ok(ids) = run(&["docker", "-H", host, "ps", "-aq"]) {
+                let ids: Vec<&str> = ids.split_whitespace().collect();
+                if !ids.is_empty() {
+                    let mut argv = vec!["docker", "-H", host, "rm", "-f"];
+                    argv.extend(ids);
+                    let _ = run(&argv);
+                }
+            }
+        }
         for pid in &self.pids {
             if let Ok(raw) = i32::try_from(*pid) {
                 let _ = nix::sys::signal::kill(
@@ -1430,6 +1446,7 @@ pub fn up_docker(bins: Binaries, etcd: EtcdOptions) -> Result<(String, DemoState
     pids.append(&mut state.pids);
     state.pids = pids;
     state.directories.push(docker_dir);
+    state.docker_hosts.push(docker_host);
     state.directories.push(dir.keep());
     Ok((s, state))
 }

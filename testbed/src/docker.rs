@@ -205,22 +205,15 @@ impl Dockerd {
 }
 
 impl Dockerd {
-    /// Leave dockerd running after this value is dropped (for `testbed up`): its pid (and its
-    /// containerd's, if known) and the sandbox directory.
+    /// Leave dockerd running after this value is dropped (for `testbed up`): its pid (it
+    /// stops its containerd itself) and the sandbox directory.
     pub fn detach(mut self) -> (Vec<u32>, PathBuf) {
-        let mut pids: Vec<u32> = self
+        let pids: Vec<u32> = self
             .daemon
             .take()
             .and_then(|d| d.detach())
             .into_iter()
             .collect();
-        let pid_file = self.dir.path().join("exec/containerd/containerd.pid");
-        if let Some(pid) = std::fs::read_to_string(pid_file)
-            .ok()
-            .and_then(|p| p.trim().parse::<u32>().ok())
-        {
-            pids.push(pid);
-        }
         let dir = std::mem::replace(&mut self.dir, SandboxDir::empty()).keep();
         (pids, dir)
     }
