@@ -80,8 +80,13 @@ impl Binaries {
         Ok(bins)
     }
 
-    /// Build the daemons with cargo (`release` or not) and locate them.
+    /// Build the daemons with cargo (`release` or not) and locate them. With
+    /// `TESTBED_BINARIES=<dir>` set, nothing is built: the daemons are taken from that
+    /// directory (e.g. a copy of an earlier build, to benchmark before and after a change).
     pub fn build(release: bool) -> Result<Binaries> {
+        if let Some(dir) = std::env::var_os("TESTBED_BINARIES") {
+            return Binaries::in_dir(Path::new(&dir));
+        }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut argv = vec![cargo.as_str(), "build", "-q"];
         if release {
