@@ -98,8 +98,10 @@ fn adds_interrupted_by_a_netplugin_crash_leak_nothing_and_share_no_address() {
         .unwrap();
     let steady = c.add_pod(&conf).unwrap();
 
-    // Kill netplugin at different moments of a burst of 8 ADDs in flight.
-    for (round, delay_ms) in [5u64, 25, 60].into_iter().enumerate() {
+    // Kill netplugin at different moments of a burst of 8 ADDs in flight. `half_done`: pods
+    // netmaster holds an address for although their ADD failed (killed after the allocation).
+    let mut half_done = 0;
+    for (round, delay_ms) in [20u64, 80, 200, 400].into_iter().enumerate() {
         let pods: Vec<(Netns, String)> = (0..8)
             .map(|_| (Netns::new("k").unwrap(), format!("c{}", unique_name(""))))
             .collect();
@@ -120,10 +122,15 @@ fn adds_interrupted_by_a_netplugin_crash_leak_nothing_and_share_no_address() {
         });
         c.kill_netplugin(); // reaps it
         c.start_netplugin().expect("netplugin restarts");
-        let failed = results.iter().filter(|r| r.is_err()).count();
-        eprintln!("round {round}: killed after {delay_ms} ms, {failed} of 8 ADDs failed");
         // Whatever was half done, the store is consistent before any clean-up.
-        assert_consistent(&c, net, gateway, &format!("round {round} after restart"));
+        let held = assert_consistent(&c, net, gateway, &format!("round {round} after restart"));
+        let completed = results.iter().filter(|r| r.is_ok()).count();
+        half_done += held - 1 - completed;
+        eprintln!(
+            "round {round}: killed after {delay_ms} ms: {completed} of 8 ADDs completed, {} \
+             held an address without completing",
+            held - 1 - completed
+        );
         // The runtime deletes every pod whose ADD failed; DEL of a half-done ADD succeeds.
         for ((ns, id), result) in pods.iter().zip(&results) {
             if result.is_err() {
@@ -132,7 +139,6 @@ fn adds_interrupted_by_a_netplugin_crash_leak_nothing_and_share_no_address() {
             }
         }
         let held = assert_consistent(&c, net, gateway, &format!("round {round} after DELs"));
-        let completed = results.iter().filter(|r| r.is_ok()).count();
         assert_eq!(
             held,
             1 + completed,
@@ -153,6 +159,11 @@ fn adds_interrupted_by_a_netplugin_crash_leak_nothing_and_share_no_address() {
             1
         );
     }
+    assert!(
+        half_done > 0,
+        "no kill landed between netmaster's allocation and the end of an ADD; the rounds \
+         did not test a half-done ADD"
+    );
     c.del_pod(&steady).unwrap();
     assert_eq!(assert_consistent(&c, net, gateway, "after the last DEL"), 0);
     let (allocated, _, _) = allocation(&c, net, gateway);
