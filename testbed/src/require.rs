@@ -30,6 +30,8 @@ pub enum Need {
     Prometheus,
     /// `ethtool`, to read interface features.
     Ethtool,
+    /// `iptables`, to silence a port for a while.
+    Iptables,
 }
 
 const OVS_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
@@ -57,6 +59,7 @@ impl Need {
             Need::Iperf3 => &["iperf3"],
             Need::Prometheus => &["prometheus"],
             Need::Ethtool => &["ethtool"],
+            Need::Iptables => &["iptables"],
         };
         let package = match self {
             Need::Root => "",
@@ -69,6 +72,7 @@ impl Need {
             Need::Iperf3 => "iperf3",
             Need::Prometheus => "prometheus",
             Need::Ethtool => "ethtool",
+            Need::Iptables => "iptables",
         };
         let absent: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
         if !absent.is_empty() {
