@@ -243,7 +243,14 @@ fn both_daemons_serve_prometheus_text_whose_counters_move_with_pods_and_rest_cal
         &[("netplugin_cni_add_step_duration_seconds", "histogram")],
     );
     for step in [
-        "lookup", "netmaster", "veth", "ovsdb", "ofport", "pod_side", "oper", "flows",
+        "lookup",
+        "netmaster",
+        "veth",
+        "ovsdb",
+        "ofport",
+        "pod_side",
+        "oper",
+        "flows",
     ] {
         assert_eq!(
             value(
