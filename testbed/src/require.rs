@@ -30,6 +30,8 @@ pub enum Need {
     Prometheus,
     /// `ethtool`, to read interface features.
     Ethtool,
+    /// `dockerd` and `docker` (Debian's docker.io) and the static busybox for local images.
+    Docker,
     /// `iptables`, to silence a port for a while.
     Iptables,
 }
@@ -59,6 +61,7 @@ impl Need {
             Need::Iperf3 => &["iperf3"],
             Need::Prometheus => &["prometheus"],
             Need::Ethtool => &["ethtool"],
+            Need::Docker => &["dockerd", "docker", "busybox"],
             Need::Iptables => &["iptables"],
         };
         let package = match self {
@@ -72,6 +75,7 @@ impl Need {
             Need::Iperf3 => "iperf3",
             Need::Prometheus => "prometheus",
             Need::Ethtool => "ethtool",
+            Need::Docker => "docker.io busybox-static",
             Need::Iptables => "iptables",
         };
         let absent: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();

@@ -42,6 +42,8 @@ pub struct Settings {
     pub rules: BTreeMap<String, PolicyRule>,
     /// Load-balanced services and their client assignments.
     pub services: Services,
+    /// Local endpoints' DNS queries go to the controller (inline DNS).
+    pub dns_punt: bool,
 }
 
 /// Everything a datapath computes flows from.

@@ -44,6 +44,13 @@ pub struct PodAttach {
     pub netns: PathBuf,
     pub ifname: String,
     pub labels: BTreeMap<String, String>,
+    /// An IPv4 address reserved for it by `/plugin/allocAddress` (Docker's IPAM); empty:
+    /// netmaster picks one.
+    pub address: String,
+    /// The runtime moves the pod end into its sandbox itself (Docker's `Join`): the pair is
+    /// created in the host namespace with the pod end named `ifname`, left down and without
+    /// addresses or routes (the runtime sets them); `netns` is not used.
+    pub handover: bool,
 }
 
 /// A pod to detach: found by container id (and interface), or by the labels' network when
@@ -250,7 +257,11 @@ struct Created {
 }
 
 impl Driver {
-    async fn load_network(&self, tenant: &str, network: &str) -> Result<CfgNetworkState> {
+    pub(crate) async fn load_network(
+        &self,
+        tenant: &str,
+        network: &str,
+    ) -> Result<CfgNetworkState> {
         let id = CfgNetworkState::id_for(tenant, network);
         let key = CfgNetworkState::key_for(&id);
         let kv = self
@@ -268,7 +279,11 @@ impl Driver {
         })
     }
 
-    async fn load_group(&self, tenant: &str, group: &str) -> Result<Option<EndpointGroupState>> {
+    pub(crate) async fn load_group(
+        &self,
+        tenant: &str,
+        group: &str,
+    ) -> Result<Option<EndpointGroupState>> {
         if group.is_empty() {
             return Ok(None);
         }
@@ -324,7 +339,7 @@ impl Driver {
                 });
             }
         }
-        if !pod.netns.is_absolute() {
+        if !pod.handover && !pod.netns.is_absolute() {
             return Err(PluginError::Invalid {
                 field: "CNI_NETNS",
                 problem: format!("{:?} is not an absolute path", pod.netns),
@@ -468,6 +483,31 @@ impl Driver {
         let spec = interface_spec(oper, net, self.pod_mtu(kind))?;
         let pod_netns = spec.netns.clone();
         let tx_offload_off = self.cfg.ovs_datapath == "netdev";
+        if pod.handover {
+            // The runtime moves the pod end (still in the host namespace) and sets its
+            // addresses and routes; it gets its MAC, and with the userspace datapath transmit
+            // offload off, from the host worker (in the host namespace, so the netlink
+            // request is too).
+            let pod_end = self.host.run(move |nl| async move {
+                if let Some(mac) = spec.mac {
+                    nl.set_mac(&spec.ifname, mac).await?;
+                }
+                Ok(tx_offload_off
+                    .then(|| disable_tx_offload(&spec.ifname))
+                    .flatten())
+            });
+            let (pod_done, stored) = futures::join!(
+                steps.time("pod_side", pod_end),
+                steps.time("oper", self.put_oper(oper))
+            );
+            if let Some(problem) = pod_done? {
+                return Err(PluginError::Offload {
+                    ifname: pod.ifname.clone(),
+                    problem,
+                });
+            }
+            return stored;
+        }
         // Kubernetes mode: cluster IPs on-link, so the pod ARPs for them (crate::kubesvc).
         let service_route = self.service_route;
         let pod_side = in_netns(&pod_netns, move |nl| async move {
@@ -516,6 +556,7 @@ impl Driver {
                 Container: pod.container_id.clone(),
                 Host: self.cfg.host.clone(),
                 ServiceName: pod.group.clone(),
+                IPAddress: pod.address.clone(),
                 ..ConfigEp::default()
             },
             Labels: pod.labels.clone(),
@@ -572,11 +613,19 @@ impl Driver {
             pod.netns.clone(),
             self.pod_mtu(kind),
         );
+        let handover = pod.handover;
         let veth = self.host.run(move |nl| async move {
             // A leftover of an interrupted attempt is replaced.
             nl.delete_link(&host).await?;
-            nl.create_veth_into(&host, &ifname, &netns, mtu, None)
-                .await?;
+            if handover {
+                nl.delete_link(&ifname).await?;
+                nl.create_veth(&host, &ifname).await?;
+                nl.set_mtu(&host, mtu).await?;
+                nl.set_mtu(&ifname, mtu).await?;
+            } else {
+                nl.create_veth_into(&host, &ifname, &netns, mtu, None)
+                    .await?;
+            }
             nl.set_up(&host).await
         });
         steps.time("veth", veth).await?;
