@@ -14,7 +14,7 @@ packages=(
   iperf3                       # QoS: a netprofile's bandwidth limit measured with traffic
   tcpdump                      # DSCP marking and ARP-proxy checks
   openssl                      # test certificates (Kubernetes API client, etcd TLS clusters)
-  ethtool                      # pod veths: transmit checksum offload off (userspace datapath)
+  ethtool                      # tests read interface features (netplugin sets them over netlink)
   containernetworking-plugins  # the reference `bridge` + `host-local` CNI plugins (benchmark)
   golang-go                    # builds cnirun, the libcni runtime driver
   golang-github-appc-cni-dev   # libcni sources for cnirun

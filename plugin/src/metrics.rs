@@ -36,6 +36,8 @@ pub struct PluginMetrics {
     pub cni_duration: LatencyFamily<Labels1>,
     /// `netplugin_cni_errors_total{command, code}`.
     pub cni_errors: Family<Labels2, Counter>,
+    /// `netplugin_cni_add_step_duration_seconds{step}`: one pod attach, step by step.
+    pub add_steps: LatencyFamily<Labels1>,
     /// `netplugin_endpoints{location}`.
     endpoints: Family<Labels1, Gauge>,
     /// `netplugin_policy_rules{bridge}`.
@@ -210,6 +212,14 @@ impl PluginMetrics {
             "service providers the bridge balances over, summed over its services",
             providers.clone(),
         );
+        let add_steps = latency_family();
+        r.register(
+            "netplugin_cni_add_step_duration_seconds",
+            "time of each step of a successful CNI ADD inside netplugin (steps that run at \
+             once overlap; see docs/netplugin.md): lookup, netmaster, labels, veth, ovsdb, \
+             ofport, pod_side, flows, oper",
+            add_steps.clone(),
+        );
         // Every command has its series from the start (0 until the first request).
         for command in ["ADD", "DEL", "CHECK"] {
             let _ = cni_duration.get_or_create_owned(&[("command", command.to_string())]);
@@ -220,6 +230,7 @@ impl PluginMetrics {
             bridge,
             cni_duration,
             cni_errors,
+            add_steps,
             endpoints,
             rules,
             services,
@@ -252,6 +263,14 @@ impl PluginMetrics {
                 .get_or_create(&[("command", command.to_string()), ("code", code)])
                 .inc();
         }
+    }
+
+    /// One step of a successful attach (`step`: one of the fixed names in
+    /// [`crate::driver::endpoint`]).
+    pub fn add_step(&self, step: &'static str, elapsed: Duration) {
+        self.add_steps
+            .get_or_create(&[("step", step.to_string())])
+            .observe(elapsed.as_secs_f64());
     }
 
     /// Read the driver's and agents' counts into the gauges, then the registry as text.

@@ -236,6 +236,40 @@ fn both_daemons_serve_prometheus_text_whose_counters_move_with_pods_and_rest_cal
         ),
         2.0
     );
+    // The successful ADD's steps, each once; the labels went with createEndpoint (no
+    // separate updateEndpoint round trip against this netmaster). The failed ADD timed none.
+    assert_families(
+        &plugin1,
+        &[("netplugin_cni_add_step_duration_seconds", "histogram")],
+    );
+    for step in [
+        "lookup",
+        "netmaster",
+        "veth",
+        "ovsdb",
+        "ofport",
+        "pod_side",
+        "oper",
+        "flows",
+    ] {
+        assert_eq!(
+            value(
+                &plugin1,
+                "netplugin_cni_add_step_duration_seconds_count",
+                &[("step", step)]
+            ),
+            1.0,
+            "step {step}"
+        );
+    }
+    assert_eq!(
+        value(
+            &plugin1,
+            "netplugin_cni_add_step_duration_seconds_count",
+            &[("step", "labels")]
+        ),
+        0.0
+    );
     assert_families(&plugin1, &[("netplugin_cni_errors", "counter")]);
     assert_eq!(
         value(

@@ -260,3 +260,52 @@ async fn single_link_operations() {
     assert_eq!(left["address"], "02:00:00:00:00:0a");
     assert_eq!(left["mtu"], 1400);
 }
+
+/// `ethtool -k` of a link in a namespace: feature name → on.
+fn features(ns: &Netns, ifname: &str) -> std::collections::BTreeMap<String, bool> {
+    ns.exec(&["ethtool", "-k", ifname])
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (name, state) = l.trim().split_once(": ")?;
+            Some((name.to_string(), state.starts_with("on")))
+        })
+        .collect()
+}
+
+/// Transmit checksum offload off over ethtool's generic netlink, from a thread inside the
+/// pod namespace (as the pod side of an attach does): what `ethtool -K <if> tx off` does, and
+/// only on that interface; an unknown interface is an error naming ENODEV.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tx_checksum_offload_is_turned_off_over_netlink() {
+    testbed::require!(Root, Ip, Ethtool);
+    let pod = Netns::new("pod").unwrap();
+    pod.exec(&[
+        "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth1",
+    ])
+    .unwrap();
+    assert!(
+        features(&pod, "eth0")["tx-checksum-ip-generic"],
+        "veth starts with it on"
+    );
+    let done = in_netns(&pod.path(), |_nl| async {
+        Ok(plugin::netlink::ethtool::disable_tx_checksum("eth0"))
+    })
+    .await
+    .unwrap();
+    done.unwrap();
+    let after = features(&pod, "eth0");
+    assert!(!after["tx-checksumming"], "{after:?}");
+    assert!(!after["tx-checksum-ip-generic"], "{after:?}");
+    assert!(
+        features(&pod, "eth1")["tx-checksum-ip-generic"],
+        "the peer is untouched"
+    );
+    let missing = in_netns(&pod.path(), |_nl| async {
+        Ok(plugin::netlink::ethtool::disable_tx_checksum("nosuchif0"))
+    })
+    .await
+    .unwrap();
+    let err = missing.unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(19), "{err}");
+}

@@ -28,6 +28,8 @@ pub enum Need {
     Iperf3,
     /// `prometheus` (Debian's package), the real scraper of the metrics test.
     Prometheus,
+    /// `ethtool`, to read interface features.
+    Ethtool,
     /// `dockerd` and `docker` (Debian's docker.io) and the static busybox for local images.
     Docker,
     /// `iptables`, to silence a port for a while.
@@ -58,6 +60,7 @@ impl Need {
             Need::Etcdctl => &["etcdctl"],
             Need::Iperf3 => &["iperf3"],
             Need::Prometheus => &["prometheus"],
+            Need::Ethtool => &["ethtool"],
             Need::Docker => &["dockerd", "docker", "busybox"],
             Need::Iptables => &["iptables"],
         };
@@ -71,6 +74,7 @@ impl Need {
             Need::Etcdctl => "etcd-client",
             Need::Iperf3 => "iperf3",
             Need::Prometheus => "prometheus",
+            Need::Ethtool => "ethtool",
             Need::Docker => "docker.io busybox-static",
             Need::Iptables => "iptables",
         };

@@ -69,6 +69,11 @@ pub struct CreateEndpointRequest {
     pub EndpointID: String,
     pub EPCommonName: String,
     pub ConfigEP: ConfigEp,
+    /// Not in Contiv: the container's labels, recorded with the endpoint in the same
+    /// transaction (what a later updateEndpoint `start` event would do), so one call attaches
+    /// a labelled pod. An older netmaster ignores the field and answers without labels.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub Labels: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -330,6 +335,8 @@ pub struct NewEndpoint {
     pub common_name: String,
     pub preferred: Option<Ipv4Addr>,
     pub preferred6: Option<Ipv6Addr>,
+    /// Labels to record (empty: none, and an existing endpoint's are left alone).
+    pub labels: BTreeMap<String, String>,
 }
 
 impl NewEndpoint {
@@ -384,6 +391,7 @@ impl NewEndpoint {
             common_name: req.EPCommonName.clone(),
             preferred,
             preferred6,
+            labels: req.Labels.clone(),
         })
     }
 }
@@ -396,15 +404,21 @@ pub async fn create_endpoint(db: &Db, req: &CreateEndpointRequest) -> Result<Cfg
 }
 
 /// Create an endpoint inside a transaction: address (reserved, preferred or first free), IPv6,
-/// MAC, counters and the endpoint record.
+/// MAC, counters and the endpoint record; with labels, also the providers of the tenant's
+/// services (as updateEndpoint's `start` event).
 pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<CfgEndpointState> {
     let net_id = CfgNetworkState::id_for(&ne.tenant, &ne.network);
     let ep_id = CfgEndpointState::id_for(&net_id, &ne.container);
     let ep_key = CfgEndpointState::key_for(&ep_id);
-    if let Some(existing) = tx
+    if let Some(mut existing) = tx
         .get::<CfgEndpointState>(&ep_key, CfgEndpointState::KIND)
         .await?
     {
+        if !ne.labels.is_empty() && existing.labels != ne.labels {
+            existing.labels = ne.labels.clone();
+            tx.put(&ep_key, CfgEndpointState::KIND, &existing)?;
+            refresh_tenant_services(tx, &ne.tenant).await?;
+        }
         return Ok(existing);
     }
     let net = load_net_state(tx, &ne.tenant, &ne.network).await?;
@@ -459,10 +473,14 @@ pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<Cfg
         homing_host: ne.host.clone(),
         container_id: ne.container.clone(),
         ep_common_name: ne.common_name.clone(),
+        labels: ne.labels.clone(),
         ..Default::default()
     };
     save_target(tx, &t)?;
     tx.put(&ep_key, CfgEndpointState::KIND, &ep)?;
+    if !ep.labels.is_empty() {
+        refresh_tenant_services(tx, &ne.tenant).await?;
+    }
     Ok(ep)
 }
 

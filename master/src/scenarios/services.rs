@@ -309,3 +309,54 @@ async fn previous_provider_layout_is_converted() {
         "nothing left"
     );
 }
+
+/// createEndpoint with `Labels` records them with the endpoint and makes it a provider in the
+/// same transaction (one call instead of createEndpoint + updateEndpoint), through the group
+/// commit too; an existing endpoint takes new labels, and an empty `Labels` leaves them alone.
+#[tokio::test]
+async fn create_endpoint_with_labels_makes_a_provider_at_once() {
+    let db = db();
+    setup(&db).await;
+    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/24", 0))
+        .await
+        .unwrap();
+    add_net(&db, net("default", "svcnet", "vxlan", "20.1.1.0/24", 0))
+        .await
+        .unwrap();
+    let mut s = svc("s1", &["app=web"], &["80:8080:TCP"], "");
+    s.network_name = "svcnet".into();
+    ops::upsert(&db, "default:s1", s).await.unwrap();
+    let labelled = |container: &str, app: &str| CreateEndpointRequest {
+        Labels: [("app".to_string(), app.to_string())].into(),
+        ..ep_req("default", "n1", "", container)
+    };
+    let ep = endpoint::create_endpoint(&db, &labelled("c1", "web"))
+        .await
+        .unwrap();
+    assert_eq!(ep.labels.get("app").map(String::as_str), Some("web"));
+    let st = svc_state(&db, "s1:default").await;
+    assert_eq!(
+        st.providers.keys().collect::<Vec<_>>(),
+        [&format!("{}:default", ep.ip_address)]
+    );
+    // Through the batcher, two labelled endpoints in one transaction: both are providers.
+    let batcher = crate::endpoint::batch::Batcher::spawn(db.clone()).unwrap();
+    let (web, db_app) = (labelled("c2", "web"), labelled("c3", "db"));
+    let (a, b) = tokio::join!(batcher.create(&web), batcher.create(&db_app));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let providers = svc_state(&db, "s1:default").await.providers;
+    assert!(providers.contains_key(&format!("{}:default", a.ip_address)));
+    assert!(!providers.contains_key(&format!("{}:default", b.ip_address)));
+    // Re-created with other labels: the same endpoint and address, the new labels.
+    let again = endpoint::create_endpoint(&db, &labelled("c3", "web"))
+        .await
+        .unwrap();
+    assert_eq!(again.ip_address, b.ip_address);
+    assert_eq!(svc_state(&db, "s1:default").await.providers.len(), 3);
+    // Without labels, an existing endpoint keeps its own.
+    let plain = endpoint::create_endpoint(&db, &ep_req("default", "n1", "", "c3"))
+        .await
+        .unwrap();
+    assert_eq!(plain.labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(svc_state(&db, "s1:default").await.providers.len(), 3);
+}

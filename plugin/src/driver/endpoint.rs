@@ -192,55 +192,59 @@ fn access_tag(net: &CfgNetworkState, group: Option<&EndpointGroupState>) -> u16 
     u16::try_from(tag).unwrap_or(0)
 }
 
-/// Turn transmit checksum offload off on `ifname` in the calling thread's namespace, with
-/// `ethtool` (no safe netlink API for it here). Needed with OVS's userspace datapath only:
-/// a veth leaves TCP/UDP checksums to the receiver's hardware, which the userspace datapath
-/// does not complete, so without this ping works and TCP does not. `Some(problem)` on failure.
+/// Turn transmit checksum offload off on `ifname` in the calling thread's namespace (as
+/// `ethtool -K <ifname> tx off`, over netlink: no process per pod). Needed with OVS's
+/// userspace datapath only: a veth leaves TCP/UDP checksums to the receiver's hardware, which
+/// the userspace datapath does not complete, so without this ping works and TCP does not.
+/// `Some(problem)` on failure.
 fn disable_tx_offload(ifname: &str) -> Option<String> {
-    match std::process::Command::new("ethtool")
-        .args(["-K", ifname, "tx", "off"])
-        .stdout(std::process::Stdio::null())
-        .output()
-    {
-        Ok(out) if out.status.success() => None,
-        Ok(out) => Some(format!(
-            "ethtool -K {ifname} tx off: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
-        Err(e) => Some(format!("cannot run ethtool (install it): {e}")),
-    }
+    crate::netlink::ethtool::disable_tx_checksum(ifname)
+        .err()
+        .map(|e| format!("ethtool netlink FEATURES_SET on {ifname}: {e}"))
 }
 
-/// Milliseconds per attach step, for the debug log.
-struct StepTimer {
-    last: std::time::Instant,
-    steps: Vec<(&'static str, f64)>,
+/// How long each step of one attach took (steps that run at once overlap), for the debug log
+/// and `netplugin_cni_add_step_duration_seconds`. Steps: `lookup` (network and group),
+/// `netmaster` (createEndpoint: REST + etcd transaction), `labels` (updateEndpoint), `veth`
+/// (pair into the pod namespace), `ovsdb` (port transaction until the cache has it), `ofport`
+/// (until ovs-vswitchd numbered it), `pod_side` (MAC, addresses, routes, offload), `flows`
+/// (bundle confirmed by the switch), `oper` (oper state in etcd).
+#[derive(Default)]
+struct StepLog {
+    steps: std::sync::Mutex<Vec<(&'static str, std::time::Duration)>>,
 }
 
-impl StepTimer {
-    fn start() -> StepTimer {
-        StepTimer {
-            last: std::time::Instant::now(),
-            steps: Vec::new(),
+impl StepLog {
+    fn record(&self, step: &'static str, elapsed: std::time::Duration) {
+        match self.steps.lock() {
+            Ok(mut s) => s.push((step, elapsed)),
+            Err(p) => p.into_inner().push((step, elapsed)),
         }
     }
 
-    fn mark(&mut self, step: &'static str) {
-        let now = std::time::Instant::now();
-        self.steps
-            .push((step, (now - self.last).as_secs_f64() * 1000.0));
-        self.last = now;
+    /// Run `work` and record how long it took as `step`.
+    async fn time<T>(&self, step: &'static str, work: impl std::future::Future<Output = T>) -> T {
+        let start = std::time::Instant::now();
+        let out = work.await;
+        self.record(step, start.elapsed());
+        out
+    }
+
+    fn take(&self) -> Vec<(&'static str, std::time::Duration)> {
+        match self.steps.lock() {
+            Ok(mut s) => std::mem::take(&mut *s),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        }
     }
 }
 
-impl std::fmt::Display for StepTimer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, (step, ms)) in self.steps.iter().enumerate() {
-            let sep = if i == 0 { "" } else { ", " };
-            write!(f, "{sep}{step} {ms:.1} ms")?;
-        }
-        Ok(())
-    }
+/// `step 1.2 ms, step 0.3 ms, ...`
+fn format_steps(steps: &[(&'static str, std::time::Duration)]) -> String {
+    steps
+        .iter()
+        .map(|(step, d)| format!("{step} {:.1} ms", d.as_secs_f64() * 1000.0))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What a half-done attach has created, for the rollback.
@@ -351,6 +355,8 @@ impl Driver {
             }
             return Err(PluginError::EndpointExists(ep_id));
         }
+        let steps = StepLog::default();
+        let lookup_started = std::time::Instant::now();
         // The watch keeps networks current; etcd is asked only for one not seen yet.
         let net = match self.known_network(&net_id) {
             Some(net) => net,
@@ -358,12 +364,25 @@ impl Driver {
         };
         let group = self.load_group(&pod.tenant, &pod.group).await?;
         self.ensure_network(&net).await?;
+        steps.record("lookup", lookup_started.elapsed());
         let mut created = Created::default();
         match self
-            .attach_steps(pod, &net, group.as_ref(), &ep_id, &mut created)
+            .attach_steps(pod, &net, group.as_ref(), &ep_id, &mut created, &steps)
             .await
         {
-            Ok(info) => Ok(info),
+            Ok(info) => {
+                let steps = steps.take();
+                for (step, elapsed) in &steps {
+                    self.metrics.add_step(step, *elapsed);
+                }
+                tracing::debug!(
+                    endpoint = %ep_id,
+                    total_ms = lookup_started.elapsed().as_secs_f64() * 1000.0,
+                    steps = %format_steps(&steps),
+                    "endpoint attached"
+                );
+                Ok(info)
+            }
             Err(e) => {
                 tracing::warn!(endpoint = %ep_id, error = %e, "attach failed; undoing");
                 self.undo(pod, &net, &ep_id, &created).await;
@@ -372,9 +391,13 @@ impl Driver {
         }
     }
 
-    /// The attach itself. netmaster's allocation and the host side (veth pair, OVS port,
-    /// OpenFlow port number) do not depend on each other and run at once; the pod side
-    /// (MAC, addresses, routes) and the flows follow once both are done.
+    /// The attach itself, as two branches that meet for the flows:
+    /// - host: the veth pair, then the OVS port and its OpenFlow port number;
+    /// - pod: netmaster's allocation, then (once the veth exists) the pod side (MAC,
+    ///   addresses, routes) and the oper state, at once.
+    ///
+    /// The flows need both the address and the OpenFlow port, so they come last; nothing
+    /// else waits for a step it does not need.
     async fn attach_steps(
         &self,
         pod: &PodAttach,
@@ -382,23 +405,48 @@ impl Driver {
         group: Option<&EndpointGroupState>,
         ep_id: &str,
         created: &mut Created,
+        steps: &StepLog,
     ) -> Result<LocalEndpointInfo> {
-        let mut timing = StepTimer::start();
         let kind = bridge_kind(&net.pkt_tag_type);
-        let port_name = port_name_for(ep_id);
-        let ovs_port = format!("v{port_name}");
         // Rollback of the host side is idempotent, so it is marked before it starts.
         created.veth = true;
         created.port = true;
-        let (ep, ofport) = futures::join!(
-            self.allocate(pod),
-            self.host_side(pod, kind, &ovs_port, ep_id, access_tag(net, group), group)
-        );
-        let ep = ep?;
-        created.endpoint = true;
+        let (veth_ready, veth_made) = futures::channel::oneshot::channel::<()>();
+        let host = self.host_side(pod, net, group, ep_id, steps, veth_ready);
+        let created_endpoint = &mut created.endpoint;
+        let pod_branch = async {
+            let ep = self.allocate(pod, steps).await?;
+            *created_endpoint = true;
+            let oper = self.oper_state(pod, ep_id, &ep);
+            // The pod end must exist; if the host branch failed, its error is the answer.
+            if veth_made.await.is_err() {
+                return Ok(None);
+            }
+            self.pod_side_and_oper(pod, net, &oper, steps).await?;
+            Ok::<_, PluginError>(Some(oper))
+        };
+        let (ofport, oper) = futures::join!(host, pod_branch);
         let ofport = ofport?;
-        timing.mark("netmaster | veth + OVS port");
-        let oper = OperEndpointState {
+        let Some(oper) = oper? else {
+            return Err(PluginError::Invalid {
+                field: "veth",
+                problem: format!("the host branch of {ep_id} ended without a veth"),
+            });
+        };
+        let local = local_endpoint(&oper, net, group, ofport)?;
+        steps
+            .time("flows", self.agent(kind).add_local_endpoint(local))
+            .await
+            .map_err(|e| PluginError::agent(kind, e))?;
+        created.ofport = Some(ofport);
+        let info = self.info(oper, net, ofport);
+        self.with_state(|s| s.local.insert(ep_id.to_string(), info.clone()));
+        Ok(info)
+    }
+
+    /// The oper state of the endpoint netmaster answered for `pod`.
+    fn oper_state(&self, pod: &PodAttach, ep_id: &str, ep: &CfgEndpointState) -> OperEndpointState {
+        OperEndpointState {
             id: ep.id.clone(),
             net_id: ep.net_id.clone(),
             endpoint_id: ep.endpoint_id.clone(),
@@ -410,7 +458,7 @@ impl Driver {
             mac_address: ep.mac_address.clone(),
             homing_host: self.cfg.host.clone(),
             intf_name: pod.ifname.clone(),
-            port_name,
+            port_name: port_name_for(ep_id),
             vtep_ip: self.cfg.vtep_ip.to_string(),
             container_id: pod.container_id.clone(),
             ep_common_name: pod.pod_name.clone(),
@@ -419,17 +467,49 @@ impl Driver {
             tenant: pod.tenant.clone(),
             network: pod.network.clone(),
             labels: pod.labels.clone(),
-        };
-        let spec = interface_spec(&oper, net, self.pod_mtu(kind))?;
+        }
+    }
+
+    /// The pod's MAC, addresses, routes (and offload) inside its namespace, and the oper
+    /// state in etcd, at once.
+    async fn pod_side_and_oper(
+        &self,
+        pod: &PodAttach,
+        net: &CfgNetworkState,
+        oper: &OperEndpointState,
+        steps: &StepLog,
+    ) -> Result<()> {
+        let kind = bridge_kind(&net.pkt_tag_type);
+        let spec = interface_spec(oper, net, self.pod_mtu(kind))?;
         let pod_netns = spec.netns.clone();
         let tx_offload_off = self.cfg.ovs_datapath == "netdev";
+        if pod.handover {
+            // The runtime moves the pod end (still in the host namespace) and sets its
+            // addresses and routes; it gets its MAC, and with the userspace datapath transmit
+            // offload off, from the host worker (in the host namespace, so the netlink
+            // request is too).
+            let pod_end = self.host.run(move |nl| async move {
+                if let Some(mac) = spec.mac {
+                    nl.set_mac(&spec.ifname, mac).await?;
+                }
+                Ok(tx_offload_off
+                    .then(|| disable_tx_offload(&spec.ifname))
+                    .flatten())
+            });
+            let (pod_done, stored) = futures::join!(
+                steps.time("pod_side", pod_end),
+                steps.time("oper", self.put_oper(oper))
+            );
+            if let Some(problem) = pod_done? {
+                return Err(PluginError::Offload {
+                    ifname: pod.ifname.clone(),
+                    problem,
+                });
+            }
+            return stored;
+        }
         // Kubernetes mode: cluster IPs on-link, so the pod ARPs for them (crate::kubesvc).
         let service_route = self.service_route;
-        if pod.handover {
-            return self
-                .attach_handover(spec, oper, net, group, ofport, created, timing)
-                .await;
-        }
         let pod_side = in_netns(&pod_netns, move |nl| async move {
             if let Some(mac) = spec.mac {
                 nl.set_mac(&spec.ifname, mac).await?;
@@ -444,85 +524,27 @@ impl Driver {
             if let Some(subnet) = service_route {
                 nl.add_onlink_route(&spec.ifname, subnet).await?;
             }
-            // This thread is inside the pod's namespace, so the child is too.
+            // This thread is inside the pod's namespace.
             Ok(tx_offload_off
                 .then(|| disable_tx_offload(&spec.ifname))
                 .flatten())
         });
-        // The pod's addresses, the flows and the oper state are independent: all at once.
-        let local = local_endpoint(&oper, net, group, ofport)?;
-        let (pod_done, flows, stored) = futures::join!(
-            pod_side,
-            self.agent(kind).add_local_endpoint(local),
-            self.put_oper(&oper)
+        let (pod_done, stored) = futures::join!(
+            steps.time("pod_side", pod_side),
+            steps.time("oper", self.put_oper(oper))
         );
-        if flows.is_ok() {
-            created.ofport = Some(ofport);
-        }
         if let Some(problem) = pod_done? {
             return Err(PluginError::Offload {
                 ifname: pod.ifname.clone(),
                 problem,
             });
         }
-        flows.map_err(|e| PluginError::agent(kind, e))?;
-        stored?;
-        timing.mark("pod side + flows + oper state");
-        tracing::debug!(endpoint = ep_id, steps = %timing, "endpoint attached");
-        let info = self.info(oper, net, ofport);
-        self.with_state(|s| s.local.insert(ep_id.to_string(), info.clone()));
-        Ok(info)
+        stored
     }
 
-    /// The end of [`Driver::attach_steps`] for a runtime that moves the pod end itself: the
-    /// pod end (in the host namespace) gets its MAC, and with the userspace datapath transmit
-    /// offload off; flows and oper state as for a pod.
-    #[allow(clippy::too_many_arguments)]
-    async fn attach_handover(
-        &self,
-        spec: PodInterfaceSpec,
-        oper: OperEndpointState,
-        net: &CfgNetworkState,
-        group: Option<&EndpointGroupState>,
-        ofport: u32,
-        created: &mut Created,
-        mut timing: StepTimer,
-    ) -> Result<LocalEndpointInfo> {
-        let kind = bridge_kind(&net.pkt_tag_type);
-        let tx_offload_off = self.cfg.ovs_datapath == "netdev";
-        let ifname = spec.ifname.clone();
-        let pod_end = self.host.run(move |nl| async move {
-            if let Some(mac) = spec.mac {
-                nl.set_mac(&spec.ifname, mac).await?;
-            }
-            // The worker thread is in the host namespace, so ethtool is too.
-            Ok(tx_offload_off
-                .then(|| disable_tx_offload(&spec.ifname))
-                .flatten())
-        });
-        let local = local_endpoint(&oper, net, group, ofport)?;
-        let (pod_done, flows, stored) = futures::join!(
-            pod_end,
-            self.agent(kind).add_local_endpoint(local),
-            self.put_oper(&oper)
-        );
-        if flows.is_ok() {
-            created.ofport = Some(ofport);
-        }
-        if let Some(problem) = pod_done? {
-            return Err(PluginError::Offload { ifname, problem });
-        }
-        flows.map_err(|e| PluginError::agent(kind, e))?;
-        stored?;
-        timing.mark("pod end + flows + oper state");
-        tracing::debug!(endpoint = %oper.id, steps = %timing, "endpoint attached for handover");
-        let info = self.info(oper.clone(), net, ofport);
-        self.with_state(|s| s.local.insert(oper.id.clone(), info.clone()));
-        Ok(info)
-    }
-
-    /// netmaster's `/plugin/createEndpoint`: the address, MAC and group of the endpoint.
-    async fn allocate(&self, pod: &PodAttach) -> Result<CfgEndpointState> {
+    /// netmaster's `/plugin/createEndpoint`: the address, MAC and group of the endpoint, and
+    /// its labels.
+    async fn allocate(&self, pod: &PodAttach, steps: &StepLog) -> Result<CfgEndpointState> {
         let client = self.netmaster().await?;
         let request = CreateEndpointRequest {
             TenantName: pod.tenant.clone(),
@@ -537,16 +559,22 @@ impl Driver {
                 IPAddress: pod.address.clone(),
                 ..ConfigEp::default()
             },
+            Labels: pod.labels.clone(),
         };
         let forget = |e: &master::client::ClientError| {
             if e.status().is_none() {
                 self.forget_netmaster();
             }
         };
-        let ep = client.create_endpoint(&request).await.inspect_err(forget)?;
-        // The pod's labels make it a provider of the services whose selectors they match
-        // (netmaster's "start" event); deleting the endpoint withdraws it again.
-        if !pod.labels.is_empty() {
+        let ep = steps
+            .time("netmaster", client.create_endpoint(&request))
+            .await
+            .inspect_err(forget)?;
+        // The pod's labels make it a provider of the services whose selectors they match;
+        // deleting the endpoint withdraws it again. netmaster records them with the endpoint;
+        // one that answers without them (older, no `Labels` in createEndpoint) gets
+        // updateEndpoint's "start" event.
+        if !pod.labels.is_empty() && ep.labels != pod.labels {
             let update = UpdateEndpointRequest {
                 IPAddress: ep.ip_address.clone(),
                 ContainerID: pod.container_id.clone(),
@@ -557,50 +585,60 @@ impl Driver {
                 EndpointID: pod.container_id.clone(),
                 EPCommonName: pod.pod_name.clone(),
             };
-            client.update_endpoint(&update).await.inspect_err(forget)?;
+            steps
+                .time("labels", client.update_endpoint(&update))
+                .await
+                .inspect_err(forget)?;
         }
         Ok(ep)
     }
 
     /// The veth pair (pod end born in the pod namespace under `CNI_IFNAME`, down), the host
-    /// end up as an OVS access port; returns its OpenFlow port number.
+    /// end up as an OVS access port; returns its OpenFlow port number. `veth_ready` is told
+    /// once the pair exists (and dropped untold if it could not be made).
     async fn host_side(
         &self,
         pod: &PodAttach,
-        kind: BridgeKind,
-        ovs_port: &str,
-        ep_id: &str,
-        tag: u16,
+        net: &CfgNetworkState,
         group: Option<&EndpointGroupState>,
+        ep_id: &str,
+        steps: &StepLog,
+        veth_ready: futures::channel::oneshot::Sender<()>,
     ) -> Result<u32> {
+        let kind = bridge_kind(&net.pkt_tag_type);
+        let ovs_port = format!("v{}", port_name_for(ep_id));
         let (host, ifname, netns, mtu) = (
-            ovs_port.to_string(),
+            ovs_port.clone(),
             pod.ifname.clone(),
             pod.netns.clone(),
             self.pod_mtu(kind),
         );
         let handover = pod.handover;
-        self.host
-            .run(move |nl| async move {
-                // A leftover of an interrupted attempt is replaced.
-                nl.delete_link(&host).await?;
-                if handover {
-                    nl.delete_link(&ifname).await?;
-                    nl.create_veth(&host, &ifname).await?;
-                    nl.set_mtu(&host, mtu).await?;
-                    nl.set_mtu(&ifname, mtu).await?;
-                } else {
-                    nl.create_veth_into(&host, &ifname, &netns, mtu, None)
-                        .await?;
-                }
-                nl.set_up(&host).await
-            })
-            .await?;
-        let port = PortSpec::access(ovs_port, tag)
+        let veth = self.host.run(move |nl| async move {
+            // A leftover of an interrupted attempt is replaced.
+            nl.delete_link(&host).await?;
+            if handover {
+                nl.delete_link(&ifname).await?;
+                nl.create_veth(&host, &ifname).await?;
+                nl.set_mtu(&host, mtu).await?;
+                nl.set_mtu(&ifname, mtu).await?;
+            } else {
+                nl.create_veth_into(&host, &ifname, &netns, mtu, None)
+                    .await?;
+            }
+            nl.set_up(&host).await
+        });
+        steps.time("veth", veth).await?;
+        let _ = veth_ready.send(());
+        let port = PortSpec::access(ovs_port.as_str(), access_tag(net, group))
             .endpoint_id(ep_id)
             .policing(policing_of(group)?);
-        self.ovsdb.ensure_port(bridge_name(kind), &port).await?;
-        Ok(self.ovsdb.wait_ofport(ovs_port, OFPORT_TIMEOUT).await?)
+        steps
+            .time("ovsdb", self.ovsdb.ensure_port(bridge_name(kind), &port))
+            .await?;
+        Ok(steps
+            .time("ofport", self.ovsdb.wait_ofport(&ovs_port, OFPORT_TIMEOUT))
+            .await?)
     }
 
     async fn put_oper(&self, oper: &OperEndpointState) -> Result<()> {

@@ -6,6 +6,7 @@
 //!   operations.
 //! - [`addr`]: addresses and routes (more `impl Netlink`).
 //! - [`netns`]: [`in_netns`], running a job inside another namespace on a dedicated thread.
+//! - [`ethtool`]: interface features (transmit checksum offload) over generic netlink.
 //! - [`pod`]: the pod interface as a whole (plumb, unplumb, inspect).
 //! - [`mac`], [`error`]: [`MacAddr`] and [`NetlinkError`].
 //!
@@ -14,6 +15,7 @@
 
 pub mod addr;
 pub mod error;
+pub mod ethtool;
 pub mod link;
 pub mod mac;
 pub mod netns;

@@ -96,12 +96,25 @@ enum Bench {
     PodSetup {
         #[arg(long, default_value_t = 50)]
         pods: usize,
+        /// ADDs in flight at once (1: one after another).
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
     },
     /// Rules created through REST into one policy (1 and 16 in flight) until their flows are
     /// in OVS; netplugin and netmaster RSS.
     Policy {
         #[arg(long, default_value_t = 10_000)]
         rules: usize,
+    },
+    /// netplugin and netmaster resident memory on one host with pods (through libcni), an
+    /// attached policy's rules and services selecting the pods.
+    Memory {
+        #[arg(long, default_value_t = 100)]
+        pods: usize,
+        #[arg(long, default_value_t = 1_000)]
+        rules: usize,
+        #[arg(long, default_value_t = 20)]
+        services: usize,
     },
     /// Networks and groups created through REST in one tenant, 16 in flight.
     Objects {
@@ -183,6 +196,15 @@ fn main() -> Result<()> {
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }
+        Command::Bench(Bench::Memory {
+            pods,
+            rules,
+            services,
+        }) => {
+            let report = testbed::bench::memory::run(pods, rules, services)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
         Command::Bench(Bench::Objects { networks, groups }) => {
             let report = testbed::bench::scale::run_objects(networks, groups)?;
             println!("{}", serde_json::to_string(&report)?);
@@ -202,8 +224,8 @@ fn main() -> Result<()> {
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }
-        Command::Bench(Bench::PodSetup { pods }) => {
-            let report = testbed::bench::pod_setup::run_bench(pods)?;
+        Command::Bench(Bench::PodSetup { pods, concurrency }) => {
+            let report = testbed::bench::pod_setup::run_bench(pods, concurrency)?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }

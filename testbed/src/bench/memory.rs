@@ -1,0 +1,161 @@
+//! `testbed bench memory` (issue 17): the resident memory of netplugin and netmaster on one
+//! host carrying `pods` pods, a policy of `rules` rules attached to the pods' group, and
+//! `services` services selecting the pods. Everything goes through the real paths: pods through
+//! libcni (`cnirun` → `contivk8s` → netplugin), rules and services through netmaster's REST
+//! API (netctl for services), flows confirmed in `ovs-ofctl dump-flows` before measuring.
+//!
+//! RSS is `VmRSS` of `/proc/<pid>/status`, taken after the state settled; `RssAnon` (heap and
+//! stacks, without the mapped binary) and the thread count are reported beside it.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use super::scale::{Conn, FLOWS_PER_RULE, port_flows, post_many, rule};
+use crate::demo::{Binaries, Cluster, CniPod};
+
+/// The numbers of one run; printed as one JSON line.
+#[derive(Debug, serde::Serialize)]
+pub struct MemoryReport {
+    pub pods: usize,
+    pub rules: usize,
+    pub services: usize,
+    /// Goal: at most 25 MiB.
+    pub netplugin_rss_mib: f64,
+    pub netplugin_rss_anon_mib: f64,
+    pub netplugin_threads: u64,
+    pub netmaster_rss_mib: f64,
+    pub netmaster_rss_anon_mib: f64,
+    pub netmaster_threads: u64,
+    /// netplugin right after start (no pods, rules or services), for the growth.
+    pub netplugin_idle_rss_mib: f64,
+    /// Flows on the VXLAN bridge at the end.
+    pub flows: usize,
+}
+
+/// A `/proc/<pid>/status` field in kB (or a count, for `Threads`).
+pub fn proc_status(pid: Option<u32>, field: &str) -> f64 {
+    pid.and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .unwrap_or(0.0)
+}
+
+fn mib(kib: f64) -> f64 {
+    (kib / 1024.0 * 10.0).round() / 10.0
+}
+
+const BASE_PORT: u32 = 30_000;
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> Result<bool>) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !done()? {
+        if Instant::now() > deadline {
+            bail!("{what} not reached within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// Run the benchmark.
+pub fn run(pods: usize, rules: usize, services: usize) -> Result<MemoryReport> {
+    let bins = Binaries::build(true).context("building netmaster, netplugin and contivk8s")?;
+    let c = Cluster::start(bins)?;
+    // Let start-up finish (first reconcile of both bridges) before the idle reading.
+    std::thread::sleep(Duration::from_secs(1));
+    let idle = proc_status(c.pids().1, "VmRSS");
+    let addr = c
+        .netmaster_url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut conn = Conn::open(&addr)?;
+    conn.post(
+        "/api/v1/networks/default:mem/",
+        &json!({"tenantName": "default", "networkName": "mem", "encap": "vxlan",
+                "subnet": "10.79.0.0/16", "gateway": "10.79.0.1"}),
+    )?;
+    conn.post(
+        "/api/v1/policys/default:pm/",
+        &json!({"tenantName": "default", "policyName": "pm"}),
+    )?;
+    conn.post(
+        "/api/v1/endpointGroups/default:web/",
+        &json!({"tenantName": "default", "groupName": "web", "networkName": "mem",
+                "policies": ["pm"]}),
+    )?;
+    for i in 0..services {
+        c.netctl(&[
+            "service",
+            "create",
+            &format!("svc{i}"),
+            "-network",
+            "mem",
+            "-selector",
+            "app=web",
+            "-port",
+            &format!("{}:8080:TCP", 1000 + i),
+        ])
+        .with_context(|| format!("creating service svc{i}"))?;
+    }
+    let conf = c.conflist_with_labels("mem", "mem", "web", &[("app", "web")])?;
+    let mut made: Vec<CniPod> = Vec::with_capacity(pods);
+    for i in 0..pods {
+        made.push(
+            c.add_pod(&conf)
+                .map_err(|e| anyhow::anyhow!("pod {i}: {e}"))?,
+        );
+    }
+    let port = |i: usize| BASE_PORT + u32::try_from(i).unwrap_or(0);
+    post_many(&addr, rules, 16, &|i| rule("pm", i, port(i)))?;
+    wait_for(
+        "every rule's flows in OVS",
+        Duration::from_secs(300),
+        || Ok(port_flows(&c, BASE_PORT)? >= FLOWS_PER_RULE * rules),
+    )?;
+    // Let the last watch events, bundles and GARPs finish before reading.
+    std::thread::sleep(Duration::from_secs(2));
+    let (nm, np) = c.pids();
+    let flows = c
+        .ovs
+        .ofctl(&["dump-flows", crate::demo::BRIDGE])?
+        .lines()
+        .filter(|l| l.contains("table="))
+        .count();
+    let report = MemoryReport {
+        pods,
+        rules,
+        services,
+        netplugin_rss_mib: mib(proc_status(np, "VmRSS")),
+        netplugin_rss_anon_mib: mib(proc_status(np, "RssAnon")),
+        netplugin_threads: proc_status(np, "Threads") as u64,
+        netmaster_rss_mib: mib(proc_status(nm, "VmRSS")),
+        netmaster_rss_anon_mib: mib(proc_status(nm, "RssAnon")),
+        netmaster_threads: proc_status(nm, "Threads") as u64,
+        netplugin_idle_rss_mib: mib(idle),
+        flows,
+    };
+    for pod in &made {
+        let _ = c.del_pod(pod);
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proc_status;
+
+    #[test]
+    fn reads_fields_of_our_own_status() {
+        let me = Some(std::process::id());
+        assert!(proc_status(me, "VmRSS") > 0.0);
+        assert!(proc_status(me, "Threads") >= 1.0);
+        assert_eq!(proc_status(me, "NoSuchField"), 0.0);
+        assert_eq!(proc_status(None, "VmRSS"), 0.0);
+    }
+}
