@@ -28,10 +28,7 @@ impl AgentHandle {
         config: AgentConfig,
         customize: impl FnOnce(&mut BridgeConfig),
     ) -> AgentHandle {
-        let datapath: Box<dyn Datapath> = match config.kind {
-            BridgeKind::Vlan => Box::new(VlanBridge),
-            BridgeKind::Vxlan => Box::new(VxlanBridge),
-        };
+        let datapath = config.datapath();
         let mut bridge_config =
             BridgeConfig::new(config.bridge.clone(), datapath.pipeline().table_specs());
         customize(&mut bridge_config);

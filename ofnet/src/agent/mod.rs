@@ -37,13 +37,13 @@ use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flows;
 use crate::inspect::{self, AgentExport};
 use crate::model::{
-    ArpMode, Bandwidth, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule,
+    ArpMode, Bandwidth, BridgeKind, Endpoint, FwdMode, LocalEndpoint, Network, Node, PolicyRule,
 };
 use crate::pipeline::id;
 use crate::rpc::{self, Peer, RpcServer};
 use crate::service::stats::ServiceStats;
 use crate::service::{ServiceError, ServiceSpec, Services};
-use crate::{VlanBridge, VxlanBridge};
+use crate::{VlanBridge, VrouterBridge, VxlanBridge};
 use actix::prelude::*;
 use bytes::Bytes;
 use ofctrl::{
@@ -62,6 +62,9 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub kind: BridgeKind,
+    /// Bridging or routing: with `kind`, which datapath the bridge runs (`vlan`, `vxlan`,
+    /// `vrouter`).
+    pub fwd_mode: FwdMode,
     /// The OVS bridge name (logs, inspect).
     pub bridge: String,
     /// This host's VTEP address: recorded as the originator of local endpoints; remote
@@ -79,9 +82,19 @@ pub struct AgentConfig {
 }
 
 impl AgentConfig {
+    /// The datapath this configuration runs.
+    pub fn datapath(&self) -> Box<dyn Datapath> {
+        match (self.kind, self.fwd_mode) {
+            (BridgeKind::Vxlan, FwdMode::Routing) => Box::new(VrouterBridge),
+            (BridgeKind::Vxlan, FwdMode::Bridge) => Box::new(VxlanBridge),
+            (BridgeKind::Vlan, _) => Box::new(VlanBridge),
+        }
+    }
+
     pub fn new(kind: BridgeKind, bridge: impl Into<String>) -> AgentConfig {
         AgentConfig {
             kind,
+            fwd_mode: FwdMode::Bridge,
             bridge: bridge.into(),
             local_ip: None,
             rpc_addr: None,
@@ -660,6 +673,7 @@ impl Handler<Inspect> for Agent {
             &self.endpoints,
             &self.settings,
             inspect::Live {
+                datapath: self.datapath.as_ref(),
                 connected: self.switch.as_ref().is_some_and(SwitchHandle::connected),
                 stats: &self.stats,
                 masters: &masters,

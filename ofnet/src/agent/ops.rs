@@ -391,6 +391,8 @@ mod tests {
             (Box::new(VxlanBridge) as Box<dyn Datapath>, 1u64),
             (Box::new(VxlanBridge), 2),
             (Box::new(VlanBridge), 3),
+            (Box::new(crate::VrouterBridge), 4),
+            (Box::new(crate::VrouterBridge), 5),
         ] {
             let mut r = Lcg(seed);
             let mut table = EndpointTable::new();

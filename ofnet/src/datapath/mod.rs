@@ -15,8 +15,10 @@
 //!
 //! - [`vlan::VlanBridge`]: VLAN networks (access ports, trunk uplinks, normal switching).
 //! - [`vxlan::VxlanBridge`]: VXLAN networks (local VLANs, VTEPs, MAC table, flood groups).
+//! - [`vrouter::VrouterBridge`]: VXLAN networks in routing mode (router MAC, IP table, VTEPs).
 
 pub mod vlan;
+pub mod vrouter;
 pub mod vxlan;
 
 use crate::epdb::EndpointTable;
@@ -370,6 +372,17 @@ pub trait Datapath: std::fmt::Debug {
     /// The complete part of `owner` in `topo` (empty if the owner does not exist).
     fn part(&self, topo: &Topology<'_>, owner: &Owner) -> Result<Part, DatapathError>;
 
+    /// The MAC this datapath answers ARP and neighbour solicitations with for every known
+    /// target and the gateway (routing datapaths); `None`: bridging, each target's own MAC.
+    fn router_mac(&self) -> Option<[u8; 6]> {
+        None
+    }
+
+    /// The reference's datapath name (`DpName`).
+    fn name(&self) -> &'static str {
+        self.pipeline().name
+    }
+
     /// Packet-outs that carry an ARP request (`frame`, untagged, from local endpoint `src`)
     /// whose target no agent knows beyond this host: toward every VTEP, or out one uplink.
     fn forward_arp(&self, topo: &Topology<'_>, src: &Endpoint, frame: &[u8]) -> Vec<PacketOut>;
@@ -426,7 +439,7 @@ fn service_part(
             flows.extend(service::flows::hairpin_shared(
                 p.table(id::SERVICE_DNAT)?,
                 services.any_ipv6(),
-                p.name == crate::pipeline::VXLAN_PIPELINE.name,
+                p.tagged,
             )?);
             Ok(Part {
                 flows,
@@ -451,13 +464,13 @@ fn service_part(
                 index: svc.index,
                 providers: &providers,
                 affinity_table: Some(id::SERVICE_AFFINITY),
-                pop_vlan: p.name == crate::pipeline::VXLAN_PIPELINE.name,
+                pop_vlan: p.tagged,
             }
             .build(
                 p.table(id::SERVICE_DNAT)?,
                 id::DST_GROUP,
                 p.table(id::SERVICE_SNAT)?,
-                id::MAC_DEST,
+                p.after_service_snat(),
             )?;
             Ok(Part {
                 flows,

@@ -273,7 +273,7 @@ impl Datapath for VxlanBridge {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::datapath::Settings;
     use crate::epdb::{EndpointOp, EndpointTable};
