@@ -17,7 +17,8 @@
 //!
 //! A routing datapath ([`Datapath::router_mac`]) answers differently: only requests from local
 //! endpoints, and only for a target it can route to (an endpoint of the VRF on any host, or
-//! the network's gateway), always with the router MAC; nothing is re-injected.
+//! the network's gateway, or an address of a prefix BGP learned), always with the router MAC;
+//! nothing is re-injected.
 
 use crate::datapath::{Datapath, PacketOut, Topology};
 use crate::flows::set_tun_id;
@@ -163,7 +164,8 @@ pub fn handle_request(
     if let Some(router) = datapath.router_mac() {
         let target = arp.target_protocol_addr;
         let routable = network.gateway == Some(target)
-            || topo.endpoints.find(target.into(), &network.vrf).is_some();
+            || topo.endpoints.find(target.into(), &network.vrf).is_some()
+            || topo.settings.routes.keys().any(|p| p.contains(&target));
         if !from_local {
             return (Vec::new(), Outcome::NotLocalTarget);
         }

@@ -40,7 +40,9 @@ pub mod timestamp;
 pub mod trace;
 
 pub use agent::{AgentConfig, AgentCounts, AgentError, AgentHandle, AgentOp};
+pub use datapath::RouterPort;
 pub use datapath::vlan::VlanBridge;
+pub use datapath::vlrouter::VlrouterBridge;
 pub use datapath::vrouter::VrouterBridge;
 pub use datapath::vxlan::VxlanBridge;
 pub use master::MasterHandle;

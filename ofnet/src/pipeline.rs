@@ -132,6 +132,18 @@ const GUARD_MATCHES_VXLAN: [FieldId; 13] = {
     all
 };
 
+/// [`GUARD_MATCHES`] and the destination address (VLAN router: uplink traffic for the router
+/// address).
+const GUARD_MATCHES_VLROUTER: [FieldId; 13] = {
+    let mut all = [FieldId::IPV4_DST; 13];
+    let mut i = 0;
+    while i < GUARD_MATCHES.len() {
+        all[i] = GUARD_MATCHES[i];
+        i += 1;
+    }
+    all
+};
+
 const SERVICE_AFFINITY_TABLE: TableDecl = TableDecl {
     id: SERVICE_AFFINITY,
     name: "service_affinity",
@@ -355,8 +367,57 @@ pub static VROUTER_PIPELINE: Pipeline = Pipeline {
     ],
 };
 
+/// The VLAN router (`vlrouter`, routing mode with BGP): pods answered with the router MAC,
+/// table 7 routes to local endpoints and to the prefixes BGP learned (out the uplink to the
+/// next hop's MAC); the router port carrying the host's router address is plumbed straight to
+/// the uplink.
+pub static VLROUTER_PIPELINE: Pipeline = Pipeline {
+    name: "vlrouter",
+    tagged: false,
+    tables: &[
+        TableDecl {
+            purpose: "drops frames with a multicast source, sends ARP requests and neighbour solicitations (but for link-local targets) to the controller, meters local endpoints with a bandwidth limit; the router port's traffic straight out the uplink, the uplink's ARP to the router port and the controller (next-hop MACs)",
+            ..INPUT_TABLE
+        },
+        TableDecl {
+            id: VLAN,
+            name: "vlan",
+            purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); uplink traffic to the router address to the router port, the rest skips policy",
+            matches: &GUARD_MATCHES_VLROUTER,
+            sets: &[FieldId::IP_DSCP],
+            writes_metadata: metadata::PORT_MASK,
+            next: &[SERVICE_DNAT, SERVICE_SNAT],
+            miss: Miss::Drop,
+        },
+        SERVICE_AFFINITY_TABLE,
+        SERVICE_DNAT_TABLE,
+        DST_GROUP_TABLE,
+        POLICY_TABLE,
+        TableDecl {
+            next: &[IP],
+            miss: Miss::Goto(IP),
+            ..SERVICE_SNAT_TABLE
+        },
+        TableDecl {
+            id: IP,
+            name: "ip",
+            purpose: "routes by destination address: local endpoints out their port (router MAC as source, the endpoint's MAC as destination), prefixes learned by BGP out the uplink (router port MAC as source, the next hop's MAC as destination; longer prefixes first); anything else is dropped",
+            matches: &[FieldId::ETH_TYPE, FieldId::IPV4_DST, FieldId::IPV6_DST],
+            sets: &[FieldId::ETH_SRC, FieldId::ETH_DST],
+            writes_metadata: 0,
+            next: &[],
+            miss: Miss::Drop,
+        },
+    ],
+};
+
 /// Every declared pipeline (docs, checks).
-pub static ALL: [&Pipeline; 3] = [&VLAN_PIPELINE, &VXLAN_PIPELINE, &VROUTER_PIPELINE];
+pub static ALL: [&Pipeline; 4] = [
+    &VLAN_PIPELINE,
+    &VXLAN_PIPELINE,
+    &VROUTER_PIPELINE,
+    &VLROUTER_PIPELINE,
+];
 
 impl Pipeline {
     /// The tables as `ofctrl` wants them (each gets its miss flow).

@@ -163,6 +163,9 @@ pub struct ClusterOptions {
     pub etcd: EtcdOptions,
     /// More netmaster flags (e.g. `--ofnet-grace 3`), for every netmaster of the cluster.
     pub netmaster_args: Vec<String>,
+    /// `--fwdmode` of every netmaster and netplugin (`None`: `bridge`); `routing` runs the
+    /// VXLAN bridges as `vrouter`.
+    pub fwd_mode: Option<String>,
     /// Bearer tokens on: netmaster with `--token-file` ([`AUTH_ADMIN_TOKEN`],
     /// [`AUTH_PLUGIN_TOKEN`]), netplugin calling it with the plugin token and accepting debug
     /// writes with the admin token only; netctl and readiness checks use the admin token.
@@ -199,6 +202,15 @@ fn write_token_files(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf)> {
     Ok(files)
 }
 
+/// `--fwdmode` for the netmasters of a cluster with [`ClusterOptions::fwd_mode`].
+fn fwd_mode_flags(options: &ClusterOptions) -> Vec<String> {
+    options
+        .fwd_mode
+        .iter()
+        .flat_map(|m| ["--fwdmode".to_string(), m.clone()])
+        .collect()
+}
+
 /// The etcd flags both daemons take: every member, and the TLS files of a TLS cluster.
 pub fn etcd_args(etcd: &Etcd) -> Vec<String> {
     let mut argv = vec!["--etcd".to_string(), etcd.endpoints_arg()];
@@ -225,6 +237,50 @@ struct HostParts<'a> {
     cni_socket: &'a Path,
     debug_addr: &'a str,
     log: PathBuf,
+    /// `--bgp-dir`: the host's BGP speaker files (routing mode).
+    bgp_dir: PathBuf,
+}
+
+/// Stops the BGP speaker (`gobgpd`) a host's netplugin left running (it outlives netplugin on
+/// purpose, like the flows) when the host goes.
+#[derive(Debug)]
+pub struct SpeakerGuard(PathBuf);
+
+impl SpeakerGuard {
+    /// The speaker's pid, if one runs.
+    pub fn pid(&self) -> Option<i32> {
+        let pid: i32 = std::fs::read_to_string(self.0.join("gobgpd.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        String::from_utf8_lossy(&cmdline)
+            .contains("gobgpd")
+            .then_some(pid)
+    }
+
+    /// The speaker's directory (`--bgp-dir`).
+    pub fn dir(&self) -> &Path {
+        &self.0
+    }
+
+    /// Leave the speaker running; its pid (for `down`).
+    pub fn detach(self) -> Option<u32> {
+        let pid = self.pid().and_then(|p| u32::try_from(p).ok());
+        std::mem::forget(self);
+        pid
+    }
+}
+
+impl Drop for SpeakerGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
 }
 
 /// Start a host's netplugin and wait until both switches are connected and the CNI socket
@@ -240,7 +296,7 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         "--netmode",
         "vlan",
         "--fwdmode",
-        "bridge",
+        c.options.fwd_mode.as_deref().unwrap_or("bridge"),
         "--vlan-uplinks",
         h.uplink,
         "--netmaster",
@@ -266,6 +322,8 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         &h.netns.path().to_string_lossy(),
         "--ovs-datapath",
         "netdev",
+        "--bgp-dir",
+        &h.bgp_dir.to_string_lossy(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -303,6 +361,8 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
 /// A second (third, ...) host of a [`Cluster`], stopped and removed on drop.
 pub struct ExtraHost {
     netplugin: Option<Daemon>,
+    /// The host's BGP speaker, stopped after netplugin.
+    pub bgp: SpeakerGuard,
     uplink: String,
     pub vtep_ip: String,
     pub cni_socket: PathBuf,
@@ -318,6 +378,11 @@ impl ExtraHost {
     /// A conflist for pods on this host.
     pub fn conflist(&self, name: &str, network: &str, group: &str) -> Result<PathBuf> {
         write_conflist(self.dir.path(), &self.cni_socket, name, network, group, &[])
+    }
+
+    /// The host's VLAN uplink (a veth whose other end waits in the host namespace).
+    pub fn uplink(&self) -> &str {
+        &self.uplink
     }
 
     pub fn netplugin_running(&mut self) -> bool {
@@ -394,6 +459,8 @@ pub struct Cluster {
     pub bins: Binaries,
     pub options: ClusterOptions,
     netplugin: Option<Daemon>,
+    /// The host's BGP speaker, stopped after netplugin.
+    pub bgp: SpeakerGuard,
     netmaster: Daemon,
     pub netmaster_url: String,
     pub debug_addr: String,
@@ -439,7 +506,12 @@ impl Cluster {
         })?;
         let listen = format!("127.0.0.1:{port}");
         let netmaster_log = dir.path().join("netmaster.log");
-        let mut netmaster_args = [etcd_args(&etcd), options.netmaster_args.clone()].concat();
+        let mut netmaster_args = [
+            etcd_args(&etcd),
+            options.netmaster_args.clone(),
+            fwd_mode_flags(&options),
+        ]
+        .concat();
         if options.auth {
             let (tokens, _, _) = write_token_files(dir.path())?;
             netmaster_args.push("--token-file".into());
@@ -451,6 +523,7 @@ impl Cluster {
         let debug_port = pick_port()?;
         let mut cluster = Cluster {
             netplugin: None,
+            bgp: SpeakerGuard(dir.path().join("bgp")),
             netmaster,
             netmaster_url: format!("http://{listen}"),
             debug_addr: format!("127.0.0.1:{debug_port}"),
@@ -479,6 +552,7 @@ impl Cluster {
             cni_socket: &self.cni_socket,
             debug_addr: &self.debug_addr,
             log: self.dir.path().join("netplugin.log"),
+            bgp_dir: self.bgp.dir().to_path_buf(),
         }
     }
 
@@ -516,10 +590,12 @@ impl Cluster {
             cni_socket: &cni_socket,
             debug_addr: &debug_addr,
             log: dir.path().join("netplugin.log"),
+            bgp_dir: dir.path().join("bgp"),
         };
         let netplugin = Some(start_netplugin(self, &parts)?);
         Ok(ExtraHost {
             netplugin,
+            bgp: SpeakerGuard(dir.path().join("bgp")),
             uplink,
             vtep_ip: vtep_ip.to_string(),
             cni_socket,
@@ -655,6 +731,7 @@ impl Cluster {
         pids.extend(self.netplugin.take().and_then(Daemon::detach));
         let Cluster {
             netmaster,
+            bgp,
             ovs,
             host,
             etcd,
@@ -663,6 +740,7 @@ impl Cluster {
             ..
         } = self;
         pids.extend(netmaster.detach());
+        pids.extend(bgp.detach());
         let ovsdb = ovs.db_target();
         let etcd_url = etcd.endpoints_arg();
         let (etcd_pids, etcd_dir) = etcd.detach();
@@ -999,8 +1077,6 @@ pub(crate) fn spawn_netmaster_with(
             "test",
             "--netmode",
             "vlan",
-            "--fwdmode",
-            "bridge",
             // Clusters run side by side: each ofnet master on a port of its own.
             "--ofnet-port",
             "0",
@@ -1008,6 +1084,9 @@ pub(crate) fn spawn_netmaster_with(
         .iter()
         .map(|a| a.to_string()),
     );
+    if !etcd.iter().any(|a| a == "--fwdmode") {
+        argv.extend(["--fwdmode".to_string(), "bridge".to_string()]);
+    }
     let mut netmaster = Daemon::spawn("netmaster", &argv, &[], log)?;
     netmaster.wait_ready(READY_TIMEOUT, || {
         http_auth("GET", listen, "/api/v1/globals/", token)
@@ -1066,7 +1145,12 @@ impl Cluster {
     /// Every netmaster's flags: etcd, the options' extra ones, and the token file of an
     /// [`ClusterOptions::auth`] cluster (written at start).
     fn netmaster_flags(&self) -> Vec<String> {
-        let mut flags = [etcd_args(&self.etcd), self.options.netmaster_args.clone()].concat();
+        let mut flags = [
+            etcd_args(&self.etcd),
+            self.options.netmaster_args.clone(),
+            fwd_mode_flags(&self.options),
+        ]
+        .concat();
         if self.options.auth {
             flags.push("--token-file".into());
             flags.push(
@@ -1099,6 +1183,7 @@ impl Cluster {
             cni_socket: &host.cni_socket,
             debug_addr: &host.debug_addr,
             log: host.dir.path().join("netplugin.log"),
+            bgp_dir: host.bgp.dir().to_path_buf(),
         };
         host.netplugin = Some(start_netplugin(self, &parts)?);
         Ok(())

@@ -31,19 +31,20 @@ use ops::{apply_settings, endpoint_op, touched};
 
 use crate::arp;
 use crate::datapath::{
-    Datapath, DatapathError, Desired, Owner, PacketOut, Part, Settings, Topology,
+    Datapath, DatapathError, Desired, Owner, PacketOut, Part, RouterPort, Settings, Topology,
 };
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flows;
 use crate::inspect::{self, AgentExport};
 use crate::model::{
-    ArpMode, Bandwidth, BridgeKind, Endpoint, FwdMode, LocalEndpoint, Network, Node, PolicyRule,
+    ArpMode, Bandwidth, BridgeKind, Endpoint, FwdMode, LocalEndpoint, MacAddr, Network, Node,
+    PolicyRule,
 };
 use crate::pipeline::id;
 use crate::rpc::{self, Peer, RpcServer};
 use crate::service::stats::ServiceStats;
 use crate::service::{ServiceError, ServiceSpec, Services};
-use crate::{VlanBridge, VrouterBridge, VxlanBridge};
+use crate::{VlanBridge, VlrouterBridge, VrouterBridge, VxlanBridge};
 use actix::prelude::*;
 use bytes::Bytes;
 use ofctrl::{
@@ -87,7 +88,8 @@ impl AgentConfig {
         match (self.kind, self.fwd_mode) {
             (BridgeKind::Vxlan, FwdMode::Routing) => Box::new(VrouterBridge),
             (BridgeKind::Vxlan, FwdMode::Bridge) => Box::new(VxlanBridge),
-            (BridgeKind::Vlan, _) => Box::new(VlanBridge),
+            (BridgeKind::Vlan, FwdMode::Routing) => Box::new(VlrouterBridge),
+            (BridgeKind::Vlan, FwdMode::Bridge) => Box::new(VlanBridge),
         }
     }
 
@@ -266,6 +268,11 @@ pub struct Agent {
 
 impl Actor for Agent {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Next hops that did not answer yet are asked again (VLAN router; nothing otherwise).
+        ctx.run_interval(Duration::from_secs(1), |act, _| act.resolve_next_hops());
+    }
 }
 
 /// New parts by owner, and the switch changes that install them.
@@ -311,7 +318,11 @@ impl Agent {
     /// switch to flood mode, announce every endpoint (the physical network must learn them).
     fn after(&mut self, op: &AgentOp, removed: Option<Endpoint>, ctx: &mut Context<Self>) {
         self.announce(op, removed);
-        if self.config.kind != BridgeKind::Vlan {
+        if matches!(op, AgentOp::AddRoute { .. } | AgentOp::SetRouter(_)) {
+            self.resolve_next_hops();
+        }
+        // Routing announces nothing at layer 2: the uplink only sees the router port.
+        if self.config.kind != BridgeKind::Vlan || self.datapath.router_mac().is_some() {
             return;
         }
         match op {
@@ -410,11 +421,67 @@ impl Agent {
         });
     }
 
-    fn on_packet_in(&mut self, packet_in: &ofproto::packet_in::PacketIn) {
+    /// ARP requests for the next hops whose MAC is not known yet, out the uplink from the
+    /// router port (VLAN router). Their answers come back through [`Agent::learn_neighbor`].
+    fn resolve_next_hops(&mut self) {
+        let s = &self.settings;
+        let (Some(router), Some(uplink)) = (s.router, VlrouterBridge::uplink(&self.topology()))
+        else {
+            return;
+        };
+        let unresolved: BTreeSet<Ipv4Addr> = s
+            .routes
+            .values()
+            .filter(|nh| !s.neighbors.contains_key(nh))
+            .copied()
+            .collect();
+        let packets: Vec<PacketOut> = unresolved
+            .into_iter()
+            .map(|nh| PacketOut {
+                actions: vec![ofproto::action::Action::output(uplink)],
+                data: ofproto::packet::frame::arp_request(
+                    ofproto::packet::ethernet::EthernetAddress(router.mac.octets()),
+                    router.ip,
+                    nh,
+                    None,
+                ),
+            })
+            .collect();
+        if !packets.is_empty() {
+            *self.stats.entry("NextHopArpSent".into()).or_default() += packets.len() as u64;
+            self.send_packets(packets);
+        }
+    }
+
+    /// An ARP packet from the uplink (VLAN router): when its sender is a next hop of a learned
+    /// route with a MAC not yet known (or changed), learn it.
+    fn learn_neighbor(&mut self, data: &[u8], ctx: &mut Context<Self>) {
+        let Ok((_, arp)) = ofproto::packet::frame::parse_arp(data) else {
+            return;
+        };
+        let ip = arp.source_protocol_addr;
+        let mac = MacAddr(arp.source_hardware_addr.0);
+        let s = &self.settings;
+        if !s.routes.values().any(|nh| *nh == ip) || s.neighbors.get(&ip) == Some(&mac) {
+            return;
+        }
+        self.count("NextHopLearned");
+        ctx.address()
+            .do_send(Update(AgentOp::LearnNeighbor { ip, mac }));
+    }
+
+    fn on_packet_in(&mut self, packet_in: &ofproto::packet_in::PacketIn, ctx: &mut Context<Self>) {
         self.count("PktRcvd");
         let Some(in_port) = packet_in.in_port() else {
             return;
         };
+        if self.datapath.router_mac().is_some()
+            && self.config.kind == BridgeKind::Vlan
+            && self.settings.uplinks.contains(&in_port)
+        {
+            self.learn_neighbor(&packet_in.data, ctx);
+            return;
+        }
         if packet_in.table_id == id::SERVICE_DNAT {
             self.on_service_reject(in_port, &packet_in.data);
             return;
@@ -540,7 +607,7 @@ impl Handler<Update> for Agent {
 impl Handler<SwitchEvent> for Agent {
     type Result = ();
 
-    fn handle(&mut self, event: SwitchEvent, _: &mut Context<Self>) {
+    fn handle(&mut self, event: SwitchEvent, ctx: &mut Context<Self>) {
         match event {
             SwitchEvent::Connected(handle) => {
                 self.count("SwitchConnected");
@@ -551,7 +618,7 @@ impl Handler<SwitchEvent> for Agent {
                     self.switch = None;
                 }
             }
-            SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in),
+            SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in, ctx),
             SwitchEvent::PortStatus { .. } | SwitchEvent::FlowRemoved { .. } => {}
         }
     }

@@ -49,6 +49,20 @@ pub enum AgentOp {
         name: String,
         providers: Vec<Ipv4Addr>,
     },
+    /// The host's router port (VLAN router), or none.
+    SetRouter(Option<RouterPort>),
+    /// A prefix the BGP speaker learned, or its new next hop (VLAN router).
+    AddRoute {
+        prefix: ipnet::Ipv4Net,
+        next_hop: Ipv4Addr,
+    },
+    /// A learned prefix was withdrawn (unknown prefixes are fine).
+    RemoveRoute(ipnet::Ipv4Net),
+    /// A next hop's MAC, seen in ARP on the uplink (VLAN router).
+    LearnNeighbor {
+        ip: Ipv4Addr,
+        mac: MacAddr,
+    },
 }
 
 /// How an op splits into an endpoint-DB change and a settings change.
@@ -110,10 +124,18 @@ fn endpoint_owners(
     after: &EndpointTable,
 ) -> Option<Vec<Owner>> {
     Some(match op {
+        // Uplinks, the router port and next-hop MACs change the VLAN router's routes.
         AgentOp::AddNetwork(_)
         | AgentOp::RemoveNetwork(_)
         | AgentOp::AddVtep { .. }
-        | AgentOp::RemoveVtep(_) => return None,
+        | AgentOp::RemoveVtep(_)
+        | AgentOp::AddUplink(_)
+        | AgentOp::RemoveUplink(_)
+        | AgentOp::SetRouter(_)
+        | AgentOp::LearnNeighbor { .. } => return None,
+        AgentOp::AddRoute { prefix, .. } | AgentOp::RemoveRoute(prefix) => {
+            vec![Owner::Route(prefix.trunc())]
+        }
         AgentOp::AddLocalEndpoint(l) => {
             let mut v = vec![Owner::LocalEndpoint(l.port_no), Owner::Network(l.vlan)];
             // A remote endpoint with the same id that moved here is replaced.
@@ -132,7 +154,6 @@ fn endpoint_owners(
         }
         AgentOp::AddRemoteEndpoint(ep) => vec![Owner::RemoteEndpoint(ep.endpoint_id.clone())],
         AgentOp::RemoveRemoteEndpoint(id) => vec![Owner::RemoteEndpoint(id.clone())],
-        AgentOp::AddUplink(p) | AgentOp::RemoveUplink(p) => vec![Owner::Uplink(*p)],
         AgentOp::SetArpMode(_) => vec![Owner::Input],
         AgentOp::AddRule(r) => vec![Owner::Rule(r.rule_id.clone())],
         AgentOp::RemoveRule(id) => vec![Owner::Rule(id.clone())],
@@ -257,6 +278,20 @@ pub(super) fn apply_settings(
         AgentOp::SetServiceProviders { name, providers } => {
             s.services.set_providers(name, providers.iter().copied());
         }
+        AgentOp::SetRouter(r) => {
+            only(BridgeKind::Vlan, "a router port")?;
+            s.router = *r;
+        }
+        AgentOp::AddRoute { prefix, next_hop } => {
+            only(BridgeKind::Vlan, "a learned route")?;
+            s.routes.insert(prefix.trunc(), *next_hop);
+        }
+        AgentOp::RemoveRoute(prefix) => {
+            s.routes.remove(&prefix.trunc());
+        }
+        AgentOp::LearnNeighbor { ip, mac } => {
+            s.neighbors.insert(*ip, *mac);
+        }
         _ => {}
     }
     Ok(())
@@ -265,7 +300,7 @@ pub(super) fn apply_settings(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{MacAddr, RuleAction};
+    use crate::model::RuleAction;
 
     /// A small deterministic pseudo-random sequence (no dependency, reproducible failures).
     struct Lcg(u64);

@@ -16,14 +16,17 @@
 //! - [`vlan::VlanBridge`]: VLAN networks (access ports, trunk uplinks, normal switching).
 //! - [`vxlan::VxlanBridge`]: VXLAN networks (local VLANs, VTEPs, MAC table, flood groups).
 //! - [`vrouter::VrouterBridge`]: VXLAN networks in routing mode (router MAC, IP table, VTEPs).
+//! - [`vlrouter::VlrouterBridge`]: VLAN networks in routing mode (router MAC, IP table, routes
+//!   learned by BGP out the uplink).
 
 pub mod vlan;
+pub mod vlrouter;
 pub mod vrouter;
 pub mod vxlan;
 
 use crate::epdb::EndpointTable;
 use crate::flows::{self, policy::RuleError};
-use crate::model::{ArpMode, BridgeKind, Endpoint, PolicyRule};
+use crate::model::{ArpMode, BridgeKind, Endpoint, MacAddr, PolicyRule};
 use crate::pipeline::{Pipeline, PipelineError, id};
 use crate::service::{self, Services};
 use crate::text;
@@ -44,6 +47,21 @@ pub struct Settings {
     pub rules: BTreeMap<String, PolicyRule>,
     /// Load-balanced services and their client assignments.
     pub services: Services,
+    /// The host's router port (VLAN router: the port carrying the router address BGP peers on).
+    pub router: Option<RouterPort>,
+    /// Prefixes learned by BGP, with their next hop (VLAN router).
+    pub routes: BTreeMap<ipnet::Ipv4Net, Ipv4Addr>,
+    /// Next hops' MACs, learned from ARP on the uplink (VLAN router).
+    pub neighbors: BTreeMap<Ipv4Addr, MacAddr>,
+}
+
+/// The VLAN router's router port: an internal port of the bridge holding the host's router
+/// address (`inb01` in the reference).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouterPort {
+    pub port: u32,
+    pub ip: Ipv4Addr,
+    pub mac: MacAddr,
 }
 
 /// Everything a datapath computes flows from.
@@ -99,6 +117,10 @@ pub enum Owner {
     Service(String),
     /// The conntrack entry flows every service needs (while any service has a spec).
     ServiceConntrack,
+    /// The router port's plumbing (VLAN router).
+    Router,
+    /// A prefix learned by BGP (VLAN router).
+    Route(ipnet::Ipv4Net),
 }
 
 impl std::fmt::Display for Owner {
@@ -112,6 +134,8 @@ impl std::fmt::Display for Owner {
             Owner::Rule(id) => write!(f, "rule {id}"),
             Owner::Service(name) => write!(f, "service {name}"),
             Owner::ServiceConntrack => write!(f, "the service conntrack flows"),
+            Owner::Router => write!(f, "the router port"),
+            Owner::Route(p) => write!(f, "route {p}"),
         }
     }
 }

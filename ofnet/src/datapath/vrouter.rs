@@ -210,7 +210,7 @@ impl Datapath for VrouterBridge {
             Owner::Service(_) | Owner::ServiceConntrack => {
                 service_part(self.pipeline(), topo, owner)
             }
-            Owner::Uplink(_) => Ok(Part::default()),
+            Owner::Uplink(_) | Owner::Router | Owner::Route(_) => Ok(Part::default()),
         }
     }
 

@@ -256,7 +256,7 @@ impl Datapath for VxlanBridge {
             Owner::Service(_) | Owner::ServiceConntrack => {
                 service_part(self.pipeline(), topo, owner)
             }
-            Owner::Uplink(_) => Ok(Part::default()),
+            Owner::Uplink(_) | Owner::Router | Owner::Route(_) => Ok(Part::default()),
         }
     }
 

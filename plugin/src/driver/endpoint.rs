@@ -431,6 +431,7 @@ impl Driver {
         });
         // The pod's addresses, the flows and the oper state are independent: all at once.
         let local = local_endpoint(&oper, net, group, ofport)?;
+        let announce = local.ipv4;
         let (pod_done, flows, stored) = futures::join!(
             pod_side,
             self.agent(kind).add_local_endpoint(local),
@@ -447,6 +448,7 @@ impl Driver {
         }
         flows.map_err(|e| PluginError::agent(kind, e))?;
         stored?;
+        self.bgp_local(kind, announce, true);
         timing.mark("pod side + flows + oper state");
         tracing::debug!(endpoint = ep_id, steps = %timing, "endpoint attached");
         let info = self.info(oper, net, ofport);
@@ -641,6 +643,7 @@ impl Driver {
     /// Remove the host side of an endpoint: agent, OVS port, veth, oper state.
     async fn remove_local(&self, ep_id: &str, known: Option<&LocalEndpointInfo>) -> Result<()> {
         if let Some(l) = known {
+            self.bgp_local(l.kind, l.oper.ip_address.parse().ok(), false);
             match self.agent(l.kind).remove_local_endpoint(l.ofport).await {
                 Ok(()) => {}
                 // Already gone from the agent (e.g. a reconcile that never re-added it).
@@ -744,10 +747,13 @@ impl Driver {
             .policing(policing_of(group.as_ref())?);
         self.ovsdb.ensure_port(bridge_name(kind), &port).await?;
         let ofport = self.ovsdb.wait_ofport(&host_end, OFPORT_TIMEOUT).await?;
+        let local = local_endpoint(oper, &net, group.as_ref(), ofport)?;
+        let announce = local.ipv4;
         self.agent(kind)
-            .add_local_endpoint(local_endpoint(oper, &net, group.as_ref(), ofport)?)
+            .add_local_endpoint(local)
             .await
             .map_err(|e| PluginError::agent(kind, e))?;
+        self.bgp_local(kind, announce, true);
         let info = self.info(oper.clone(), &net, ofport);
         self.with_state(|s| s.local.insert(oper.id.clone(), info));
         Ok(true)
