@@ -11,7 +11,7 @@
 //!    flow set, so a restart replaces flows in place (ofctrl generations) and pods keep
 //!    their traffic. With `fail_mode=secure` OVS keeps its flows while we are away.
 //! 5. The CNI socket, the debug REST, the service registrations (`netplugin`,
-//!    `netplugin.vtep`), the etcd watches, the VXLAN agent's ofnet RPC server and its
+//!    `netplugin.vtep`, `netplugin.debug`), the etcd watches, the VXLAN agent's ofnet RPC server and its
 //!    registration with the leader's ofnet master, found and followed through `netmaster.rpc`
 //!    ([`crate::ofnet_rpc`]), and in kubernetes mode with an API server the Kubernetes
 //!    Service/Endpoints watches ([`crate::kubesvc`]).
@@ -90,9 +90,21 @@ const SERVICE_TTL: i64 = 10;
 /// Register `netplugin` (the agent's RPC address and port) and `netplugin.vtep` (VTEP address
 /// and VXLAN port) in etcd (reference §1.3), kept alive until `cancel`. The ofnet master
 /// serves RPC connections from these hosts only.
-fn register_services(driver: &Driver, rpc_port: u16, cancel: &CancellationToken) {
+fn register_services(
+    driver: &Driver,
+    rpc_port: u16,
+    debug: std::net::SocketAddr,
+    cancel: &CancellationToken,
+) {
     let cfg = &driver.cfg;
+    // The debug listener too (netmaster's Bgp inspect asks it); a wildcard bind is reached at
+    // the control address.
+    let debug_ip = match debug.ip() {
+        ip if ip.is_unspecified() => std::net::IpAddr::V4(cfg.ctrl_ip),
+        ip => ip,
+    };
     for (name, addr, port) in [
+        (registry::NETPLUGIN_DEBUG, debug_ip, debug.port()),
         (registry::NETPLUGIN, ofnet_rpc::advertised_ip(cfg), rpc_port),
         (
             registry::NETPLUGIN_VTEP,
@@ -207,13 +219,14 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
             field: "debug-listen",
             problem: format!("{}: {e}", cfg.debug_listen),
         })?;
+    let debug_at = debug.local_addr().unwrap_or(cfg.debug_listen);
     let debug_task = actix_rt::spawn(http::serve_tcp(
         debug,
         debug::handler(driver.clone(), cfg.debug_tokens.clone()),
     ));
     let _rpc = ofnet_rpc::serve(&driver).await?;
     let registered = CancellationToken::new();
-    register_services(&driver, _rpc.local_addr().port(), &registered);
+    register_services(&driver, _rpc.local_addr().port(), debug_at, &registered);
     let mut watches: Vec<_> = revisions
         .into_iter()
         .filter(|(topic, _)| Topic::FOLLOWED.contains(topic))

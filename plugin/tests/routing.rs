@@ -176,6 +176,8 @@ impl Router {
             vec!["ip", "addr", "add", "192.0.2.1/24", "dev", "dum0"],
             vec!["ip", "link", "set", "dum0", "up"],
             vec!["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"],
+            // The hosts' userspace datapaths do not complete checksums left to hardware.
+            vec!["ethtool", "-K", "br0", "tx", "off"],
         ] {
             ns.exec(&cmd).unwrap();
         }
@@ -232,7 +234,7 @@ impl Router {
 
     /// The next hop of the router's route to `prefix`, if it has one.
     fn route(&self, prefix: &str) -> Option<String> {
-        let out = self.birdc(&["show", "route", "for", prefix, "exact"]);
+        let out = self.birdc(&["show", "route", prefix]);
         let mut lines = out.lines().skip_while(|l| !l.starts_with(prefix));
         lines.next()?;
         lines
@@ -326,10 +328,24 @@ fn vlan_pods_are_announced_to_a_bgp_router_and_routed_through_it() {
         ])
         .unwrap();
     }
-    for debug in [&c.debug_addr, &host_b.debug_addr] {
-        wait_for("BGP session Established", Duration::from_secs(60), || {
-            neighbor_state(debug) == "ESTABLISHED"
-        });
+    for (debug, bgp_dir) in [
+        (&c.debug_addr, c.bgp.dir().to_path_buf()),
+        (&host_b.debug_addr, host_b.bgp.dir().to_path_buf()),
+    ] {
+        let start = Instant::now();
+        while neighbor_state(debug) != "ESTABLISHED" {
+            if start.elapsed() > Duration::from_secs(60) {
+                panic!(
+                    "BGP session not Established within 60 s\n{}\nspeaker log:\n{}\nrouter:\n{}\nflows:\n{}\nnetplugin:\n{}",
+                    inspect_bgp(debug),
+                    std::fs::read_to_string(bgp_dir.join("gobgpd.log")).unwrap_or_default(),
+                    router.birdc(&["show", "protocols", "all"]),
+                    flows(&c, VLAN_BRIDGE),
+                    c.netplugin_log(),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     create_network(&c, "vnet", "vlan", "10.47.1.0/24", "10.47.1.1");

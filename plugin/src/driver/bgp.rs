@@ -120,7 +120,10 @@ impl Driver {
             .await?;
         let ofport = self.ovsdb.wait_ofport(ROUTER_PORT, OFPORT_TIMEOUT).await?;
         let address = IpNet::V4(router);
-        let mac = self
+        // The userspace datapath does not complete checksums the kernel left to hardware:
+        // the BGP session's TCP needs them computed (as pods' do).
+        let offload_off = self.cfg.ovs_datapath == "netdev";
+        let (mac, offload) = self
             .host
             .run(move |nl| async move {
                 let have = nl.addresses(ROUTER_PORT).await?;
@@ -128,9 +131,19 @@ impl Driver {
                     nl.add_address(ROUTER_PORT, address).await?;
                 }
                 nl.set_up(ROUTER_PORT).await?;
-                Ok(nl.require_link(ROUTER_PORT).await?.mac)
+                // This thread is in the host namespace, so ethtool is too.
+                let offload = offload_off
+                    .then(|| super::endpoint::disable_tx_offload(ROUTER_PORT))
+                    .flatten();
+                Ok((nl.require_link(ROUTER_PORT).await?.mac, offload))
             })
             .await?;
+        if let Some(problem) = offload {
+            return Err(PluginError::Offload {
+                ifname: ROUTER_PORT.into(),
+                problem,
+            });
+        }
         let mac = mac.ok_or_else(|| PluginError::Invalid {
             field: "router port",
             problem: format!("{ROUTER_PORT} has no MAC address"),

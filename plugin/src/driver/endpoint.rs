@@ -189,7 +189,7 @@ fn access_tag(net: &CfgNetworkState, group: Option<&EndpointGroupState>) -> u16 
 /// `ethtool` (no safe netlink API for it here). Needed with OVS's userspace datapath only:
 /// a veth leaves TCP/UDP checksums to the receiver's hardware, which the userspace datapath
 /// does not complete, so without this ping works and TCP does not. `Some(problem)` on failure.
-fn disable_tx_offload(ifname: &str) -> Option<String> {
+pub(crate) fn disable_tx_offload(ifname: &str) -> Option<String> {
     match std::process::Command::new("ethtool")
         .args(["-K", ifname, "tx", "off"])
         .stdout(std::process::Stdio::null())
