@@ -19,6 +19,8 @@ packages=(
   golang-go                    # builds cnirun, the libcni runtime driver
   golang-github-appc-cni-dev   # libcni sources for cnirun
   prometheus                   # /usr/bin/prometheus: the real scraper of the metrics test
+  gobgpd                       # gobgpd + gobgp: the BGP speaker netplugin runs in routing mode
+  bird2                        # the top-of-rack BGP router of the routing-mode tests
 )
 
 missing=()
@@ -35,6 +37,14 @@ if ((${#missing[@]})); then
   if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1 \
     && [[ -d /run/systemd/system ]]; then
     systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+  fi
+  # Likewise the packaged BGP daemons: netplugin and the tests start their own, per namespace.
+  if command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
+    for unit in gobgpd bird; do
+      if [[ " ${missing[*]} " == *" ${unit/bird/bird2} "* ]]; then
+        systemctl disable --now "$unit" >/dev/null 2>&1 || true
+      fi
+    done
   fi
 fi
 

@@ -403,6 +403,10 @@ fn vlan_pods_are_announced_to_a_bgp_router_and_routed_through_it() {
     assert_eq!(status, 200);
     let driver: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(driver["vlan"]["DpName"], "vlrouter", "{driver}");
+    // netmaster's Bgp inspect: the host's netplugin says.
+    let oper = bgp_oper(&c, &c.host_label);
+    assert_eq!(oper["neighborStatus"], "ESTABLISHED", "{oper}");
+    assert!(oper["numRoutes"].as_u64().unwrap_or(0) >= 2, "{oper}");
 
     // A pod DEL withdraws its route.
     let deleted = Instant::now();
@@ -455,6 +459,127 @@ fn vlan_pods_are_announced_to_a_bgp_router_and_routed_through_it() {
     );
     drop(router);
     drop(host_b);
+}
+
+/// The `Oper` of netmaster's Bgp inspect of `host`.
+fn bgp_oper(c: &Cluster, host: &str) -> Value {
+    let netmaster = c.netmaster_url.trim_start_matches("http://");
+    let (status, body) = http("GET", netmaster, &format!("/api/v1/inspect/Bgps/{host}/")).unwrap();
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str::<Value>(&body).unwrap()["Oper"].clone()
+}
+
+/// Bad input: wrong fields are refused by netmaster naming the field (nothing reaches the
+/// host); a neighbor nobody answers for shows as not established in both inspects, nothing
+/// crashes; deleting the Bgp object stops the speaker and removes the router port.
+#[test]
+fn bad_bgp_input_is_refused_and_an_unreachable_neighbor_shows() {
+    testbed::require!(Root, Ovs, Etcd, Ip);
+    let mut c = routing_cluster();
+    let label = c.host_label.clone();
+    for (args, field) in [
+        (
+            [
+                "-as",
+                "0",
+                "-neighbor-as",
+                "65000",
+                "-router-ip",
+                "50.1.1.1/24",
+            ],
+            "as",
+        ),
+        (
+            [
+                "-as",
+                "65001",
+                "-neighbor-as",
+                "x",
+                "-router-ip",
+                "50.1.1.1/24",
+            ],
+            "neighbor-as",
+        ),
+        (
+            [
+                "-as",
+                "65001",
+                "-neighbor-as",
+                "65000",
+                "-router-ip",
+                "50.1.1.1",
+            ],
+            "routerip",
+        ),
+    ] {
+        let mut argv = vec!["bgp", "create", &label];
+        argv.extend(args);
+        argv.extend(["-neighbor", "50.1.1.250"]);
+        let err = c.netctl(&argv).unwrap_err().to_string();
+        assert!(err.contains(field), "{field}: {err}");
+    }
+    let err = c
+        .netctl(&[
+            "bgp",
+            "create",
+            &label,
+            "-router-ip",
+            "50.1.1.1/24",
+            "-as",
+            "65001",
+            "-neighbor-as",
+            "65000",
+            "-neighbor",
+            "50.1.1.1",
+        ])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("neighbor"), "{err}");
+    let (status, _) = http("GET", &c.debug_addr, "/inspect/bgp").unwrap();
+    assert_eq!(status, 503, "no Bgp object yet: nothing configured");
+
+    c.netctl(&[
+        "bgp",
+        "create",
+        &label,
+        "-router-ip",
+        "50.1.1.1/24",
+        "-as",
+        "65001",
+        "-neighbor-as",
+        "65000",
+        "-neighbor",
+        "50.1.1.250",
+    ])
+    .unwrap();
+    wait_for("the speaker", Duration::from_secs(20), || {
+        http("GET", &c.debug_addr, "/inspect/bgp").is_some_and(|(s, _)| s == 200)
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let state = neighbor_state(&c.debug_addr);
+    assert!(
+        ["ACTIVE", "CONNECT", "IDLE"].contains(&state.as_str()),
+        "unreachable neighbor: {state}"
+    );
+    let oper = bgp_oper(&c, &label);
+    assert_eq!(oper["neighborStatus"], state.as_str(), "{oper}");
+    assert!(
+        c.host
+            .exec(&["ip", "-o", "addr", "show", "dev", "inb01"])
+            .unwrap()
+            .contains("50.1.1.1/24")
+    );
+    let pid = c.bgp.pid().expect("gobgpd runs");
+
+    c.netctl(&["bgp", "rm", &label]).unwrap();
+    wait_for("the speaker to stop", Duration::from_secs(15), || {
+        !testbed::pid_alive(pid as u32)
+    });
+    wait_for("inb01 to go", Duration::from_secs(10), || {
+        !host_links(&c).iter().any(|l| l == "inb01")
+    });
+    assert!(c.netplugin_log().lines().all(|l| !l.contains("panicked")));
+    c.stop_netplugin();
 }
 
 /// The uplink of an extra host (`--vlan-uplinks`).

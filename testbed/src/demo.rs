@@ -825,11 +825,14 @@ pub struct PodState {
 
 impl Demo {
     /// Start everything and create the pods through the CNI plugin.
-    pub fn up(bins: Binaries, etcd: EtcdOptions) -> Result<Demo> {
+    /// `fwd_mode`: `bridge`, or `routing` (netmaster and netplugin with `--fwdmode routing`: the
+    /// VXLAN network runs the `vrouter` datapath).
+    pub fn up(bins: Binaries, etcd: EtcdOptions, fwd_mode: &str) -> Result<Demo> {
         let cluster = Cluster::start_with(
             bins,
             ClusterOptions {
                 etcd,
+                fwd_mode: (fwd_mode != "bridge").then(|| fwd_mode.to_string()),
                 ..ClusterOptions::default()
             },
         )?;
@@ -918,7 +921,16 @@ impl Demo {
             c.ovs.db_target(),
             c.debug_addr
         );
-        let _ = writeln!(s, "network:   demo-net (vxlan 10.36.0.0/24), group web");
+        let mode = c.options.fwd_mode.as_deref().unwrap_or("bridge");
+        let datapath = if mode == "routing" {
+            "vrouter"
+        } else {
+            "vxlan"
+        };
+        let _ = writeln!(
+            s,
+            "network:   demo-net (vxlan 10.36.0.0/24), group web; --fwdmode {mode}: datapath {datapath}"
+        );
         let _ = writeln!(
             s,
             "service:   web-svc {DEMO_VIP}:80 -> port 8080 of the pods labelled app=web (netctl service inspect web-svc)"

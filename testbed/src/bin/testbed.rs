@@ -37,6 +37,11 @@ enum Command {
         /// Serve etcd over TLS only, with client certificates generated into the run directory.
         #[arg(long)]
         etcd_tls: bool,
+        /// Forwarding mode of netmaster and netplugin: `bridge`, or `routing` (the demo's VXLAN
+        /// network then runs the `vrouter` datapath: pods are routed, ARP answered with the
+        /// router MAC).
+        #[arg(long, default_value = "bridge", value_parser = ["bridge", "routing"])]
+        fwdmode: String,
     },
     /// Stop and remove everything `up` started.
     Down,
@@ -140,6 +145,7 @@ fn main() -> Result<()> {
             release,
             etcd_members,
             etcd_tls,
+            fwdmode,
         } => up(
             &cli.state,
             release,
@@ -147,6 +153,7 @@ fn main() -> Result<()> {
                 members: etcd_members,
                 tls: etcd_tls,
             },
+            &fwdmode,
         ),
         Command::Down => down(&cli.state),
         Command::Chaos {
@@ -216,7 +223,7 @@ fn main() -> Result<()> {
     }
 }
 
-fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions) -> Result<()> {
+fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions, fwd_mode: &str) -> Result<()> {
     if etcd.members == 0 || etcd.members.is_multiple_of(2) {
         bail!(
             "--etcd-members {}: use an odd number of members (1, 3, 5) so a majority survives a loss",
@@ -239,7 +246,7 @@ fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions) -> Result<()> 
         bail!("cannot bring the demo up: {why}");
     }
     let bins = Binaries::build(release).context("building netmaster, netplugin and contivk8s")?;
-    let demo = Demo::up(bins, etcd).context("bringing the demo up")?;
+    let demo = Demo::up(bins, etcd, fwd_mode).context("bringing the demo up")?;
     print!("{}", demo.describe());
     let recorded = demo.detach();
     if let Some(dir) = state.parent() {
