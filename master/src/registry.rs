@@ -21,7 +21,8 @@ pub const NETMASTER: &str = "netmaster";
 pub const NETMASTER_RPC: &str = "netmaster.rpc";
 pub const NETPLUGIN: &str = "netplugin";
 pub const NETPLUGIN_VTEP: &str = "netplugin.vtep";
-/// A netplugin's debug listener (`/inspect/bgp`, which Bgp inspect reads).
+/// A netplugin's debug listener (`/inspect/*`), so tools find every host through netmaster
+/// (`GET /debug/netplugins`, `netctl trace`). Not in Contiv's registry.
 pub const NETPLUGIN_DEBUG: &str = "netplugin.debug";
 
 /// One registered instance (Go field names).

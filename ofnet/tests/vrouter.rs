@@ -71,11 +71,7 @@ async fn pods_on_two_hosts_are_routed_through_the_tunnel_with_the_router_mac() {
         3,
         "routed to another network of the tenant on the other host"
     );
-    assert_eq!(
-        ping(a1.netns().name(), &a1b.ip().to_string(), 2).await,
-        2,
-        "same host"
-    );
+    assert_eq!(ping(a1.netns().name(), a1b.ip(), 2).await, 2, "same host");
     assert_eq!(
         ping(a1.netns().name(), &b3_ip.to_string(), 2).await,
         0,

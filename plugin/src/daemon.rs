@@ -88,8 +88,9 @@ pub const AGENT_RPC_PORT: u16 = 9002;
 const SERVICE_TTL: i64 = 10;
 
 /// Register `netplugin` (the agent's RPC address and port) and `netplugin.vtep` (VTEP address
-/// and VXLAN port) in etcd (reference §1.3), kept alive until `cancel`. The ofnet master
-/// serves RPC connections from these hosts only.
+/// and VXLAN port) in etcd (reference §1.3), and `netplugin.debug` (the debug listener, for
+/// `netctl trace`), kept alive until `cancel`. The ofnet master serves RPC connections from
+/// these hosts only.
 fn register_services(
     driver: &Driver,
     rpc_port: u16,
@@ -97,20 +98,14 @@ fn register_services(
     cancel: &CancellationToken,
 ) {
     let cfg = &driver.cfg;
-    // The debug listener too (netmaster's Bgp inspect asks it); a wildcard bind is reached at
-    // the control address.
-    let debug_ip = match debug.ip() {
-        ip if ip.is_unspecified() => std::net::IpAddr::V4(cfg.ctrl_ip),
-        ip => ip,
-    };
     for (name, addr, port) in [
-        (registry::NETPLUGIN_DEBUG, debug_ip, debug.port()),
         (registry::NETPLUGIN, ofnet_rpc::advertised_ip(cfg), rpc_port),
         (
             registry::NETPLUGIN_VTEP,
             std::net::IpAddr::V4(cfg.vtep_ip),
             cfg.vxlan_port,
         ),
+        (registry::NETPLUGIN_DEBUG, debug.ip(), debug.port()),
     ] {
         let info = ServiceInfo {
             ServiceName: name.into(),
@@ -219,7 +214,10 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
             field: "debug-listen",
             problem: format!("{}: {e}", cfg.debug_listen),
         })?;
-    let debug_at = debug.local_addr().unwrap_or(cfg.debug_listen);
+    let debug_at = debug.local_addr().map_err(|e| PluginError::Invalid {
+        field: "debug-listen",
+        problem: format!("{}: {e}", cfg.debug_listen),
+    })?;
     let debug_task = actix_rt::spawn(http::serve_tcp(
         debug,
         debug::handler(driver.clone(), cfg.debug_tokens.clone()),

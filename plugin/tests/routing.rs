@@ -75,7 +75,7 @@ fn vxlan_pods_on_two_hosts_are_routed_with_the_router_mac() {
     testbed::require!(Root, Ovs, Etcd, Ip, Ping);
     let mut c = routing_cluster();
     let (ip_a, ip_b) = ("192.168.86.1", "192.168.86.2");
-    let host_b = second_host(&mut c, ip_a, ip_b);
+    let host_b = c.add_wired_host(ip_a, ip_b).unwrap();
     create_network(&c, "red", "vxlan", "10.46.1.0/24", "10.46.1.1");
     create_network(&c, "blue", "vxlan", "10.46.2.0/24", "10.46.2.1");
     let a = c.add_pod(&c.conflist("rt-a", "red", "").unwrap()).unwrap();

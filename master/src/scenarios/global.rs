@@ -246,7 +246,8 @@ async fn bgp() {
     bad.routerip = "50.1.1.2".into();
     assert_eq!(status(ops::upsert(&db, "host1", bad).await), 400);
     // Each bad field is refused with a 400 naming it, and nothing is stored.
-    let cases: [(&str, fn(&mut Bgp)); 8] = [
+    type Spoil = fn(&mut Bgp);
+    let cases: [(&str, Spoil); 8] = [
         ("as", |b| b.as_ = "sixty".into()),
         ("as", |b| b.as_ = "0".into()),
         ("as", |b| b.as_ = "4294967296".into()),
