@@ -300,7 +300,7 @@ pub(super) fn apply_settings(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::RuleAction;
+    use crate::model::{MacAddr, RuleAction};
 
     /// A small deterministic pseudo-random sequence (no dependency, reproducible failures).
     struct Lcg(u64);
@@ -418,16 +418,57 @@ mod tests {
         }
     }
 
+    /// [`random_op`], or one time in three an op of the VLAN router: uplinks, the router port,
+    /// learned routes and next-hop MACs.
+    fn random_routing_op(r: &mut Lcg) -> AgentOp {
+        if r.next(3) != 0 {
+            return random_op(r);
+        }
+        let next_hop = Ipv4Addr::new(50, 1, 1, 200 + r.next(2) as u8);
+        let prefix = |r: &mut Lcg| -> ipnet::Ipv4Net {
+            match r.next(3) {
+                0 => "192.0.2.0/24".parse().unwrap(),
+                1 => "10.1.2.5/32".parse().unwrap(),
+                // Covers local endpoints: their own flows win by priority.
+                _ => "10.1.0.0/16".parse().unwrap(),
+            }
+        };
+        match r.next(7) {
+            0 => AgentOp::AddUplink(1),
+            1 => AgentOp::RemoveUplink(1),
+            2 => AgentOp::SetRouter((r.next(3) != 0).then_some(RouterPort {
+                port: 60,
+                ip: Ipv4Addr::new(50, 1, 1, 2),
+                mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            })),
+            3 | 4 => AgentOp::AddRoute {
+                prefix: prefix(r),
+                next_hop,
+            },
+            5 => AgentOp::RemoveRoute(prefix(r)),
+            _ => AgentOp::LearnNeighbor {
+                ip: next_hop,
+                mac: MacAddr([2, 0, 0, 0, 0, r.next(2) as u8]),
+            },
+        }
+    }
+
     /// Updating only the owners an op touches gives exactly the table built from scratch,
     /// after every op of a long random sequence (services, their groups and providers included).
     #[test]
     fn incremental_updates_equal_the_table_built_from_scratch() {
-        for (datapath, seed) in [
-            (Box::new(VxlanBridge) as Box<dyn Datapath>, 1u64),
-            (Box::new(VxlanBridge), 2),
-            (Box::new(VlanBridge), 3),
-            (Box::new(crate::VrouterBridge), 4),
-            (Box::new(crate::VrouterBridge), 5),
+        type Gen = fn(&mut Lcg) -> AgentOp;
+        for (datapath, seed, gen_op) in [
+            (
+                Box::new(VxlanBridge) as Box<dyn Datapath>,
+                1u64,
+                random_op as Gen,
+            ),
+            (Box::new(VxlanBridge), 2, random_op),
+            (Box::new(VlanBridge), 3, random_op),
+            (Box::new(crate::VrouterBridge), 4, random_op),
+            (Box::new(crate::VrouterBridge), 5, random_op),
+            (Box::new(crate::VlrouterBridge), 6, random_routing_op),
         ] {
             let mut r = Lcg(seed);
             let mut table = EndpointTable::new();
@@ -441,8 +482,9 @@ mod tests {
                 .unwrap();
             let mut applied = 0;
             let mut groups = 0;
+            let mut routed = 0;
             for step in 0..600 {
-                let op = random_op(&mut r);
+                let op = gen_op(&mut r);
                 let before = table.clone();
                 if let Some(e) = endpoint_op(&op, None)
                     && table.apply(e).is_err()
@@ -482,6 +524,11 @@ mod tests {
                 settings = s;
                 applied += 1;
                 groups += installed.groups().count();
+                routed += installed
+                    .flow_lines()
+                    .iter()
+                    .filter(|l| l.starts_with("table=7") && l.contains("output:1"))
+                    .count();
                 let topo = Topology {
                     endpoints: &table,
                     settings: &settings,
@@ -502,6 +549,9 @@ mod tests {
             }
             assert!(applied > 200, "only {applied} ops applied");
             assert!(groups > 10, "only {groups} groups seen");
+            if datapath.name() == "vlrouter" {
+                assert!(routed > 10, "only {routed} learned-route flows seen");
+            }
         }
     }
 }
