@@ -1,6 +1,8 @@
 //! Routing mode end to end: netmaster and netplugins with `--fwdmode routing`, pods through
 //! libcni. VXLAN networks run the `vrouter` datapath: pods on two hosts are routed through the
-//! tunnel, ARP is answered with the router MAC.
+//! tunnel (ping, TCP, another network of the tenant, a service VIP with its provider on the other
+//! host), ARP is answered with the router MAC. VLAN networks run `vlrouter` with BGP against a
+//! BIRD router.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -102,6 +104,35 @@ fn vxlan_pods_on_two_hosts_are_routed_with_the_router_mac() {
 
     let _l = Listener::start(&b, 8080);
     assert!(tcp_connects(&a, &b.ip, 8080), "TCP across hosts");
+
+    // A service load balancer in the routed pipeline: a provider on host B behind a VIP.
+    c.netctl(&[
+        "service",
+        "create",
+        "rt-svc",
+        "-s",
+        "red",
+        "-l",
+        "app=rt",
+        "-p",
+        "80:8080:TCP",
+        "--ip",
+        "10.46.1.100",
+    ])
+    .unwrap();
+    let provider = c
+        .add_pod(
+            &host_b
+                .conflist_with_labels("rt-p", "red", "", &[("app", "rt")])
+                .unwrap(),
+        )
+        .unwrap();
+    let _p = Listener::start(&provider, 8080);
+    wait_for(
+        "the service through the VIP",
+        Duration::from_secs(15),
+        || tcp_connects(&a, "10.46.1.100", 80),
+    );
 
     // Both netplugins run vrouter on the VXLAN bridge; the IP table routes B through the VTEP.
     let (status, body) = http("GET", &c.debug_addr, "/inspect/driver").unwrap();
