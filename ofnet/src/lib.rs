@@ -39,7 +39,7 @@ pub mod text;
 pub mod timestamp;
 pub mod trace;
 
-pub use agent::{AgentConfig, AgentCounts, AgentError, AgentHandle, AgentOp};
+pub use agent::{AgentConfig, AgentCounts, AgentError, AgentHandle, AgentOp, DnsQuery};
 pub use datapath::RouterPort;
 pub use datapath::vlan::VlanBridge;
 pub use datapath::vlrouter::VlrouterBridge;

@@ -37,7 +37,7 @@ use crate::kubeapi::{self, KubeClient, KubeConfig};
 use crate::metrics::PluginMetrics;
 use crate::ovsdb::OvsdbClient;
 use crate::watch::{self, Topic};
-use crate::{cniserver, debug, http, kubesvc, ofnet_rpc};
+use crate::{cniserver, debug, docker, http, kubesvc, ofnet_rpc};
 
 /// How often to look for the global config while netmaster has not written it.
 const GLOBAL_POLL: Duration = Duration::from_millis(500);
@@ -208,6 +208,26 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         cni,
         cniserver::handler(driver.clone(), kube),
     ));
+    // Docker mode: the remote network and IPAM driver, on the same endpoint code as CNI.
+    let docker_task = if cfg.mode == "docker" {
+        let socket =
+            http::bind_unix(&cfg.docker_plugin_socket).map_err(|e| PluginError::Invalid {
+                field: "docker-plugin-socket",
+                problem: format!("{}: {e}", cfg.docker_plugin_socket.display()),
+            })?;
+        Some([
+            actix_rt::spawn(http::serve_unix(socket, docker::handler(driver.clone()))),
+            actix_rt::spawn(docker::events::follow(
+                driver.clone(),
+                cfg.docker_host.clone(),
+            )),
+        ])
+    } else {
+        None
+    };
+    let dns_task = driver
+        .take_dns_queries()
+        .map(|punted| actix_rt::spawn(crate::dns::serve(driver.clone(), punted)));
     let debug = tokio::net::TcpListener::bind(cfg.debug_listen)
         .await
         .map_err(|e| PluginError::Invalid {
@@ -248,6 +268,15 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     driver.agent(BridgeKind::Vxlan).unregister().await;
     cni_task.abort();
     debug_task.abort();
+    if let Some(task) = dns_task {
+        task.abort();
+    }
+    if let Some(tasks) = docker_task {
+        for task in tasks {
+            task.abort();
+        }
+        let _ = std::fs::remove_file(&cfg.docker_plugin_socket);
+    }
     for w in watches {
         w.abort();
     }

@@ -181,6 +181,8 @@ pub struct ClusterOptions {
     /// `--fwdmode` of every netmaster and netplugin (`None`: `bridge`); `routing` runs the
     /// VXLAN bridges as `vrouter`.
     pub fwd_mode: Option<String>,
+    /// More flags for the first host's netplugin (e.g. `--docker-plugin-socket`).
+    pub netplugin_args: Vec<String>,
     /// Bearer tokens on: netmaster with `--token-file` ([`AUTH_ADMIN_TOKEN`],
     /// [`AUTH_PLUGIN_TOKEN`]), netplugin calling it with the plugin token and accepting debug
     /// writes with the admin token only; netctl and readiness checks use the admin token.
@@ -254,6 +256,8 @@ struct HostParts<'a> {
     log: PathBuf,
     /// `--bgp-dir`: the host's BGP speaker files (routing mode).
     bgp_dir: PathBuf,
+    /// More flags for this host's netplugin.
+    extra: &'a [String],
 }
 
 /// Stops the BGP speaker (`gobgpd`) a host's netplugin left running (it outlives netplugin on
@@ -357,6 +361,7 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         argv.push("--kube-config".into());
         argv.push(path.to_string_lossy().into_owned());
     }
+    argv.extend(h.extra.iter().cloned());
     let mut daemon = Daemon::spawn("netplugin", &argv, &[], &h.log)?;
     let debug = h.debug_addr.to_string();
     let socket = h.cni_socket.to_path_buf();
@@ -378,6 +383,7 @@ pub struct ExtraHost {
     netplugin: Option<Daemon>,
     /// The host's BGP speaker, stopped after netplugin.
     pub bgp: SpeakerGuard,
+    netplugin_args: Vec<String>,
     uplink: String,
     pub vtep_ip: String,
     pub cni_socket: PathBuf,
@@ -615,6 +621,7 @@ impl Cluster {
             debug_addr: &self.debug_addr,
             log: self.dir.path().join("netplugin.log"),
             bgp_dir: self.bgp.dir().to_path_buf(),
+            extra: &self.options.netplugin_args,
         }
     }
 
@@ -630,6 +637,16 @@ impl Cluster {
     pub fn add_host(
         &self,
         vtep_ip: &str,
+        prepare: impl FnOnce(&Netns, &Ovs) -> Result<()>,
+    ) -> Result<ExtraHost> {
+        self.add_host_with(vtep_ip, &[], prepare)
+    }
+
+    /// [`Cluster::add_host`] with more flags for its netplugin.
+    pub fn add_host_with(
+        &self,
+        vtep_ip: &str,
+        netplugin_args: &[String],
         prepare: impl FnOnce(&Netns, &Ovs) -> Result<()>,
     ) -> Result<ExtraHost> {
         let dir = temp_dir("hx")?;
@@ -653,11 +670,13 @@ impl Cluster {
             debug_addr: &debug_addr,
             log: dir.path().join("netplugin.log"),
             bgp_dir: dir.path().join("bgp"),
+            extra: netplugin_args,
         };
         let netplugin = Some(start_netplugin(self, &parts)?);
         Ok(ExtraHost {
             netplugin,
             bgp: SpeakerGuard(dir.path().join("bgp")),
+            netplugin_args: netplugin_args.to_vec(),
             uplink,
             vtep_ip: vtep_ip.to_string(),
             cni_socket,
@@ -676,8 +695,18 @@ impl Cluster {
     /// `br-phy` (the userspace datapath tunnels through it); the new host's end of a veth is on
     /// its `br-phy`, the other end on the first host's, which switches between the hosts.
     pub fn add_wired_host(&mut self, first_ip: &str, ip: &str) -> Result<ExtraHost> {
+        self.add_wired_host_with(first_ip, ip, &[])
+    }
+
+    /// [`Cluster::add_wired_host`] with more flags for the new host's netplugin.
+    pub fn add_wired_host_with(
+        &mut self,
+        first_ip: &str,
+        ip: &str,
+        netplugin_args: &[String],
+    ) -> Result<ExtraHost> {
         let (if_first, if_new) = (unique_name("v"), unique_name("v"));
-        let host = self.add_host(ip, |ns, ovs| {
+        let host = self.add_host_with(ip, netplugin_args, |ns, ovs| {
             self.host.exec(&[
                 "ip",
                 "link",
@@ -868,6 +897,7 @@ impl Cluster {
             pods,
             directories: vec![etcd_dir, ovs_dir, dir.keep()],
             ovsdb,
+            docker_hosts: Vec::new(),
         }
     }
 }
@@ -933,6 +963,9 @@ pub struct DemoState {
     /// Sandbox directories to remove.
     pub directories: Vec<PathBuf>,
     pub ovsdb: String,
+    /// Docker engines (`unix://...`) whose containers go first (Docker demo).
+    #[serde(default)]
+    pub docker_hosts: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -1197,6 +1230,18 @@ impl DemoState {
     /// Stop every recorded process and remove namespaces and directories. Best effort: a part
     /// already gone is not an error.
     pub fn tear_down(&self) {
+        // Containers first, while dockerd, containerd and netplugin still run (a killed
+        // containerd would leave the container shims behind).
+        for host in &self.docker_hosts {
+            if let Ok(ids) = run(&["docker", "-H", host, "ps", "-aq"]) {
+                let ids: Vec<&str> = ids.split_whitespace().collect();
+                if !ids.is_empty() {
+                    let mut argv = vec!["docker", "-H", host, "rm", "-f"];
+                    argv.extend(ids);
+                    let _ = run(&argv);
+                }
+            }
+        }
         for pid in &self.pids {
             if let Ok(raw) = i32::try_from(*pid) {
                 let _ = nix::sys::signal::kill(
@@ -1275,8 +1320,6 @@ pub(crate) fn spawn_netmaster_with(
             listen,
             "--control-url",
             listen,
-            "--mode",
-            "test",
             "--netmode",
             "vlan",
             // Clusters run side by side: each ofnet master on a port of its own.
@@ -1288,6 +1331,10 @@ pub(crate) fn spawn_netmaster_with(
     );
     if !etcd.iter().any(|a| a == "--fwdmode") {
         argv.extend(["--fwdmode".to_string(), "bridge".to_string()]);
+    }
+    // `--mode test` unless the extra flags (e.g. `--mode docker --docker-host ...`) say.
+    if !etcd.iter().any(|a| a == "--mode") {
+        argv.extend(["--mode".to_string(), "test".to_string()]);
     }
     let mut netmaster = Daemon::spawn("netmaster", &argv, &[], log)?;
     netmaster.wait_ready(READY_TIMEOUT, || {
@@ -1386,8 +1433,118 @@ impl Cluster {
             debug_addr: &host.debug_addr,
             log: host.dir.path().join("netplugin.log"),
             bgp_dir: host.bgp.dir().to_path_buf(),
+            extra: &host.netplugin_args,
         };
         host.netplugin = Some(start_netplugin(self, &parts)?);
         Ok(())
     }
+}
+
+/// `testbed up --mode docker`: a [`Cluster`] whose netmaster runs in Docker cluster mode and
+/// whose netplugin is Docker's network and IPAM driver (with the inline DNS), a dockerd in the
+/// host's namespace, a VLAN network `demo-net` with group `web` (netmaster makes the Docker
+/// network `web`) and two busybox containers on it. Returns the description and what
+/// `testbed down` needs.
+pub fn up_docker(bins: Binaries, etcd: EtcdOptions) -> Result<(String, DemoState)> {
+    let dir = temp_dir("dkd")?;
+    let api = dir.path().join("docker.sock");
+    let docker_host = format!("unix://{}", api.display());
+    let (driver, socket) = crate::docker::plugin_socket();
+    let cluster = Cluster::start_with(
+        bins,
+        ClusterOptions {
+            etcd,
+            netmaster_args: vec![
+                "--mode".into(),
+                "docker".into(),
+                "--docker-host".into(),
+                docker_host.clone(),
+                "--name".into(),
+                driver.clone(),
+            ],
+            netplugin_mode: Some("docker".into()),
+            netplugin_args: vec![
+                "--docker-plugin-socket".into(),
+                socket.to_string_lossy().into_owned(),
+                "--docker-host".into(),
+                docker_host.clone(),
+                "--dns-enable".into(),
+            ],
+            ..ClusterOptions::default()
+        },
+    )?;
+    let dockerd = crate::docker::Dockerd::start_with(Some(&cluster.host), Some(api))?;
+    let image = dockerd.busybox()?;
+    cluster.netctl(&[
+        "net",
+        "create",
+        "-e",
+        "vlan",
+        "-s",
+        "10.37.0.0/24",
+        "-g",
+        "10.37.0.1",
+        "demo-net",
+    ])?;
+    cluster.netctl(&["group", "create", "demo-net", "web"])?;
+    let mut ips = Vec::new();
+    for name in ["web1", "web2"] {
+        dockerd.docker(&[
+            "run", "-d", "--init", "--name", name, "--net", "web", image, "sleep", "1000000",
+        ])?;
+        let ip = dockerd.docker(&[
+            "inspect",
+            "-f",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            name,
+        ])?;
+        ips.push(ip.trim().to_string());
+    }
+    let reach = dockerd
+        .docker(&["exec", "web1", "ping", "-c", "2", "-W", "1", &ips[1]])
+        .is_ok();
+    let mut s = String::new();
+    let _ = writeln!(s, "etcd:      {}", cluster.etcd.endpoints_arg());
+    let _ = writeln!(
+        s,
+        "netmaster: {} (Docker cluster mode; netctl --netmaster {0} group ls)",
+        cluster.netmaster_url
+    );
+    let _ = writeln!(
+        s,
+        "host:      namespace {} running OVS and dockerd; netplugin is Docker's driver `{driver}`",
+        cluster.host.name()
+    );
+    let _ = writeln!(
+        s,
+        "network:   demo-net (vlan 10.37.0.0/24), group web = Docker network `web`"
+    );
+    let _ = writeln!(s, "containers: web1 {}, web2 {}", ips[0], ips[1]);
+    let _ = writeln!(
+        s,
+        "ping web1 -> web2: {}",
+        if reach { "ok" } else { "FAILED" }
+    );
+    let _ = writeln!(s, "try:       export DOCKER_HOST={docker_host}");
+    let _ = writeln!(s, "           docker exec web1 ping -c 2 {}", ips[1]);
+    let _ = writeln!(
+        s,
+        "           docker exec web1 nslookup web2 {}   # inline DNS: container, group (web) names",
+        ips[1]
+    );
+    let _ = writeln!(
+        s,
+        "           netctl --netmaster {} group create demo-net db; docker run -d --net db {image} sleep 1d",
+        cluster.netmaster_url
+    );
+    let (docker_pids, docker_dir) = dockerd.detach();
+    let mut state = cluster.detach(Vec::new());
+    // dockerd first: it stops its containers (and their endpoints) while netplugin still runs.
+    let mut pids = docker_pids;
+    pids.append(&mut state.pids);
+    state.pids = pids;
+    state.directories.push(docker_dir);
+    state.docker_hosts.push(docker_host);
+    state.directories.push(dir.keep());
+    Ok((s, state))
 }

@@ -28,6 +28,8 @@ pub enum Need {
     Iperf3,
     /// `prometheus` (Debian's package), the real scraper of the metrics test.
     Prometheus,
+    /// `dockerd` and `docker` (Debian's docker.io) and the static busybox for local images.
+    Docker,
     /// `iptables`, to silence a port for a while.
     Iptables,
 }
@@ -56,6 +58,7 @@ impl Need {
             Need::Etcdctl => &["etcdctl"],
             Need::Iperf3 => &["iperf3"],
             Need::Prometheus => &["prometheus"],
+            Need::Docker => &["dockerd", "docker", "busybox"],
             Need::Iptables => &["iptables"],
         };
         let package = match self {
@@ -68,6 +71,7 @@ impl Need {
             Need::Etcdctl => "etcd-client",
             Need::Iperf3 => "iperf3",
             Need::Prometheus => "prometheus",
+            Need::Docker => "docker.io busybox-static",
             Need::Iptables => "iptables",
         };
         let absent: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();

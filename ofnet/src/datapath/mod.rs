@@ -53,6 +53,8 @@ pub struct Settings {
     pub routes: BTreeMap<ipnet::Ipv4Net, Ipv4Addr>,
     /// Next hops' MACs, learned from ARP on the uplink (VLAN router).
     pub neighbors: BTreeMap<Ipv4Addr, MacAddr>,
+    /// Local endpoints' DNS queries go to the controller (inline DNS).
+    pub dns_punt: bool,
 }
 
 /// The VLAN router's router port: an internal port of the bridge holding the host's router

@@ -75,6 +75,7 @@ impl VlrouterBridge {
                 push_vlan: None,
                 dscp: ep.dscp,
                 next: id::SERVICE_DNAT,
+                dns_punt: topo.settings.dns_punt,
             },
         )?;
         flows.extend(dst_group_flows(p, topo, ep)?);

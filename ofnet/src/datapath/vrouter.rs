@@ -123,6 +123,7 @@ impl VrouterBridge {
                 push_vlan: None,
                 dscp: ep.dscp,
                 next: id::SERVICE_DNAT,
+                dns_punt: topo.settings.dns_punt,
             },
         )?;
         flows.extend(dst_group_flows(p, topo, ep)?);

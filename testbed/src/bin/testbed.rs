@@ -46,6 +46,11 @@ enum Command {
         /// router MAC).
         #[arg(long, default_value = "bridge", value_parser = ["bridge", "routing"])]
         fwdmode: String,
+        /// `kubernetes` (pods through the CNI plugin, the default) or `docker` (one host with a
+        /// dockerd using netplugin as its network and IPAM driver, netmaster in Docker cluster
+        /// mode).
+        #[arg(long, default_value = "kubernetes")]
+        mode: String,
     },
     /// Stop and remove everything `up` started.
     Down,
@@ -151,6 +156,7 @@ fn main() -> Result<()> {
             etcd_tls,
             hosts,
             fwdmode,
+            mode,
         } => up(
             &cli.state,
             release,
@@ -162,6 +168,7 @@ fn main() -> Result<()> {
                 hosts,
                 fwd_mode: (fwdmode != "bridge").then_some(fwdmode),
             },
+            &mode,
         ),
         Command::Down => down(&cli.state),
         Command::Chaos {
@@ -231,7 +238,13 @@ fn main() -> Result<()> {
     }
 }
 
-fn up(state: &PathBuf, release: bool, options: DemoOptions) -> Result<()> {
+fn up(state: &PathBuf, release: bool, options: DemoOptions, mode: &str) -> Result<()> {
+    if mode != "kubernetes" && mode != "docker" {
+        bail!("--mode {mode:?}: use kubernetes or docker");
+    }
+    if mode == "docker" && options.hosts != 1 {
+        bail!("--hosts {}: the Docker demo runs one host", options.hosts);
+    }
     let members = options.etcd.members;
     if members == 0 || members.is_multiple_of(2) {
         bail!(
@@ -259,10 +272,22 @@ fn up(state: &PathBuf, release: bool, options: DemoOptions) -> Result<()> {
     ]) {
         bail!("cannot bring the demo up: {why}");
     }
+    if mode == "docker"
+        && let Err(why) = testbed::require::check(&[testbed::Need::Docker])
+    {
+        bail!("cannot bring the Docker demo up: {why}");
+    }
     let bins = Binaries::build(release).context("building netmaster, netplugin and contivk8s")?;
-    let demo = Demo::up(bins, options).context("bringing the demo up")?;
-    print!("{}", demo.describe());
-    let recorded = demo.detach();
+    let recorded = if mode == "docker" {
+        let (text, recorded) =
+            testbed::demo::up_docker(bins, options.etcd).context("bringing the Docker demo up")?;
+        print!("{text}");
+        recorded
+    } else {
+        let demo = Demo::up(bins, options).context("bringing the demo up")?;
+        print!("{}", demo.describe());
+        demo.detach()
+    };
     if let Some(dir) = state.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
