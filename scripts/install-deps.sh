@@ -22,6 +22,8 @@ packages=(
   docker.io                    # dockerd + docker: Docker mode tests and demo (each test runs its own dockerd)
   busybox-static               # the locally imported container image of the Docker tests
   iptables                     # a test silences the ofnet master's connection to one host
+  gobgpd                       # gobgpd + gobgp: the BGP speaker netplugin runs in routing mode
+  bird2                        # the top-of-rack BGP router of the routing-mode tests
 )
 
 missing=()
@@ -38,6 +40,14 @@ if ((${#missing[@]})); then
   if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1 \
     && [[ -d /run/systemd/system ]]; then
     systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+  fi
+  # Likewise the packaged BGP daemons: netplugin and the tests start their own, per namespace.
+  if command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
+    for unit in gobgpd bird; do
+      if [[ " ${missing[*]} " == *" ${unit/bird/bird2} "* ]]; then
+        systemctl disable --now "$unit" >/dev/null 2>&1 || true
+      fi
+    done
   fi
 fi
 

@@ -14,6 +14,11 @@
 //!   ingress port (same VLAN tag; same VNI for a VTEP);
 //! - sender known, target unknown (a router or VM no agent knows): re-injected by the
 //!   datapath, toward every VTEP or out one uplink.
+//!
+//! A routing datapath ([`Datapath::router_mac`]) answers differently: only requests from local
+//! endpoints, and only for a target it can route to (an endpoint of the VRF on any host, or
+//! the network's gateway, or an address of a prefix BGP learned), always with the router MAC;
+//! nothing is re-injected.
 
 use crate::datapath::{Datapath, PacketOut, Topology};
 use crate::flows::set_tun_id;
@@ -40,6 +45,8 @@ pub enum Outcome {
     UnknownSrc,
     /// From a local endpoint, with a sender MAC or address that is not the endpoint's.
     Spoofed,
+    /// Routing: a target that is neither an endpoint of the VRF nor the gateway.
+    NotRoutable,
 }
 
 impl Outcome {
@@ -56,6 +63,7 @@ impl Outcome {
             Outcome::NotLocalTarget => "ArpReqNonLocalTarget",
             Outcome::UnknownSrc => "ArpReqUnknownSrc",
             Outcome::Spoofed => "ArpReqSpoofed",
+            Outcome::NotRoutable => "ArpReqNotRoutable",
         }
     }
 }
@@ -145,6 +153,26 @@ pub fn handle_request(
     if from_local && topo.settings.services.is_vip(arp.target_protocol_addr) {
         let mac = crate::service::vip_mac(arp.target_protocol_addr);
         let reply = frame::arp_reply(&arp, EthernetAddress(mac), eth.vlan);
+        return (
+            vec![PacketOut {
+                actions: vec![Action::output(in_port)],
+                data: reply,
+            }],
+            Outcome::Replied,
+        );
+    }
+    if let Some(router) = datapath.router_mac() {
+        let target = arp.target_protocol_addr;
+        let routable = network.gateway == Some(target)
+            || topo.endpoints.find(target.into(), &network.vrf).is_some()
+            || topo.settings.routes.keys().any(|p| p.contains(&target));
+        if !from_local {
+            return (Vec::new(), Outcome::NotLocalTarget);
+        }
+        if !routable {
+            return (Vec::new(), Outcome::NotRoutable);
+        }
+        let reply = frame::arp_reply(&arp, EthernetAddress(router), eth.vlan);
         return (
             vec![PacketOut {
                 actions: vec![Action::output(in_port)],
@@ -274,6 +302,66 @@ mod tests {
         assert_eq!(reply.target_protocol_addr, A);
         // A remote target is answered from here too.
         assert_eq!(run(3, None, &request(A, REMOTE)).1, Outcome::Replied);
+    }
+
+    #[test]
+    fn routing_answers_routable_targets_and_the_gateway_with_the_router_mac_only() {
+        let (all, s) = fixture();
+        let gw = Ipv4Addr::new(10, 1, 0, 1);
+        // The fixture's endpoints, in a network with a gateway.
+        let mut t = EndpointTable::new();
+        t.apply(EndpointOp::AddNetwork(crate::model::Network {
+            vlan: 2,
+            vni: 5000,
+            gateway: Some(gw),
+            vrf: "t1".into(),
+        }))
+        .unwrap();
+        for ep in all.endpoints() {
+            let op = match all.local(ep.port_no).filter(|_| ep.is_local()) {
+                Some(_) => EndpointOp::AddLocal {
+                    endpoint: crate::model::LocalEndpoint {
+                        port_no: ep.port_no,
+                        mac: ep.mac,
+                        vlan: 2,
+                        ipv4: ep.ip_addr,
+                        ipv6: None,
+                        epg: 0,
+                        epg_vlan: 0,
+                        dscp: 0,
+                        bandwidth: None,
+                    },
+                    originator: None,
+                },
+                None => EndpointOp::AddRemote(ep.clone()),
+            };
+            t.apply(op).unwrap();
+        }
+        let topo = Topology {
+            endpoints: &t,
+            settings: &s,
+        };
+        let run =
+            |port, tun, data: &[u8]| handle_request(&crate::VrouterBridge, &topo, port, tun, data);
+        for target in [B, REMOTE, gw] {
+            let (outs, o) = run(3, None, &request(A, target));
+            assert_eq!(o, Outcome::Replied, "{target}");
+            assert_eq!(outs[0].actions, vec![Action::output(3u32)]);
+            let (_, reply) = frame::parse_arp(&outs[0].data).unwrap();
+            assert_eq!(reply.source_hardware_addr.0, [0, 0, 0x11, 0x11, 0x11, 0x11]);
+            assert_eq!(reply.source_protocol_addr, target);
+        }
+        let (outs, o) = run(3, None, &request(A, STRANGER));
+        assert_eq!(
+            (outs.len(), o),
+            (0, Outcome::NotRoutable),
+            "nothing re-injected"
+        );
+        assert_eq!(
+            run(9, Some(5000), &request(REMOTE, A)).1,
+            Outcome::NotLocalTarget,
+            "nothing answered across hosts"
+        );
     }
 
     #[test]

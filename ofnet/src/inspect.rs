@@ -52,11 +52,16 @@ pub struct AgentExport {
     pub stats: BTreeMap<String, u64>,
     pub err_stats: BTreeMap<String, u64>,
     pub datapath: DatapathExport,
+    /// The router MAC (routing datapaths only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub my_router_mac: Option<String>,
 }
 
 /// What the agent knows at run time besides its state.
 #[derive(Debug, Clone, Copy)]
 pub struct Live<'a> {
+    /// The datapath the agent runs (`DpName`, the router MAC).
+    pub datapath: &'a dyn crate::datapath::Datapath,
     /// A switch is connected.
     pub connected: bool,
     pub stats: &'a BTreeMap<String, u64>,
@@ -74,6 +79,7 @@ pub fn export(
     live: Live<'_>,
 ) -> AgentExport {
     let Live {
+        datapath: dp,
         connected,
         stats,
         masters,
@@ -89,7 +95,7 @@ pub fn export(
         local_ip,
         my_port: rpc_port,
         is_connected: connected,
-        dp_name: config.kind.name(),
+        dp_name: dp.name(),
         protopath: None,
         master_db: masters.iter().map(|m| (m.key(), m.clone())).collect(),
         vtep_table: settings
@@ -109,7 +115,7 @@ pub fn export(
             .vrfs()
             .map(|v| (v.vrf_name.clone(), v.clone()))
             .collect(),
-        fwd_mode: "bridge",
+        fwd_mode: config.fwd_mode.name(),
         arp_mode: settings.arp_mode,
         stats,
         err_stats,
@@ -123,6 +129,9 @@ pub fn export(
             },
             svc_proxy: crate::service::inspect::export(&settings.services),
         },
+        my_router_mac: dp
+            .router_mac()
+            .map(|m| crate::model::MacAddr(m).to_string()),
     }
 }
 
@@ -155,6 +164,7 @@ mod tests {
             host_port: 9001,
         }];
         let live = Live {
+            datapath: &crate::VxlanBridge,
             connected: true,
             stats: &stats,
             masters: &masters,

@@ -40,12 +40,15 @@ pub mod timestamp;
 pub mod trace;
 
 pub use agent::{AgentConfig, AgentCounts, AgentError, AgentHandle, AgentOp, DnsQuery};
+pub use datapath::RouterPort;
 pub use datapath::vlan::VlanBridge;
+pub use datapath::vlrouter::VlrouterBridge;
+pub use datapath::vrouter::VrouterBridge;
 pub use datapath::vxlan::VxlanBridge;
 pub use master::MasterHandle;
 pub use model::{
-    ArpMode, Bandwidth, BridgeKind, Endpoint, LocalEndpoint, MacAddr, Network, Node, PolicyRule,
-    RuleAction,
+    ArpMode, Bandwidth, BridgeKind, Endpoint, FwdMode, LocalEndpoint, MacAddr, Network, Node,
+    PolicyRule, ROUTER_MAC, RuleAction,
 };
 pub use service::stats::ServiceStats;
 pub use service::{ServicePort, ServiceProtocol, ServiceSpec};

@@ -93,6 +93,32 @@ impl BridgeKind {
     }
 }
 
+/// How a bridge forwards between endpoints (the global `fwdMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FwdMode {
+    /// Layer 2: endpoints reach each other by their MACs.
+    #[default]
+    Bridge,
+    /// Layer 3: every endpoint is answered with the router MAC and packets are routed by
+    /// destination address (`vrouter` for VXLAN networks, `vlrouter` for VLAN networks).
+    Routing,
+}
+
+impl FwdMode {
+    /// The reference's name (`FwdMode` in inspect, the global `fwdMode`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FwdMode::Bridge => "bridge",
+            FwdMode::Routing => "routing",
+        }
+    }
+}
+
+/// The MAC the routing datapaths answer ARP with and route from (the reference's router MAC):
+/// the same on every host, so a pod keeps its neighbour entries wherever its peers are.
+pub const ROUTER_MAC: MacAddr = MacAddr([0x00, 0x00, 0x11, 0x11, 0x11, 0x11]);
+
 /// How ARP requests are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -17,6 +17,9 @@
 //!   target (to every VTEP, or out one uplink), so a router or host no agent knows answers.
 //!
 //! So a pod's solicitation for another pod, local or remote, never floods the fabric.
+//!
+//! A routing datapath answers, from local endpoints only, every target it can route to with
+//! the router MAC, and re-injects nothing (as [`crate::arp`] does).
 
 use crate::arp::Ingress;
 use crate::datapath::{Datapath, PacketOut, Topology};
@@ -268,6 +271,18 @@ pub fn handle_solicit(
         );
     }
     let dst = topo.endpoints.find(ns.target.into(), &network.vrf);
+    if let Some(router) = datapath.router_mac() {
+        return match dst {
+            Some(_) if from_local => (
+                vec![PacketOut {
+                    actions: ingress.reply_actions(in_port),
+                    data: neighbor_advert(&ns, router),
+                }],
+                Outcome::Replied,
+            ),
+            _ => (Vec::new(), Outcome::NotLocalTarget),
+        };
+    }
     match (ingress, dst) {
         (_, Some(d)) if from_local || d.is_local() => (
             vec![PacketOut {

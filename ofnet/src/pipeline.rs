@@ -16,7 +16,7 @@ use ofproto::nxm;
 use ofproto::oxm::FieldId;
 
 /// Table ids (the reference's numbering; 7 and 8 belong to the routing datapaths, whose table
-/// 2 is here the service affinity table).
+/// 2 is here the service affinity table, so the host DNAT table of `vrouter` is 10).
 pub mod id {
     pub const INPUT: u8 = 0;
     pub const VLAN: u8 = 1;
@@ -25,6 +25,8 @@ pub mod id {
     pub const DST_GROUP: u8 = 4;
     pub const POLICY: u8 = 5;
     pub const SERVICE_SNAT: u8 = 6;
+    /// Routing datapaths: the IP (routing) table.
+    pub const IP: u8 = 7;
     pub const MAC_DEST: u8 = 9;
 }
 
@@ -51,6 +53,9 @@ pub struct TableDecl {
 #[derive(Debug)]
 pub struct Pipeline {
     pub name: &'static str,
+    /// Packets carry the network's local VLAN inside the pipeline (pushed in table 1), so a
+    /// packet sent straight back out of an endpoint port loses it first.
+    pub tagged: bool,
     pub tables: &'static [TableDecl],
 }
 
@@ -81,7 +86,7 @@ use id::*;
 
 const F_IN_PORT: FieldId = FieldId::IN_PORT;
 
-static INPUT_TABLE: TableDecl = TableDecl {
+const INPUT_TABLE: TableDecl = TableDecl {
     id: INPUT,
     name: "input",
     purpose: "drops frames with a multicast source, sends ARP requests and neighbour solicitations (but for link-local targets) to the controller in proxy mode, meters local endpoints with a bandwidth limit",
@@ -127,7 +132,19 @@ const GUARD_MATCHES_VXLAN: [FieldId; 13] = {
     all
 };
 
-static SERVICE_AFFINITY_TABLE: TableDecl = TableDecl {
+/// [`GUARD_MATCHES`] and the destination address (VLAN router: uplink traffic for the router
+/// address).
+const GUARD_MATCHES_VLROUTER: [FieldId; 13] = {
+    let mut all = [FieldId::IPV4_DST; 13];
+    let mut i = 0;
+    while i < GUARD_MATCHES.len() {
+        all[i] = GUARD_MATCHES[i];
+        i += 1;
+    }
+    all
+};
+
+const SERVICE_AFFINITY_TABLE: TableDecl = TableDecl {
     id: SERVICE_AFFINITY,
     name: "service_affinity",
     purpose: "session affinity entries learned by the service groups (client, VIP port → provider in reg0, idle timeout); only consulted by resubmit from table 3",
@@ -138,7 +155,7 @@ static SERVICE_AFFINITY_TABLE: TableDecl = TableDecl {
     miss: Miss::Drop,
 };
 
-static SERVICE_DNAT_TABLE: TableDecl = TableDecl {
+const SERVICE_DNAT_TABLE: TableDecl = TableDecl {
     id: SERVICE_DNAT,
     name: "service_dnat",
     purpose: "service load balancing, client to provider: conntrack lookup (IPv4; IPv6 too while a service is dual-stack), new connections to a VIP through the service port's select group (TCP) or multipath hash (UDP) to a conntrack DNAT commit, provider MAC",
@@ -171,7 +188,7 @@ static SERVICE_DNAT_TABLE: TableDecl = TableDecl {
     miss: Miss::Goto(DST_GROUP),
 };
 
-static DST_GROUP_TABLE: TableDecl = TableDecl {
+const DST_GROUP_TABLE: TableDecl = TableDecl {
     id: DST_GROUP,
     name: "dst_group",
     purpose: "writes the destination endpoint group of known destination addresses",
@@ -187,7 +204,7 @@ static DST_GROUP_TABLE: TableDecl = TableDecl {
     miss: Miss::Goto(POLICY),
 };
 
-static POLICY_TABLE: TableDecl = TableDecl {
+const POLICY_TABLE: TableDecl = TableDecl {
     id: POLICY,
     name: "policy",
     purpose: "allow/deny rules by group, address (IPv4 or IPv6), protocol, port and TCP flags; the miss allows",
@@ -211,7 +228,7 @@ static POLICY_TABLE: TableDecl = TableDecl {
     miss: Miss::Goto(SERVICE_SNAT),
 };
 
-static SERVICE_SNAT_TABLE: TableDecl = TableDecl {
+const SERVICE_SNAT_TABLE: TableDecl = TableDecl {
     id: SERVICE_SNAT,
     name: "service_snat",
     purpose: "service load balancing, provider to client: conntrack lookup of traffic from VTEPs and uplinks (replies back to the VIP), reply counters per provider",
@@ -234,6 +251,7 @@ static SERVICE_SNAT_TABLE: TableDecl = TableDecl {
 /// forwarding once policy let the packet through.
 pub static VLAN_PIPELINE: Pipeline = Pipeline {
     name: "vlan",
+    tagged: false,
     tables: &[
         INPUT_TABLE,
         TableDecl {
@@ -269,6 +287,7 @@ pub static VLAN_PIPELINE: Pipeline = Pipeline {
 /// sends known destinations to their port or VTEP and floods the rest through groups.
 pub static VXLAN_PIPELINE: Pipeline = Pipeline {
     name: "vxlan",
+    tagged: true,
     tables: &[
         INPUT_TABLE,
         TableDecl {
@@ -299,6 +318,107 @@ pub static VXLAN_PIPELINE: Pipeline = Pipeline {
     ],
 };
 
+/// The routing table of the routing datapaths: known destination addresses in the packet's
+/// VRF to their port (router MAC as source) or their host's VTEP (router MAC as destination).
+const VROUTER_IP_TABLE: TableDecl = TableDecl {
+    id: IP,
+    name: "ip",
+    purpose: "routes by destination address in the VRF: local endpoints out their port (router MAC as source, the endpoint's MAC as destination), other hosts' endpoints through their host's VTEP with the network's VNI (router MAC as destination); anything else is dropped",
+    matches: &[
+        FieldId::ETH_TYPE,
+        FieldId::METADATA,
+        FieldId::IPV4_DST,
+        FieldId::IPV6_DST,
+    ],
+    sets: &[FieldId::ETH_SRC, FieldId::ETH_DST, FieldId::TUNNEL_ID],
+    writes_metadata: 0,
+    next: &[],
+    miss: Miss::Drop,
+};
+
+/// The VXLAN router (`vrouter`, routing mode): no local VLANs and no MAC table; every
+/// endpoint answers ARP with the router MAC and table 7 routes by destination address,
+/// remote endpoints through the VTEP of their host.
+pub static VROUTER_PIPELINE: Pipeline = Pipeline {
+    name: "vrouter",
+    tagged: false,
+    tables: &[
+        INPUT_TABLE,
+        TableDecl {
+            id: VLAN,
+            name: "vlan",
+            purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); VTEP traffic by VNI (VRF), skipping policy",
+            matches: &GUARD_MATCHES_VXLAN,
+            sets: &[FieldId::IP_DSCP],
+            writes_metadata: metadata::PORT_MASK | metadata::RX_VTEP,
+            next: &[SERVICE_DNAT, SERVICE_SNAT],
+            miss: Miss::Drop,
+        },
+        SERVICE_AFFINITY_TABLE,
+        SERVICE_DNAT_TABLE,
+        DST_GROUP_TABLE,
+        POLICY_TABLE,
+        TableDecl {
+            next: &[IP],
+            miss: Miss::Goto(IP),
+            ..SERVICE_SNAT_TABLE
+        },
+        VROUTER_IP_TABLE,
+    ],
+};
+
+/// The VLAN router (`vlrouter`, routing mode with BGP): pods answered with the router MAC,
+/// table 7 routes to local endpoints and to the prefixes BGP learned (out the uplink to the
+/// next hop's MAC); the router port carrying the host's router address is plumbed straight to
+/// the uplink.
+pub static VLROUTER_PIPELINE: Pipeline = Pipeline {
+    name: "vlrouter",
+    tagged: false,
+    tables: &[
+        TableDecl {
+            purpose: "drops frames with a multicast source, sends ARP requests and neighbour solicitations (but for link-local targets) to the controller, meters local endpoints with a bandwidth limit; the router port's traffic straight out the uplink, the uplink's ARP to the router port and the controller (next-hop MACs)",
+            ..INPUT_TABLE
+        },
+        TableDecl {
+            id: VLAN,
+            name: "vlan",
+            purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); uplink traffic to the router address to the router port, the rest skips policy",
+            matches: &GUARD_MATCHES_VLROUTER,
+            sets: &[FieldId::IP_DSCP],
+            writes_metadata: metadata::PORT_MASK,
+            next: &[SERVICE_DNAT, SERVICE_SNAT],
+            miss: Miss::Drop,
+        },
+        SERVICE_AFFINITY_TABLE,
+        SERVICE_DNAT_TABLE,
+        DST_GROUP_TABLE,
+        POLICY_TABLE,
+        TableDecl {
+            next: &[IP],
+            miss: Miss::Goto(IP),
+            ..SERVICE_SNAT_TABLE
+        },
+        TableDecl {
+            id: IP,
+            name: "ip",
+            purpose: "routes by destination address: local endpoints out their port (router MAC as source, the endpoint's MAC as destination), prefixes learned by BGP out the uplink (router port MAC as source, the next hop's MAC as destination; longer prefixes first); anything else is dropped",
+            matches: &[FieldId::ETH_TYPE, FieldId::IPV4_DST, FieldId::IPV6_DST],
+            sets: &[FieldId::ETH_SRC, FieldId::ETH_DST],
+            writes_metadata: 0,
+            next: &[],
+            miss: Miss::Drop,
+        },
+    ],
+};
+
+/// Every declared pipeline (docs, checks).
+pub static ALL: [&Pipeline; 4] = [
+    &VLAN_PIPELINE,
+    &VXLAN_PIPELINE,
+    &VROUTER_PIPELINE,
+    &VLROUTER_PIPELINE,
+];
+
 impl Pipeline {
     /// The tables as `ofctrl` wants them (each gets its miss flow).
     pub fn table_specs(&self) -> Vec<TableSpec> {
@@ -310,6 +430,15 @@ impl Pipeline {
                 miss: t.miss,
             })
             .collect()
+    }
+
+    /// The pipeline's table after the service SNAT table: where service replies continue.
+    pub fn after_service_snat(&self) -> u8 {
+        self.tables
+            .iter()
+            .find(|t| t.id == SERVICE_SNAT)
+            .and_then(|t| t.next.first().copied())
+            .unwrap_or(MAC_DEST)
     }
 
     /// The handle to build flows of table `id`.
@@ -460,7 +589,7 @@ mod tests {
 
     #[test]
     fn every_goto_and_miss_stays_inside_the_pipeline_and_moves_forward() {
-        for p in [&VLAN_PIPELINE, &VXLAN_PIPELINE] {
+        for p in ALL {
             for t in p.tables {
                 let mut targets: Vec<u8> = t.next.to_vec();
                 if let Miss::Goto(n) = t.miss {
@@ -555,13 +684,24 @@ mod tests {
         let doc =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/pipeline.md"))
                 .unwrap();
-        for p in [&VLAN_PIPELINE, &VXLAN_PIPELINE] {
+        for p in ALL {
             assert!(
                 doc.contains(&p.markdown()),
                 "docs/pipeline.md is out of date; the {} pipeline is:\n{}",
                 p.name,
                 p.markdown()
             );
+        }
+    }
+
+    /// `PRINT_PIPELINES=1 cargo nextest run -E 'test(/print_pipelines/)' --no-capture` prints
+    /// the summaries docs/pipeline.md carries.
+    #[test]
+    fn print_pipelines() {
+        if std::env::var_os("PRINT_PIPELINES").is_some() {
+            for p in ALL {
+                println!("## {}\n{}", p.name, p.markdown());
+            }
         }
     }
 

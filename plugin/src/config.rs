@@ -175,6 +175,14 @@ pub struct Args {
     /// Absent, or without `K8S_API_SERVER`: pod labels come from the CNI request only.
     #[arg(long, env = "CONTIV_NETPLUGIN_KUBE_CONFIG", default_value = crate::kubeapi::DEFAULT_CONFIG_PATH)]
     pub kube_config: PathBuf,
+    /// Routing mode with BGP: where the BGP speaker (gobgpd) keeps its configuration, pid and
+    /// log.
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_BGP_DIR",
+        default_value = "/var/run/contiv/bgp"
+    )]
+    pub bgp_dir: PathBuf,
 }
 
 /// Where an agent accepts its switch.
@@ -253,6 +261,18 @@ pub struct Config {
     pub log_level: String,
     pub json_log: bool,
     pub kube_config: PathBuf,
+    pub bgp_dir: PathBuf,
+}
+
+impl Config {
+    /// How the bridges forward (`--fwdmode`): routing runs the VXLAN bridge as `vrouter`.
+    pub fn fwd_mode(&self) -> ofnet::FwdMode {
+        if self.fwdmode == "routing" {
+            ofnet::FwdMode::Routing
+        } else {
+            ofnet::FwdMode::Bridge
+        }
+    }
 }
 
 /// A bad option.
@@ -483,6 +503,7 @@ impl Args {
             log_level: self.log_level,
             json_log: self.use_json_log,
             kube_config: self.kube_config,
+            bgp_dir: self.bgp_dir,
         })
     }
 }

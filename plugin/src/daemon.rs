@@ -11,7 +11,7 @@
 //!    flow set, so a restart replaces flows in place (ofctrl generations) and pods keep
 //!    their traffic. With `fail_mode=secure` OVS keeps its flows while we are away.
 //! 5. The CNI socket, the debug REST, the service registrations (`netplugin`,
-//!    `netplugin.vtep`), the etcd watches, the VXLAN agent's ofnet RPC server and its
+//!    `netplugin.vtep`, `netplugin.debug`), the etcd watches, the VXLAN agent's ofnet RPC server and its
 //!    registration with the leader's ofnet master, found and followed through `netmaster.rpc`
 //!    ([`crate::ofnet_rpc`]), and in kubernetes mode with an API server the Kubernetes
 //!    Service/Endpoints watches ([`crate::kubesvc`]).
@@ -158,6 +158,17 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     let store = metrics.metered(Arc::new(EtcdStore::connect_with(&etcd).await?));
     let global = wait_global(store.as_ref()).await?;
     tracing::info!(fwd_mode = %global.fwd_mode, arp_mode = %global.arp_mode, "global config");
+    // The datapaths follow --fwdmode; a cluster forwarding the other way would get pods that
+    // cannot reach each other (the reference refuses to start too).
+    if !global.fwd_mode.is_empty() && global.fwd_mode != cfg.fwdmode {
+        return Err(PluginError::Invalid {
+            field: "fwdmode",
+            problem: format!(
+                "netplugin runs --fwdmode {} but the cluster's forwarding mode (global fwd-mode) is {}; start netplugin with --fwdmode {}",
+                cfg.fwdmode, global.fwd_mode, global.fwd_mode
+            ),
+        });
+    }
     let ovsdb = OvsdbClient::connect(&cfg.ovsdb_socket).await?;
     let driver = Driver::start(cfg.clone(), ovsdb, store, &global, metrics).await?;
 

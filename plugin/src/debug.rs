@@ -1,6 +1,8 @@
 //! The debug REST of reference §4.3 (default `:9090`): `GET /inspect/driver` (both agents'
 //! state), `GET /inspect/endpoints` (this host's endpoints with their OVS ports), `GET
 //! /svcstats` (service load-balancer counters by service VIP and provider, both bridges merged),
+//! `GET /inspect/bgp` (routing mode: the BGP neighbors with their session state, learned and
+//! announced prefixes; 404 in bridge mode, `"Neighbors"` says why a speaker is down),
 //! `GET /inspect/flows/{vxlan|vlan}` (the agent's desired tables as data for `netctl trace`, the
 //! switch's actual ones, and what differs: see `ofnet::trace`) and
 //! `DELETE /debug/reclaimEndpoint/{id}`, and `GET /metrics` (Prometheus, see [`crate::metrics`]).
@@ -16,6 +18,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::driver::Driver;
+use crate::error::PluginError;
 use crate::http::{Handler, Request, Response};
 
 pub const RECLAIM_PREFIX: &str = "/debug/reclaimEndpoint/";
@@ -112,6 +115,13 @@ async fn handle(driver: &Driver, req: Request) -> Response {
         ("GET", "/inspect/driver") => match driver.inspect().await {
             Ok(v) => Response::json(200, &v),
             Err(e) => Response::json(500, &json!({ "error": e.to_string() })),
+        },
+        ("GET", "/inspect/bgp") => match driver.inspect_bgp().await {
+            Ok(v) => Response::json(200, &v),
+            Err(e @ PluginError::Invalid { .. }) => {
+                Response::json(404, &json!({ "error": e.to_string() }))
+            }
+            Err(e) => Response::json(503, &json!({ "error": e.to_string() })),
         },
         ("GET", "/inspect/endpoints") => {
             let eps: BTreeMap<String, Value> = driver

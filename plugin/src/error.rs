@@ -22,6 +22,8 @@ pub enum PluginError {
     Etcd(#[from] master::store::ConnectError),
     #[error("{0}")]
     Kube(#[from] KubeError),
+    #[error("BGP: {0}")]
+    Bgp(#[from] crate::bgp::BgpError),
     #[error("netmaster: {0}")]
     Netmaster(#[from] master::client::ClientError),
     #[error(

@@ -21,6 +21,7 @@
 //! - [`netlink`]: veth pairs, pod namespaces, addresses, routes.
 //! - [`error`]: the error type, `PluginError`.
 
+pub mod bgp;
 pub mod cniserver;
 pub mod config;
 pub mod daemon;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use master::state::{CfgNetworkState, EndpointGroupState, GlobConfig};
+use master::state::{BgpState, CfgNetworkState, EndpointGroupState, GlobConfig};
 use master::store::{WatchEvent, keys};
 
 use crate::driver::Driver;
@@ -38,27 +38,31 @@ pub enum Topic {
     /// Service load balancers and their providers (`state/serviceLB/` and
     /// `state/serviceProvider/`, one prefix).
     Services,
+    /// Bgp objects (`state/bgp/`): this host's drives its BGP speaker (routing mode).
+    Bgp,
 }
 
 impl Topic {
     /// In replay order: endpoints need their networks, services their providers' endpoints.
-    pub const ALL: [Topic; 6] = [
+    pub const ALL: [Topic; 7] = [
         Topic::Networks,
         Topic::Groups,
         Topic::Global,
         Topic::Endpoints,
         Topic::PolicyRules,
         Topic::Services,
+        Topic::Bgp,
     ];
 
     /// What is watched after the replay: everything but endpoints, which the ofnet master
     /// relays.
-    pub const FOLLOWED: [Topic; 5] = [
+    pub const FOLLOWED: [Topic; 6] = [
         Topic::Networks,
         Topic::Groups,
         Topic::Global,
         Topic::PolicyRules,
         Topic::Services,
+        Topic::Bgp,
     ];
 
     pub fn prefix(self) -> String {
@@ -71,6 +75,7 @@ impl Topic {
                 .trim_end_matches('/')
                 .to_string(),
             Topic::Services => format!("{}service", keys::STATE),
+            Topic::Bgp => keys::state_prefix(keys::category::BGP),
         }
     }
 }
@@ -108,6 +113,14 @@ async fn apply_put(driver: &Driver, topic: Topic, key: &str, value: &[u8]) {
             };
             driver.apply_policy(vec![event], false).await
         }
+        Topic::Bgp => match serde_json::from_slice::<BgpState>(value) {
+            Ok(bgp) if bgp.hostname == driver.cfg.host => driver.apply_bgp(Some(&bgp)).await,
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "Bgp state does not parse");
+                Ok(())
+            }
+        },
         Topic::Endpoints => match serde_json::from_slice::<OperEndpointState>(value) {
             Ok(oper) => driver.add_remote(&oper).await.map(|_| ()),
             Err(e) => {
@@ -139,6 +152,13 @@ async fn apply_delete(driver: &Driver, topic: Topic, key: &str) {
         }
         Topic::Groups => driver.remove_group(id),
         Topic::Global => {}
+        Topic::Bgp => {
+            if id == driver.cfg.host
+                && let Err(e) = driver.apply_bgp(None).await
+            {
+                tracing::warn!(error = %e, "removing this host's BGP");
+            }
+        }
         Topic::PolicyRules => {
             let event = PolicyEvent::Delete {
                 key: key.to_string(),

@@ -184,6 +184,9 @@ pub struct ClusterOptions {
     pub etcd: EtcdOptions,
     /// More netmaster flags (e.g. `--ofnet-grace 3`), for every netmaster of the cluster.
     pub netmaster_args: Vec<String>,
+    /// `--fwdmode` of every netmaster and netplugin (`None`: `bridge`); `routing` runs the
+    /// VXLAN bridges as `vrouter`.
+    pub fwd_mode: Option<String>,
     /// More flags for the first host's netplugin (e.g. `--docker-plugin-socket`).
     pub netplugin_args: Vec<String>,
     /// Bearer tokens on: netmaster with `--token-file` ([`AUTH_ADMIN_TOKEN`],
@@ -222,6 +225,15 @@ fn write_token_files(dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf)> {
     Ok(files)
 }
 
+/// `--fwdmode` for the netmasters of a cluster with [`ClusterOptions::fwd_mode`].
+fn fwd_mode_flags(options: &ClusterOptions) -> Vec<String> {
+    options
+        .fwd_mode
+        .iter()
+        .flat_map(|m| ["--fwdmode".to_string(), m.clone()])
+        .collect()
+}
+
 /// The etcd flags both daemons take: every member, and the TLS files of a TLS cluster.
 pub fn etcd_args(etcd: &Etcd) -> Vec<String> {
     let mut argv = vec!["--etcd".to_string(), etcd.endpoints_arg()];
@@ -248,8 +260,52 @@ struct HostParts<'a> {
     cni_socket: &'a Path,
     debug_addr: &'a str,
     log: PathBuf,
+    /// `--bgp-dir`: the host's BGP speaker files (routing mode).
+    bgp_dir: PathBuf,
     /// More flags for this host's netplugin.
     extra: &'a [String],
+}
+
+/// Stops the BGP speaker (`gobgpd`) a host's netplugin left running (it outlives netplugin on
+/// purpose, like the flows) when the host goes.
+#[derive(Debug)]
+pub struct SpeakerGuard(PathBuf);
+
+impl SpeakerGuard {
+    /// The speaker's pid, if one runs.
+    pub fn pid(&self) -> Option<i32> {
+        let pid: i32 = std::fs::read_to_string(self.0.join("gobgpd.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        String::from_utf8_lossy(&cmdline)
+            .contains("gobgpd")
+            .then_some(pid)
+    }
+
+    /// The speaker's directory (`--bgp-dir`).
+    pub fn dir(&self) -> &Path {
+        &self.0
+    }
+
+    /// Leave the speaker running; its pid (for `down`).
+    pub fn detach(self) -> Option<u32> {
+        let pid = self.pid().and_then(|p| u32::try_from(p).ok());
+        std::mem::forget(self);
+        pid
+    }
+}
+
+impl Drop for SpeakerGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
 }
 
 /// Start a host's netplugin and wait until both switches are connected and the CNI socket
@@ -265,7 +321,7 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         "--netmode",
         "vlan",
         "--fwdmode",
-        "bridge",
+        c.options.fwd_mode.as_deref().unwrap_or("bridge"),
         "--vlan-uplinks",
         h.uplink,
         "--netmaster",
@@ -291,6 +347,8 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         &h.netns.path().to_string_lossy(),
         "--ovs-datapath",
         "netdev",
+        "--bgp-dir",
+        &h.bgp_dir.to_string_lossy(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -329,6 +387,8 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
 /// A second (third, ...) host of a [`Cluster`], stopped and removed on drop.
 pub struct ExtraHost {
     netplugin: Option<Daemon>,
+    /// The host's BGP speaker, stopped after netplugin.
+    pub bgp: SpeakerGuard,
     netplugin_args: Vec<String>,
     uplink: String,
     pub vtep_ip: String,
@@ -345,6 +405,11 @@ impl ExtraHost {
     /// A conflist for pods on this host.
     pub fn conflist(&self, name: &str, network: &str, group: &str) -> Result<PathBuf> {
         write_conflist(self.dir.path(), &self.cni_socket, name, network, group, &[])
+    }
+
+    /// The host's VLAN uplink (a veth whose other end waits in the host namespace).
+    pub fn uplink(&self) -> &str {
+        &self.uplink
     }
 
     /// [`ExtraHost::conflist`] with more pod labels.
@@ -468,6 +533,8 @@ pub struct Cluster {
     pub bins: Binaries,
     pub options: ClusterOptions,
     netplugin: Option<Daemon>,
+    /// The host's BGP speaker, stopped after netplugin.
+    pub bgp: SpeakerGuard,
     netmaster: Daemon,
     pub netmaster_url: String,
     pub debug_addr: String,
@@ -513,7 +580,12 @@ impl Cluster {
         })?;
         let listen = format!("127.0.0.1:{port}");
         let netmaster_log = dir.path().join("netmaster.log");
-        let mut netmaster_args = [etcd_args(&etcd), options.netmaster_args.clone()].concat();
+        let mut netmaster_args = [
+            etcd_args(&etcd),
+            options.netmaster_args.clone(),
+            fwd_mode_flags(&options),
+        ]
+        .concat();
         if options.auth {
             let (tokens, _, _) = write_token_files(dir.path())?;
             netmaster_args.push("--token-file".into());
@@ -525,6 +597,7 @@ impl Cluster {
         let debug_port = pick_port()?;
         let mut cluster = Cluster {
             netplugin: None,
+            bgp: SpeakerGuard(dir.path().join("bgp")),
             netmaster,
             netmaster_url: format!("http://{listen}"),
             debug_addr: format!("127.0.0.1:{debug_port}"),
@@ -553,6 +626,7 @@ impl Cluster {
             cni_socket: &self.cni_socket,
             debug_addr: &self.debug_addr,
             log: self.dir.path().join("netplugin.log"),
+            bgp_dir: self.bgp.dir().to_path_buf(),
             extra: &self.options.netplugin_args,
         }
     }
@@ -601,11 +675,13 @@ impl Cluster {
             cni_socket: &cni_socket,
             debug_addr: &debug_addr,
             log: dir.path().join("netplugin.log"),
+            bgp_dir: dir.path().join("bgp"),
             extra: netplugin_args,
         };
         let netplugin = Some(start_netplugin(self, &parts)?);
         Ok(ExtraHost {
             netplugin,
+            bgp: SpeakerGuard(dir.path().join("bgp")),
             netplugin_args: netplugin_args.to_vec(),
             uplink,
             vtep_ip: vtep_ip.to_string(),
@@ -790,6 +866,7 @@ impl Cluster {
         pids.extend(self.netplugin.take().and_then(Daemon::detach));
         let Cluster {
             netmaster,
+            bgp,
             ovs,
             host,
             etcd,
@@ -798,6 +875,7 @@ impl Cluster {
             ..
         } = self;
         pids.extend(netmaster.detach());
+        pids.extend(bgp.detach());
         let ovsdb = ovs.db_target();
         let etcd_url = etcd.endpoints_arg();
         let (etcd_pids, etcd_dir) = etcd.detach();
@@ -872,6 +950,9 @@ pub struct DemoOptions {
     /// Emulated hosts (0 is taken as 1): the first runs two providers and the client, each
     /// other one provider; all share the netmaster and reach each other over VXLAN.
     pub hosts: usize,
+    /// `--fwdmode` of netmaster and the netplugins (`None`: `bridge`); `routing` runs the
+    /// VXLAN network on the `vrouter` datapath.
+    pub fwd_mode: Option<String>,
 }
 
 /// What `up` started, as recorded for `down` and `status`.
@@ -918,6 +999,7 @@ impl Demo {
             bins,
             ClusterOptions {
                 etcd: options.etcd,
+                fwd_mode: options.fwd_mode,
                 ..ClusterOptions::default()
             },
         )?;
@@ -1024,7 +1106,16 @@ impl Demo {
             c.ovs.db_target(),
             c.debug_addr
         );
-        let _ = writeln!(s, "network:   demo-net (vxlan 10.36.0.0/24), group web");
+        let mode = c.options.fwd_mode.as_deref().unwrap_or("bridge");
+        let datapath = if mode == "routing" {
+            "vrouter"
+        } else {
+            "vxlan"
+        };
+        let _ = writeln!(
+            s,
+            "network:   demo-net (vxlan 10.36.0.0/24), group web; --fwdmode {mode}: datapath {datapath}"
+        );
         let _ = writeln!(
             s,
             "service:   web-svc {DEMO_VIP}:80 -> port 8080 of the pods labelled app=web (netctl service inspect web-svc)"
@@ -1237,8 +1328,6 @@ pub(crate) fn spawn_netmaster_with(
             listen,
             "--netmode",
             "vlan",
-            "--fwdmode",
-            "bridge",
             // Clusters run side by side: each ofnet master on a port of its own.
             "--ofnet-port",
             "0",
@@ -1246,6 +1335,9 @@ pub(crate) fn spawn_netmaster_with(
         .iter()
         .map(|a| a.to_string()),
     );
+    if !etcd.iter().any(|a| a == "--fwdmode") {
+        argv.extend(["--fwdmode".to_string(), "bridge".to_string()]);
+    }
     // `--mode test` unless the extra flags (e.g. `--mode docker --docker-host ...`) say.
     if !etcd.iter().any(|a| a == "--mode") {
         argv.extend(["--mode".to_string(), "test".to_string()]);
@@ -1308,7 +1400,12 @@ impl Cluster {
     /// Every netmaster's flags: etcd, the options' extra ones, and the token file of an
     /// [`ClusterOptions::auth`] cluster (written at start).
     fn netmaster_flags(&self) -> Vec<String> {
-        let mut flags = [etcd_args(&self.etcd), self.options.netmaster_args.clone()].concat();
+        let mut flags = [
+            etcd_args(&self.etcd),
+            self.options.netmaster_args.clone(),
+            fwd_mode_flags(&self.options),
+        ]
+        .concat();
         if self.options.auth {
             flags.push("--token-file".into());
             flags.push(
@@ -1341,6 +1438,7 @@ impl Cluster {
             cni_socket: &host.cni_socket,
             debug_addr: &host.debug_addr,
             log: host.dir.path().join("netplugin.log"),
+            bgp_dir: host.bgp.dir().to_path_buf(),
             extra: &host.netplugin_args,
         };
         host.netplugin = Some(start_netplugin(self, &parts)?);

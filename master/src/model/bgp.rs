@@ -64,21 +64,51 @@ impl Object for Bgp {
         let (ip, len) = self.routerip.split_once('/').ok_or_else(|| {
             Error::invalid("routerip", format!("{:?} must be IPv4/len", self.routerip))
         })?;
-        if validate::optional_ipv4("routerip", ip)?.is_none() {
+        let Some(router) = validate::optional_ipv4("routerip", ip)? else {
             return Err(Error::invalid("routerip", "is required"));
-        }
+        };
         let len: i64 = len
             .parse()
             .map_err(|_| Error::invalid("routerip", "prefix length must be a number"))?;
         validate::range("routerip", len, 1, 32)?;
-        validate::max_len("as", &self.as_, 64)?;
-        validate::max_len("neighbor-as", &self.neighbor_as, 64)?;
-        for (field, v) in [("as", &self.as_), ("neighbor-as", &self.neighbor_as)] {
-            if !v.is_empty() && v.parse::<u32>().is_err() {
-                return Err(Error::invalid(field, format!("{v:?} must be an AS number")));
+        if len < 31 {
+            let host_bits = u32::MAX >> len;
+            let bits = u32::from(router) & host_bits;
+            if bits == 0 || bits == host_bits {
+                return Err(Error::invalid(
+                    "routerip",
+                    format!(
+                        "{} is the network or broadcast address of its subnet",
+                        self.routerip
+                    ),
+                ));
             }
         }
-        validate::optional_ipv4("neighbor", &self.neighbor)?;
+        validate::max_len("as", &self.as_, 64)?;
+        validate::max_len("neighbor-as", &self.neighbor_as, 64)?;
+        let neighbor = validate::optional_ipv4("neighbor", &self.neighbor)?;
+        // An AS number is 1..=4294967295 (RFC 6793; 0 is reserved). The host's own is
+        // required; the neighbor's whenever there is a neighbor.
+        let asn = |field: &str, v: &str, required: bool| -> Result<()> {
+            if v.is_empty() && !required {
+                return Ok(());
+            }
+            match v.parse::<u32>() {
+                Ok(n) if n != 0 => Ok(()),
+                _ => Err(Error::invalid(
+                    field,
+                    format!("{v:?} must be an AS number from 1 to 4294967295"),
+                )),
+            }
+        };
+        asn("as", &self.as_, true)?;
+        asn("neighbor-as", &self.neighbor_as, neighbor.is_some())?;
+        if neighbor == Some(router) {
+            return Err(Error::invalid(
+                "neighbor",
+                format!("{} is this host's own router address", self.neighbor),
+            ));
+        }
         Ok(())
     }
     fn keep_links(&mut self, _stored: &Self) {}

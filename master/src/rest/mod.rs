@@ -125,6 +125,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     ] {
         cfg.route(path, web::get().to(objects::inspect_global));
     }
+    // Likewise for Bgp: its oper comes from the host's netplugin.
+    for path in ["/api/v1/inspect/Bgps/{key}/", "/api/v1/inspect/Bgps/{key}"] {
+        cfg.route(path, web::get().to(objects::inspect_bgp));
+    }
     objects::routes::<Tenant>(cfg);
     objects::routes::<Network>(cfg);
     objects::routes::<EndpointGroup>(cfg);

@@ -109,3 +109,59 @@ pub async fn inspect_endpoint(
 ) -> Result<HttpResponse, Error> {
     Ok(HttpResponse::Ok().json(endpoint::inspect_endpoint(&state.db, &key).await?))
 }
+
+/// Bgp inspect: the stored object, and as `Oper` what that host's netplugin says of its BGP
+/// speaker (`GET /inspect/bgp` on its debug listener, found through the `netplugin.debug`
+/// registration): `neighborStatus` (the session state, e.g. `ESTABLISHED` or `ACTIVE` for an
+/// unreachable neighbor), `adminStatus`, `numRoutes`, `routes`. A netplugin that cannot be
+/// asked gives `neighborStatus` `unknown` and the reason in `error`.
+pub async fn inspect_bgp(
+    state: web::Data<AppState>,
+    key: web::Path<String>,
+) -> Result<HttpResponse, Error> {
+    let mut reply = ops::inspect::<crate::model::Bgp>(&state.db, &key).await?;
+    let oper = bgp_oper(&state, &key).await;
+    reply["Oper"] = oper;
+    Ok(HttpResponse::Ok().json(reply))
+}
+
+async fn bgp_oper(state: &AppState, host: &str) -> serde_json::Value {
+    use serde_json::json;
+    let unknown = |why: String| json!({ "neighborStatus": "unknown", "adminStatus": "unknown", "numRoutes": 0, "routes": [], "error": why });
+    let debug =
+        match crate::registry::list(state.db.store(), crate::registry::NETPLUGIN_DEBUG).await {
+            Ok(list) => list.into_iter().find(|s| s.Hostname == host),
+            Err(e) => return unknown(format!("reading the netplugin registry: {e}")),
+        };
+    let Some(debug) = debug else {
+        return unknown(format!("no netplugin of host {host} is registered"));
+    };
+    let url = format!("http://{}:{}/inspect/bgp", debug.HostAddr, debug.Port);
+    let answer = state
+        .http
+        .get(&url)
+        .timeout(std::time::Duration::from_secs(3))
+        .send()
+        .await;
+    let body: serde_json::Value = match answer {
+        Ok(r) if r.status().is_success() => match r.json().await {
+            Ok(v) => v,
+            Err(e) => return unknown(format!("{url}: {e}")),
+        },
+        Ok(r) => return unknown(format!("{url}: {}", r.status())),
+        Err(e) => return unknown(format!("{url}: {e}")),
+    };
+    let neighbor = &body["Neighbors"][0];
+    let routes = body["Dsts"].as_array().cloned().unwrap_or_default();
+    let status = neighbor["state"].as_str().unwrap_or("unknown");
+    let mut oper = json!({
+        "neighborStatus": status,
+        "adminStatus": if neighbor.is_null() { "down" } else { "up" },
+        "numRoutes": routes.len(),
+        "routes": routes,
+    });
+    if let Some(e) = neighbor.get("error") {
+        oper["error"] = e.clone();
+    }
+    oper
+}

@@ -245,9 +245,33 @@ async fn bgp() {
     let mut bad = b.clone();
     bad.routerip = "50.1.1.2".into();
     assert_eq!(status(ops::upsert(&db, "host1", bad).await), 400);
-    let mut bad = b.clone();
-    bad.as_ = "sixty".into();
-    assert_eq!(status(ops::upsert(&db, "host1", bad).await), 400);
+    // Each bad field is refused with a 400 naming it, and nothing is stored.
+    type Spoil = fn(&mut Bgp);
+    let cases: [(&str, Spoil); 8] = [
+        ("as", |b| b.as_ = "sixty".into()),
+        ("as", |b| b.as_ = "0".into()),
+        ("as", |b| b.as_ = "4294967296".into()),
+        ("as", |b| b.as_ = String::new()),
+        ("neighbor-as", |b| b.neighbor_as = String::new()),
+        ("routerip", |b| b.routerip = "50.1.1.0/24".into()),
+        ("neighbor", |b| b.neighbor = "50.1.1.2".into()),
+        ("neighbor", |b| b.neighbor = "50.1.1".into()),
+    ];
+    for (field, spoil) in cases {
+        let mut bad = b.clone();
+        bad.hostname = "host2".into();
+        spoil(&mut bad);
+        let err = ops::upsert(&db, "host2", bad.clone()).await.unwrap_err();
+        assert_eq!(err.http_status(), 400, "{bad:?}");
+        assert!(err.to_string().contains(field), "{field}: {err}");
+        assert!(
+            db.store()
+                .get(&keys::state("bgp", "host2"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
     ops::delete::<Bgp>(&db, "host1").await.unwrap();
     assert!(
         db.store()

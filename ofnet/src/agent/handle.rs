@@ -28,10 +28,7 @@ impl AgentHandle {
         config: AgentConfig,
         customize: impl FnOnce(&mut BridgeConfig),
     ) -> AgentHandle {
-        let datapath: Box<dyn Datapath> = match config.kind {
-            BridgeKind::Vlan => Box::new(VlanBridge),
-            BridgeKind::Vxlan => Box::new(VxlanBridge),
-        };
+        let datapath = config.datapath();
         let mut bridge_config =
             BridgeConfig::new(config.bridge.clone(), datapath.pipeline().table_specs());
         customize(&mut bridge_config);
@@ -151,6 +148,26 @@ impl AgentHandle {
 
     pub async fn remove_vtep(&self, ip: Ipv4Addr) -> Result<(), AgentError> {
         self.update(AgentOp::RemoveVtep(ip)).await
+    }
+
+    /// The host's router port, or none (VLAN router).
+    pub async fn set_router(&self, router: Option<RouterPort>) -> Result<(), AgentError> {
+        self.update(AgentOp::SetRouter(router)).await
+    }
+
+    /// A prefix learned by BGP (or its new next hop): routed out the uplink once the next
+    /// hop's MAC is known (VLAN router).
+    pub async fn add_route(
+        &self,
+        prefix: ipnet::Ipv4Net,
+        next_hop: Ipv4Addr,
+    ) -> Result<(), AgentError> {
+        self.update(AgentOp::AddRoute { prefix, next_hop }).await
+    }
+
+    /// A learned prefix was withdrawn.
+    pub async fn remove_route(&self, prefix: ipnet::Ipv4Net) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveRoute(prefix)).await
     }
 
     pub async fn set_arp_mode(&self, mode: ArpMode) -> Result<(), AgentError> {

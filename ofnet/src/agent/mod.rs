@@ -31,19 +31,20 @@ use ops::{apply_settings, endpoint_op, touched};
 
 use crate::arp;
 use crate::datapath::{
-    Datapath, DatapathError, Desired, Owner, PacketOut, Part, Settings, Topology,
+    Datapath, DatapathError, Desired, Owner, PacketOut, Part, RouterPort, Settings, Topology,
 };
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flows;
 use crate::inspect::{self, AgentExport};
 use crate::model::{
-    ArpMode, Bandwidth, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule,
+    ArpMode, Bandwidth, BridgeKind, Endpoint, FwdMode, LocalEndpoint, MacAddr, Network, Node,
+    PolicyRule,
 };
 use crate::pipeline::id;
 use crate::rpc::{self, Peer, RpcServer};
 use crate::service::stats::ServiceStats;
 use crate::service::{ServiceError, ServiceSpec, Services};
-use crate::{VlanBridge, VxlanBridge};
+use crate::{VlanBridge, VlrouterBridge, VrouterBridge, VxlanBridge};
 use actix::prelude::*;
 use bytes::Bytes;
 use ofctrl::{
@@ -63,6 +64,9 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub kind: BridgeKind,
+    /// Bridging or routing: with `kind`, which datapath the bridge runs (`vlan`, `vxlan`,
+    /// `vrouter`).
+    pub fwd_mode: FwdMode,
     /// The OVS bridge name (logs, inspect).
     pub bridge: String,
     /// This host's VTEP address: recorded as the originator of local endpoints; remote
@@ -100,9 +104,20 @@ pub struct SendFrame {
 }
 
 impl AgentConfig {
+    /// The datapath this configuration runs.
+    pub fn datapath(&self) -> Box<dyn Datapath> {
+        match (self.kind, self.fwd_mode) {
+            (BridgeKind::Vxlan, FwdMode::Routing) => Box::new(VrouterBridge),
+            (BridgeKind::Vxlan, FwdMode::Bridge) => Box::new(VxlanBridge),
+            (BridgeKind::Vlan, FwdMode::Routing) => Box::new(VlrouterBridge),
+            (BridgeKind::Vlan, FwdMode::Bridge) => Box::new(VlanBridge),
+        }
+    }
+
     pub fn new(kind: BridgeKind, bridge: impl Into<String>) -> AgentConfig {
         AgentConfig {
             kind,
+            fwd_mode: FwdMode::Bridge,
             bridge: bridge.into(),
             local_ip: None,
             rpc_addr: None,
@@ -275,6 +290,11 @@ pub struct Agent {
 
 impl Actor for Agent {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Next hops that did not answer yet are asked again (VLAN router; nothing otherwise).
+        ctx.run_interval(Duration::from_secs(1), |act, _| act.resolve_next_hops());
+    }
 }
 
 /// New parts by owner, and the switch changes that install them.
@@ -320,7 +340,11 @@ impl Agent {
     /// switch to flood mode, announce every endpoint (the physical network must learn them).
     fn after(&mut self, op: &AgentOp, removed: Option<Endpoint>, ctx: &mut Context<Self>) {
         self.announce(op, removed);
-        if self.config.kind != BridgeKind::Vlan {
+        if matches!(op, AgentOp::AddRoute { .. } | AgentOp::SetRouter(_)) {
+            self.resolve_next_hops();
+        }
+        // Routing announces nothing at layer 2: the uplink only sees the router port.
+        if self.config.kind != BridgeKind::Vlan || self.datapath.router_mac().is_some() {
             return;
         }
         match op {
@@ -419,11 +443,67 @@ impl Agent {
         });
     }
 
-    fn on_packet_in(&mut self, packet_in: &ofproto::packet_in::PacketIn) {
+    /// ARP requests for the next hops whose MAC is not known yet, out the uplink from the
+    /// router port (VLAN router). Their answers come back through [`Agent::learn_neighbor`].
+    fn resolve_next_hops(&mut self) {
+        let s = &self.settings;
+        let (Some(router), Some(uplink)) = (s.router, VlrouterBridge::uplink(&self.topology()))
+        else {
+            return;
+        };
+        let unresolved: BTreeSet<Ipv4Addr> = s
+            .routes
+            .values()
+            .filter(|nh| !s.neighbors.contains_key(nh))
+            .copied()
+            .collect();
+        let packets: Vec<PacketOut> = unresolved
+            .into_iter()
+            .map(|nh| PacketOut {
+                actions: vec![ofproto::action::Action::output(uplink)],
+                data: ofproto::packet::frame::arp_request(
+                    ofproto::packet::ethernet::EthernetAddress(router.mac.octets()),
+                    router.ip,
+                    nh,
+                    None,
+                ),
+            })
+            .collect();
+        if !packets.is_empty() {
+            *self.stats.entry("NextHopArpSent".into()).or_default() += packets.len() as u64;
+            self.send_packets(packets);
+        }
+    }
+
+    /// An ARP packet from the uplink (VLAN router): when its sender is a next hop of a learned
+    /// route with a MAC not yet known (or changed), learn it.
+    fn learn_neighbor(&mut self, data: &[u8], ctx: &mut Context<Self>) {
+        let Ok((_, arp)) = ofproto::packet::frame::parse_arp(data) else {
+            return;
+        };
+        let ip = arp.source_protocol_addr;
+        let mac = MacAddr(arp.source_hardware_addr.0);
+        let s = &self.settings;
+        if !s.routes.values().any(|nh| *nh == ip) || s.neighbors.get(&ip) == Some(&mac) {
+            return;
+        }
+        self.count("NextHopLearned");
+        ctx.address()
+            .do_send(Update(AgentOp::LearnNeighbor { ip, mac }));
+    }
+
+    fn on_packet_in(&mut self, packet_in: &ofproto::packet_in::PacketIn, ctx: &mut Context<Self>) {
         self.count("PktRcvd");
         let Some(in_port) = packet_in.in_port() else {
             return;
         };
+        if self.datapath.router_mac().is_some()
+            && self.config.kind == BridgeKind::Vlan
+            && self.settings.uplinks.contains(&in_port)
+        {
+            self.learn_neighbor(&packet_in.data, ctx);
+            return;
+        }
         if packet_in.table_id == id::SERVICE_DNAT {
             self.on_service_reject(in_port, &packet_in.data);
             return;
@@ -560,7 +640,7 @@ impl Handler<Update> for Agent {
 impl Handler<SwitchEvent> for Agent {
     type Result = ();
 
-    fn handle(&mut self, event: SwitchEvent, _: &mut Context<Self>) {
+    fn handle(&mut self, event: SwitchEvent, ctx: &mut Context<Self>) {
         match event {
             SwitchEvent::Connected(handle) => {
                 self.count("SwitchConnected");
@@ -571,7 +651,7 @@ impl Handler<SwitchEvent> for Agent {
                     self.switch = None;
                 }
             }
-            SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in),
+            SwitchEvent::PacketIn { packet_in, .. } => self.on_packet_in(&packet_in, ctx),
             SwitchEvent::PortStatus { .. } | SwitchEvent::FlowRemoved { .. } => {}
         }
     }
@@ -704,6 +784,7 @@ impl Handler<Inspect> for Agent {
             &self.endpoints,
             &self.settings,
             inspect::Live {
+                datapath: self.datapath.as_ref(),
                 connected: self.switch.as_ref().is_some_and(SwitchHandle::connected),
                 stats: &self.stats,
                 masters: &masters,

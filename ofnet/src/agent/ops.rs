@@ -49,6 +49,20 @@ pub enum AgentOp {
         name: String,
         providers: Vec<Ipv4Addr>,
     },
+    /// The host's router port (VLAN router), or none.
+    SetRouter(Option<RouterPort>),
+    /// A prefix the BGP speaker learned, or its new next hop (VLAN router).
+    AddRoute {
+        prefix: ipnet::Ipv4Net,
+        next_hop: Ipv4Addr,
+    },
+    /// A learned prefix was withdrawn (unknown prefixes are fine).
+    RemoveRoute(ipnet::Ipv4Net),
+    /// A next hop's MAC, seen in ARP on the uplink (VLAN router).
+    LearnNeighbor {
+        ip: Ipv4Addr,
+        mac: MacAddr,
+    },
 }
 
 /// How an op splits into an endpoint-DB change and a settings change.
@@ -110,10 +124,18 @@ fn endpoint_owners(
     after: &EndpointTable,
 ) -> Option<Vec<Owner>> {
     Some(match op {
+        // Uplinks, the router port and next-hop MACs change the VLAN router's routes.
         AgentOp::AddNetwork(_)
         | AgentOp::RemoveNetwork(_)
         | AgentOp::AddVtep { .. }
-        | AgentOp::RemoveVtep(_) => return None,
+        | AgentOp::RemoveVtep(_)
+        | AgentOp::AddUplink(_)
+        | AgentOp::RemoveUplink(_)
+        | AgentOp::SetRouter(_)
+        | AgentOp::LearnNeighbor { .. } => return None,
+        AgentOp::AddRoute { prefix, .. } | AgentOp::RemoveRoute(prefix) => {
+            vec![Owner::Route(prefix.trunc())]
+        }
         AgentOp::AddLocalEndpoint(l) => {
             let mut v = vec![Owner::LocalEndpoint(l.port_no), Owner::Network(l.vlan)];
             // A remote endpoint with the same id that moved here is replaced.
@@ -132,7 +154,6 @@ fn endpoint_owners(
         }
         AgentOp::AddRemoteEndpoint(ep) => vec![Owner::RemoteEndpoint(ep.endpoint_id.clone())],
         AgentOp::RemoveRemoteEndpoint(id) => vec![Owner::RemoteEndpoint(id.clone())],
-        AgentOp::AddUplink(p) | AgentOp::RemoveUplink(p) => vec![Owner::Uplink(*p)],
         AgentOp::SetArpMode(_) => vec![Owner::Input],
         AgentOp::AddRule(r) => vec![Owner::Rule(r.rule_id.clone())],
         AgentOp::RemoveRule(id) => vec![Owner::Rule(id.clone())],
@@ -256,6 +277,20 @@ pub(super) fn apply_settings(
         }
         AgentOp::SetServiceProviders { name, providers } => {
             s.services.set_providers(name, providers.iter().copied());
+        }
+        AgentOp::SetRouter(r) => {
+            only(BridgeKind::Vlan, "a router port")?;
+            s.router = *r;
+        }
+        AgentOp::AddRoute { prefix, next_hop } => {
+            only(BridgeKind::Vlan, "a learned route")?;
+            s.routes.insert(prefix.trunc(), *next_hop);
+        }
+        AgentOp::RemoveRoute(prefix) => {
+            s.routes.remove(&prefix.trunc());
+        }
+        AgentOp::LearnNeighbor { ip, mac } => {
+            s.neighbors.insert(*ip, *mac);
         }
         _ => {}
     }
@@ -383,14 +418,57 @@ mod tests {
         }
     }
 
+    /// [`random_op`], or one time in three an op of the VLAN router: uplinks, the router port,
+    /// learned routes and next-hop MACs.
+    fn random_routing_op(r: &mut Lcg) -> AgentOp {
+        if r.next(3) != 0 {
+            return random_op(r);
+        }
+        let next_hop = Ipv4Addr::new(50, 1, 1, 200 + r.next(2) as u8);
+        let prefix = |r: &mut Lcg| -> ipnet::Ipv4Net {
+            match r.next(3) {
+                0 => "192.0.2.0/24".parse().unwrap(),
+                1 => "10.1.2.5/32".parse().unwrap(),
+                // Covers local endpoints: their own flows win by priority.
+                _ => "10.1.0.0/16".parse().unwrap(),
+            }
+        };
+        match r.next(7) {
+            0 => AgentOp::AddUplink(1),
+            1 => AgentOp::RemoveUplink(1),
+            2 => AgentOp::SetRouter((r.next(3) != 0).then_some(RouterPort {
+                port: 60,
+                ip: Ipv4Addr::new(50, 1, 1, 2),
+                mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            })),
+            3 | 4 => AgentOp::AddRoute {
+                prefix: prefix(r),
+                next_hop,
+            },
+            5 => AgentOp::RemoveRoute(prefix(r)),
+            _ => AgentOp::LearnNeighbor {
+                ip: next_hop,
+                mac: MacAddr([2, 0, 0, 0, 0, r.next(2) as u8]),
+            },
+        }
+    }
+
     /// Updating only the owners an op touches gives exactly the table built from scratch,
     /// after every op of a long random sequence (services, their groups and providers included).
     #[test]
     fn incremental_updates_equal_the_table_built_from_scratch() {
-        for (datapath, seed) in [
-            (Box::new(VxlanBridge) as Box<dyn Datapath>, 1u64),
-            (Box::new(VxlanBridge), 2),
-            (Box::new(VlanBridge), 3),
+        type Gen = fn(&mut Lcg) -> AgentOp;
+        for (datapath, seed, gen_op) in [
+            (
+                Box::new(VxlanBridge) as Box<dyn Datapath>,
+                1u64,
+                random_op as Gen,
+            ),
+            (Box::new(VxlanBridge), 2, random_op),
+            (Box::new(VlanBridge), 3, random_op),
+            (Box::new(crate::VrouterBridge), 4, random_op),
+            (Box::new(crate::VrouterBridge), 5, random_op),
+            (Box::new(crate::VlrouterBridge), 6, random_routing_op),
         ] {
             let mut r = Lcg(seed);
             let mut table = EndpointTable::new();
@@ -404,8 +482,9 @@ mod tests {
                 .unwrap();
             let mut applied = 0;
             let mut groups = 0;
+            let mut routed = 0;
             for step in 0..600 {
-                let op = random_op(&mut r);
+                let op = gen_op(&mut r);
                 let before = table.clone();
                 if let Some(e) = endpoint_op(&op, None)
                     && table.apply(e).is_err()
@@ -445,6 +524,11 @@ mod tests {
                 settings = s;
                 applied += 1;
                 groups += installed.groups().count();
+                routed += installed
+                    .flow_lines()
+                    .iter()
+                    .filter(|l| l.starts_with("table=7") && l.contains("output:1"))
+                    .count();
                 let topo = Topology {
                     endpoints: &table,
                     settings: &settings,
@@ -465,6 +549,9 @@ mod tests {
             }
             assert!(applied > 200, "only {applied} ops applied");
             assert!(groups > 10, "only {groups} groups seen");
+            if datapath.name() == "vlrouter" {
+                assert!(routed > 10, "only {routed} learned-route flows seen");
+            }
         }
     }
 }

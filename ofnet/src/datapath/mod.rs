@@ -15,13 +15,18 @@
 //!
 //! - [`vlan::VlanBridge`]: VLAN networks (access ports, trunk uplinks, normal switching).
 //! - [`vxlan::VxlanBridge`]: VXLAN networks (local VLANs, VTEPs, MAC table, flood groups).
+//! - [`vrouter::VrouterBridge`]: VXLAN networks in routing mode (router MAC, IP table, VTEPs).
+//! - [`vlrouter::VlrouterBridge`]: VLAN networks in routing mode (router MAC, IP table, routes
+//!   learned by BGP out the uplink).
 
 pub mod vlan;
+pub mod vlrouter;
+pub mod vrouter;
 pub mod vxlan;
 
 use crate::epdb::EndpointTable;
 use crate::flows::{self, policy::RuleError};
-use crate::model::{ArpMode, BridgeKind, Endpoint, PolicyRule};
+use crate::model::{ArpMode, BridgeKind, Endpoint, MacAddr, PolicyRule};
 use crate::pipeline::{Pipeline, PipelineError, id};
 use crate::service::{self, Services};
 use crate::text;
@@ -42,8 +47,23 @@ pub struct Settings {
     pub rules: BTreeMap<String, PolicyRule>,
     /// Load-balanced services and their client assignments.
     pub services: Services,
+    /// The host's router port (VLAN router: the port carrying the router address BGP peers on).
+    pub router: Option<RouterPort>,
+    /// Prefixes learned by BGP, with their next hop (VLAN router).
+    pub routes: BTreeMap<ipnet::Ipv4Net, Ipv4Addr>,
+    /// Next hops' MACs, learned from ARP on the uplink (VLAN router).
+    pub neighbors: BTreeMap<Ipv4Addr, MacAddr>,
     /// Local endpoints' DNS queries go to the controller (inline DNS).
     pub dns_punt: bool,
+}
+
+/// The VLAN router's router port: an internal port of the bridge holding the host's router
+/// address (`inb01` in the reference).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouterPort {
+    pub port: u32,
+    pub ip: Ipv4Addr,
+    pub mac: MacAddr,
 }
 
 /// Everything a datapath computes flows from.
@@ -99,6 +119,10 @@ pub enum Owner {
     Service(String),
     /// The conntrack entry flows every service needs (while any service has a spec).
     ServiceConntrack,
+    /// The router port's plumbing (VLAN router).
+    Router,
+    /// A prefix learned by BGP (VLAN router).
+    Route(ipnet::Ipv4Net),
 }
 
 impl std::fmt::Display for Owner {
@@ -112,6 +136,8 @@ impl std::fmt::Display for Owner {
             Owner::Rule(id) => write!(f, "rule {id}"),
             Owner::Service(name) => write!(f, "service {name}"),
             Owner::ServiceConntrack => write!(f, "the service conntrack flows"),
+            Owner::Router => write!(f, "the router port"),
+            Owner::Route(p) => write!(f, "route {p}"),
         }
     }
 }
@@ -372,6 +398,17 @@ pub trait Datapath: std::fmt::Debug {
     /// The complete part of `owner` in `topo` (empty if the owner does not exist).
     fn part(&self, topo: &Topology<'_>, owner: &Owner) -> Result<Part, DatapathError>;
 
+    /// The MAC this datapath answers ARP and neighbour solicitations with for every known
+    /// target and the gateway (routing datapaths); `None`: bridging, each target's own MAC.
+    fn router_mac(&self) -> Option<[u8; 6]> {
+        None
+    }
+
+    /// The reference's datapath name (`DpName`).
+    fn name(&self) -> &'static str {
+        self.pipeline().name
+    }
+
     /// Packet-outs that carry an ARP request (`frame`, untagged, from local endpoint `src`)
     /// whose target no agent knows beyond this host: toward every VTEP, or out one uplink.
     fn forward_arp(&self, topo: &Topology<'_>, src: &Endpoint, frame: &[u8]) -> Vec<PacketOut>;
@@ -428,7 +465,7 @@ fn service_part(
             flows.extend(service::flows::hairpin_shared(
                 p.table(id::SERVICE_DNAT)?,
                 services.any_ipv6(),
-                p.name == crate::pipeline::VXLAN_PIPELINE.name,
+                p.tagged,
             )?);
             Ok(Part {
                 flows,
@@ -453,13 +490,13 @@ fn service_part(
                 index: svc.index,
                 providers: &providers,
                 affinity_table: Some(id::SERVICE_AFFINITY),
-                pop_vlan: p.name == crate::pipeline::VXLAN_PIPELINE.name,
+                pop_vlan: p.tagged,
             }
             .build(
                 p.table(id::SERVICE_DNAT)?,
                 id::DST_GROUP,
                 p.table(id::SERVICE_SNAT)?,
-                id::MAC_DEST,
+                p.after_service_snat(),
             )?;
             Ok(Part {
                 flows,

@@ -103,7 +103,7 @@ impl Datapath for VlanBridge {
             Owner::Service(_) | Owner::ServiceConntrack => {
                 return service_part(p, topo, owner);
             }
-            Owner::Uplink(_) | Owner::Network(_) => Vec::new(),
+            Owner::Uplink(_) | Owner::Network(_) | Owner::Router | Owner::Route(_) => Vec::new(),
         };
         let mut part = Part {
             flows,

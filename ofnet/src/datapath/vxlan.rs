@@ -257,7 +257,7 @@ impl Datapath for VxlanBridge {
             Owner::Service(_) | Owner::ServiceConntrack => {
                 service_part(self.pipeline(), topo, owner)
             }
-            Owner::Uplink(_) => Ok(Part::default()),
+            Owner::Uplink(_) | Owner::Router | Owner::Route(_) => Ok(Part::default()),
         }
     }
 
@@ -274,7 +274,7 @@ impl Datapath for VxlanBridge {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::datapath::Settings;
     use crate::epdb::{EndpointOp, EndpointTable};

@@ -5,7 +5,7 @@
 
 use super::{connect, ofport, ping};
 use ofctrl::Listener;
-use ofnet::{AgentConfig, AgentHandle, BridgeKind, Endpoint, LocalEndpoint, MacAddr};
+use ofnet::{AgentConfig, AgentHandle, BridgeKind, Endpoint, FwdMode, LocalEndpoint, MacAddr};
 use std::net::Ipv4Addr;
 use testbed::{Datapath, Netns, Ovs, OvsOptions, Pod, PodOptions};
 
@@ -24,7 +24,13 @@ pub fn mac(ip: Ipv4Addr) -> MacAddr {
     MacAddr([2, 2, o[0], o[1], o[2], o[3]])
 }
 
-async fn host(ns: Netns, ip: Ipv4Addr, underlay_if: &str, peer: Ipv4Addr) -> VxlanHost {
+async fn host(
+    ns: Netns,
+    ip: Ipv4Addr,
+    underlay_if: &str,
+    peer: Ipv4Addr,
+    fwd_mode: FwdMode,
+) -> VxlanHost {
     let ovs = Ovs::start(OvsOptions {
         netns: Some(&ns),
         datapath: Datapath::Netdev,
@@ -53,6 +59,7 @@ async fn host(ns: Netns, ip: Ipv4Addr, underlay_if: &str, peer: Ipv4Addr) -> Vxl
     .unwrap();
     let mut config = AgentConfig::new(BridgeKind::Vxlan, "br0");
     config.local_ip = Some(ip);
+    config.fwd_mode = fwd_mode;
     let agent = AgentHandle::start(config);
     let listener = connect(&ovs, "br0", &agent).await;
     VxlanHost {
@@ -66,6 +73,11 @@ async fn host(ns: Netns, ip: Ipv4Addr, underlay_if: &str, peer: Ipv4Addr) -> Vxl
 
 /// Hosts A (192.168.77.1) and B (192.168.77.2), underlay neighbours resolved.
 pub async fn two_hosts() -> (VxlanHost, VxlanHost) {
+    two_hosts_in(FwdMode::Bridge).await
+}
+
+/// [`two_hosts`] whose agents bridge or route.
+pub async fn two_hosts_in(fwd_mode: FwdMode) -> (VxlanHost, VxlanHost) {
     let (ns_a, ns_b) = (Netns::new("ha").unwrap(), Netns::new("hb").unwrap());
     let (if_a, if_b) = (testbed::unique_name("u"), testbed::unique_name("u"));
     ns_a.exec(&[
@@ -86,8 +98,8 @@ pub async fn two_hosts() -> (VxlanHost, VxlanHost) {
         Ipv4Addr::new(192, 168, 77, 1),
         Ipv4Addr::new(192, 168, 77, 2),
     );
-    let a = host(ns_a, ip_a, &if_a, ip_b).await;
-    let b = host(ns_b, ip_b, &if_b, ip_a).await;
+    let a = host(ns_a, ip_a, &if_a, ip_b, fwd_mode).await;
+    let b = host(ns_b, ip_b, &if_b, ip_a, fwd_mode).await;
     // Resolve the underlay neighbours first: OVS learns them by snooping ARP on br-phy, and
     // drops the tunnel packet that would otherwise trigger the resolution.
     assert!(
@@ -104,13 +116,18 @@ pub async fn two_hosts() -> (VxlanHost, VxlanHost) {
 impl VxlanHost {
     /// A pod with `ip`/16 as a local endpoint of the network on local VLAN `vlan`.
     pub async fn pod(&self, ip: Ipv4Addr, vlan: u16) -> Pod {
+        self.pod_via(ip, vlan, None).await
+    }
+
+    /// [`VxlanHost::pod`] with a default route through `gateway`.
+    pub async fn pod_via(&self, ip: Ipv4Addr, vlan: u16, gateway: Option<Ipv4Addr>) -> Pod {
         let pod = Pod::attach(
             &self.ovs,
             "br0",
             &PodOptions {
                 ip: format!("{ip}/16"),
                 mac: Some(mac(ip).to_string()),
-                gateway: None,
+                gateway: gateway.map(|g| g.to_string()),
                 vlan: None,
             },
         )

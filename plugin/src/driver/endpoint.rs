@@ -197,7 +197,7 @@ fn access_tag(net: &CfgNetworkState, group: Option<&EndpointGroupState>) -> u16 
 /// userspace datapath only: a veth leaves TCP/UDP checksums to the receiver's hardware, which
 /// the userspace datapath does not complete, so without this ping works and TCP does not.
 /// `Some(problem)` on failure.
-fn disable_tx_offload(ifname: &str) -> Option<String> {
+pub(crate) fn disable_tx_offload(ifname: &str) -> Option<String> {
     crate::netlink::ethtool::disable_tx_checksum(ifname)
         .err()
         .map(|e| format!("ethtool netlink FEATURES_SET on {ifname}: {e}"))
@@ -434,11 +434,13 @@ impl Driver {
             });
         };
         let local = local_endpoint(&oper, net, group, ofport)?;
+        let announce = local.ipv4;
         steps
             .time("flows", self.agent(kind).add_local_endpoint(local))
             .await
             .map_err(|e| PluginError::agent(kind, e))?;
         created.ofport = Some(ofport);
+        self.bgp_local(kind, announce, true);
         let info = self.info(oper, net, ofport);
         self.with_state(|s| s.local.insert(ep_id.to_string(), info.clone()));
         Ok(info)
@@ -755,6 +757,7 @@ impl Driver {
     /// Remove the host side of an endpoint: agent, OVS port, veth, oper state.
     async fn remove_local(&self, ep_id: &str, known: Option<&LocalEndpointInfo>) -> Result<()> {
         if let Some(l) = known {
+            self.bgp_local(l.kind, l.oper.ip_address.parse().ok(), false);
             match self.agent(l.kind).remove_local_endpoint(l.ofport).await {
                 Ok(()) => {}
                 // Already gone from the agent (e.g. a reconcile that never re-added it).
@@ -858,10 +861,13 @@ impl Driver {
             .policing(policing_of(group.as_ref())?);
         self.ovsdb.ensure_port(bridge_name(kind), &port).await?;
         let ofport = self.ovsdb.wait_ofport(&host_end, OFPORT_TIMEOUT).await?;
+        let local = local_endpoint(oper, &net, group.as_ref(), ofport)?;
+        let announce = local.ipv4;
         self.agent(kind)
-            .add_local_endpoint(local_endpoint(oper, &net, group.as_ref(), ofport)?)
+            .add_local_endpoint(local)
             .await
             .map_err(|e| PluginError::agent(kind, e))?;
+        self.bgp_local(kind, announce, true);
         let info = self.info(oper.clone(), &net, ofport);
         self.with_state(|s| s.local.insert(oper.id.clone(), info));
         Ok(true)

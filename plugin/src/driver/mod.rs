@@ -11,6 +11,7 @@
 //! - Everything runs on the daemon's actix thread; the shared state sits behind short-lived
 //!   locks that are never held across an `.await`.
 
+pub mod bgp;
 pub mod endpoint;
 pub mod generation;
 pub mod infra;
@@ -62,6 +63,8 @@ struct State {
     policy: policy::PolicyBook,
     /// netctl services and their providers as stored (`state/serviceLB`, `state/serviceProvider`).
     services: service::ServiceBook,
+    /// This host's Bgp object as applied (routing mode).
+    bgp: Option<crate::bgp::SpeakerConfig>,
 }
 
 /// See the module documentation.
@@ -72,6 +75,8 @@ pub struct Driver {
     pub store: Arc<dyn StateStore>,
     vlan: AgentHandle,
     vxlan: AgentHandle,
+    /// The BGP actor (routing mode only).
+    bgp: Option<crate::bgp::BgpHandle>,
     netmaster: Mutex<Option<Client>>,
     state: Mutex<State>,
     /// One lock per endpoint id: ADD and DEL of the same pod take turns.
@@ -230,6 +235,7 @@ impl Driver {
         };
         let agent = |kind, bridge: &str| {
             let mut config = AgentConfig::new(kind, bridge);
+            config.fwd_mode = cfg.fwd_mode();
             config.dns = dns_senders.as_ref().map(|s| s.for_bridge(kind));
             config.local_ip = Some(cfg.vtep_ip);
             config.rpc_addr = Some(crate::ofnet_rpc::advertised_ip(&cfg));
@@ -247,6 +253,12 @@ impl Driver {
         let vxlan = agent(BridgeKind::Vxlan, VXLAN_BRIDGE);
         let vlan = agent(BridgeKind::Vlan, VLAN_BRIDGE);
         let service_route = crate::kubesvc::route::pod_service_route(&cfg);
+        let bgp = (cfg.fwd_mode() == ofnet::FwdMode::Routing).then(|| {
+            crate::bgp::BgpHandle::start(
+                crate::bgp::Speaker::new(cfg.bgp_dir.clone(), cfg.host_netns.clone()),
+                vlan.clone(),
+            )
+        });
         let driver = Arc::new(Driver {
             cfg,
             ovsdb,
@@ -254,6 +266,7 @@ impl Driver {
             store,
             vlan,
             vxlan,
+            bgp,
             netmaster: Mutex::new(None),
             state: Mutex::new(State {
                 arp_mode,

@@ -41,6 +41,11 @@ enum Command {
         /// every host gets a pod, and `up` checks the first host's pod reaches each of them.
         #[arg(long, default_value_t = 1)]
         hosts: usize,
+        /// Forwarding mode of netmaster and netplugins: `bridge`, or `routing` (the demo's VXLAN
+        /// network then runs the `vrouter` datapath: pods are routed, ARP answered with the
+        /// router MAC).
+        #[arg(long, default_value = "bridge", value_parser = ["bridge", "routing"])]
+        fwdmode: String,
         /// `kubernetes` (pods through the CNI plugin, the default) or `docker` (one host with a
         /// dockerd using netplugin as its network and IPAM driver, netmaster in Docker cluster
         /// mode).
@@ -163,6 +168,7 @@ fn main() -> Result<()> {
             etcd_members,
             etcd_tls,
             hosts,
+            fwdmode,
             mode,
         } => up(
             &cli.state,
@@ -173,6 +179,7 @@ fn main() -> Result<()> {
                     tls: etcd_tls,
                 },
                 hosts,
+                fwd_mode: (fwdmode != "bridge").then_some(fwdmode),
             },
             &mode,
         ),
