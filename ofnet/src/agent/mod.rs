@@ -36,6 +36,7 @@ use crate::datapath::{
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flows;
 use crate::inspect::{self, AgentExport};
+use crate::netpol::{NetworkPolicy, PolicyRefused};
 use crate::model::{
     ArpMode, Bandwidth, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule,
 };
@@ -118,6 +119,8 @@ pub enum AgentError {
     },
     #[error(transparent)]
     Service(#[from] ServiceError),
+    #[error(transparent)]
+    PolicyRefused(#[from] PolicyRefused),
     #[error("service statistics: {0}")]
     Stats(ofctrl::SwitchError),
     #[error("master address {0} is not ip:port")]

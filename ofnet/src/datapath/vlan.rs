@@ -8,7 +8,7 @@
 
 use super::{
     Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    meter_part, pick_by_mac, rule_part, service_part,
+    meter_part, netpol_part, pick_by_mac, rule_part, service_part,
 };
 use crate::flows::{self, PortClass, category, push_vlan};
 use crate::model::{ArpMode, BridgeKind, Endpoint};
@@ -36,6 +36,45 @@ impl VlanBridge {
             ep.vlan
         }
     }
+}
+
+/// Table-1 flows of an uplink: its traffic skips the source-side policy; tagged with a
+/// network's VLAN it gets that network's VRF first (its conntrack zone, and the VRF the
+/// NetworkPolicy tables match), at `MATCH + 1`.
+fn uplink_flows(
+    p: &'static Pipeline,
+    topo: &Topology<'_>,
+    port: u32,
+) -> Result<Vec<ofctrl::Flow>, DatapathError> {
+    let t1 = p.table(id::VLAN)?;
+    let mut out = vec![flows::goto(
+        t1,
+        priority::MATCH,
+        Match::new().in_port(port),
+        id::SERVICE_SNAT,
+    )?];
+    for net in topo.endpoints.networks() {
+        let Some(vrf) = topo.endpoints.vrf_id(&net.vrf) else {
+            continue;
+        };
+        out.push(t1.flow(
+            priority::MATCH + 1,
+            Match::new()
+                .in_port(port)
+                .vlan_vid(flows::VID_PRESENT | net.vlan, None),
+            vec![
+                ofproto::instruction::Instruction::WriteMetadata {
+                    metadata: crate::metadata::vrf(vrf),
+                    mask: crate::metadata::VRF_MASK,
+                },
+                ofproto::instruction::Instruction::GotoTable(id::SERVICE_SNAT),
+            ],
+        )?);
+    }
+    Ok(out
+        .into_iter()
+        .map(|f| f.owned_by(category::UPLINK, u64::from(port)))
+        .collect())
 }
 
 impl Datapath for VlanBridge {
@@ -89,17 +128,12 @@ impl Datapath for VlanBridge {
                 Some(ep) if !ep.is_local() => dst_group_flows(p, topo, ep)?,
                 _ => Vec::new(),
             },
-            Owner::Uplink(port) if topo.settings.uplinks.contains(port) => vec![
-                flows::goto(
-                    p.table(id::VLAN)?,
-                    priority::MATCH,
-                    Match::new().in_port(*port),
-                    id::SERVICE_SNAT,
-                )?
-                .owned_by(category::UPLINK, u64::from(*port)),
-            ],
+            Owner::Uplink(port) if topo.settings.uplinks.contains(port) => {
+                uplink_flows(p, topo, *port)?
+            }
+            Owner::Netpol(o) => return netpol_part(p, topo, o),
             Owner::Rule(rid) => return rule_part(p, topo, rid),
-            Owner::Service(_) | Owner::ServiceConntrack => {
+            Owner::Service(_) | Owner::Conntrack => {
                 return service_part(p, topo, owner);
             }
             Owner::Uplink(_) | Owner::Network(_) => Vec::new(),
