@@ -616,10 +616,10 @@ mod tests {
     #[test]
     fn unknown_table_is_an_error() {
         assert_eq!(
-            VLAN_PIPELINE.table(7).unwrap_err(),
+            VLAN_PIPELINE.table(10).unwrap_err(),
             PipelineError::NoSuchTable {
                 pipeline: "vlan",
-                table: 7
+                table: 10
             }
         );
     }

@@ -36,10 +36,10 @@ use crate::datapath::{
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flows;
 use crate::inspect::{self, AgentExport};
-use crate::netpol::{NetworkPolicy, PolicyRefused};
 use crate::model::{
     ArpMode, Bandwidth, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule,
 };
+use crate::netpol::{NetworkPolicy, PolicyRefused};
 use crate::pipeline::id;
 use crate::rpc::{self, Peer, RpcServer};
 use crate::service::stats::ServiceStats;

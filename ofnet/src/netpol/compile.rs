@@ -64,8 +64,9 @@ pub struct Contribution {
     pub allow_all: Vec<Pod>,
     /// Pods the policy isolates.
     pub isolated: Vec<Pod>,
-    /// The conjunctions of its rules that can match (their `conj_id` flows).
-    pub conjs: Vec<(Direction, String, u32)>,
+    /// The conjunctions of its rules that can match (their `conj_id` flows), with the
+    /// address families they can match (bit 0 IPv4, bit 1 IPv6).
+    pub conjs: Vec<(Direction, String, u32, u8)>,
 }
 
 /// The ports of `p` as `(proto, port, mask)` blocks; `None` as port: every port.
@@ -86,7 +87,11 @@ pub fn range_masks(start: u16, end: u16) -> Vec<(u16, u16)> {
     let (mut lo, end) = (u32::from(start), u32::from(end));
     while lo <= end {
         // The largest block aligned at `lo` that stays within `end`.
-        let mut size = if lo == 0 { 1 << 16 } else { lo & lo.wrapping_neg() };
+        let mut size = if lo == 0 {
+            1 << 16
+        } else {
+            lo & lo.wrapping_neg()
+        };
         while lo + size - 1 > end {
             size >>= 1;
         }
@@ -149,7 +154,11 @@ pub fn contribution(p: &NetworkPolicy, ids: &Policies) -> Contribution {
                 continue;
             };
             let targets: BTreeSet<IpAddr> = match &rule.applied_to {
-                Some(sub) => sub.iter().filter(|a| applied.contains(a)).copied().collect(),
+                Some(sub) => sub
+                    .iter()
+                    .filter(|a| applied.contains(a))
+                    .copied()
+                    .collect(),
                 None => applied.clone(),
             };
             let peers = peer_nets(rule);
@@ -171,11 +180,11 @@ pub fn contribution(p: &NetworkPolicy, ids: &Policies) -> Contribution {
                 .filter(|a| families.contains(&a.is_ipv6()))
                 .collect();
             let mut dims: Vec<Vec<Clause>> = Vec::new();
-            let (target_clause, peer_clause): (fn(IpNet) -> Clause, fn(IpNet) -> Clause) =
-                match dir {
-                    Direction::Ingress => (Clause::Dst, Clause::Src),
-                    Direction::Egress => (Clause::Src, Clause::Dst),
-                };
+            let (target_clause, peer_clause): (fn(IpNet) -> Clause, fn(IpNet) -> Clause) = match dir
+            {
+                Direction::Ingress => (Clause::Dst, Clause::Src),
+                Direction::Egress => (Clause::Src, Clause::Dst),
+            };
             dims.push(targets.iter().map(|a| target_clause(host(*a))).collect());
             if let Some(ps) = &peers {
                 dims.push(
@@ -226,7 +235,11 @@ pub fn contribution(p: &NetworkPolicy, ids: &Policies) -> Contribution {
                     ));
                 }
             }
-            c.conjs.push((dir, p.vrf.clone(), id));
+            let fams = families
+                .iter()
+                .map(|v6| if *v6 { 2 } else { 1 })
+                .fold(0, |a, b| a | b);
+            c.conjs.push((dir, p.vrf.clone(), id, fams));
         }
     }
     c
@@ -240,8 +253,8 @@ pub struct Index {
     pub allow_all: BTreeMap<Pod, usize>,
     /// Isolated pods, with how many policies isolate them.
     pub isolated: BTreeMap<Pod, usize>,
-    /// Conjunctions that can match, with their direction and VRF.
-    pub conjs: BTreeMap<u32, (Direction, String)>,
+    /// Conjunctions that can match, with their direction, VRF and families.
+    pub conjs: BTreeMap<u32, (Direction, String, u8)>,
 }
 
 impl Index {
@@ -255,8 +268,8 @@ impl Index {
         for p in &c.isolated {
             *self.isolated.entry(p.clone()).or_default() += 1;
         }
-        for (d, vrf, id) in &c.conjs {
-            self.conjs.insert(*id, (*d, vrf.clone()));
+        for (d, vrf, id, fams) in &c.conjs {
+            self.conjs.insert(*id, (*d, vrf.clone(), *fams));
         }
     }
 
@@ -283,7 +296,7 @@ impl Index {
         for p in &c.isolated {
             dec(&mut self.isolated, p);
         }
-        for (_, _, id) in &c.conjs {
+        for (_, _, id, _) in &c.conjs {
             self.conjs.remove(id);
         }
     }
@@ -303,7 +316,7 @@ impl Contribution {
                 })
             }))
             .chain(self.isolated.iter().cloned().map(FlowOwner::Isolation))
-            .chain(self.conjs.iter().map(|(_, _, id)| FlowOwner::Conj(*id)))
+            .chain(self.conjs.iter().map(|(_, _, id, _)| FlowOwner::Conj(*id)))
     }
 }
 
@@ -329,9 +342,19 @@ pub enum FlowOwner {
 impl std::fmt::Display for FlowOwner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FlowOwner::Clause(k) => write!(f, "network policy {} {:?} in VRF {}", k.dir.name(), k.clause, k.vrf),
+            FlowOwner::Clause(k) => write!(
+                f,
+                "network policy {} {:?} in VRF {}",
+                k.dir.name(),
+                k.clause,
+                k.vrf
+            ),
             FlowOwner::Isolation((d, vrf, a)) => {
-                write!(f, "network policy {} isolation of {a} in VRF {vrf}", d.name())
+                write!(
+                    f,
+                    "network policy {} isolation of {a} in VRF {vrf}",
+                    d.name()
+                )
             }
             FlowOwner::Conj(id) => write!(f, "network policy conjunction {id}"),
         }
@@ -352,11 +375,21 @@ mod tests {
         );
         assert_eq!(range_masks(0, 65535), [(0, 0)]);
         // Every port of a few ranges is covered exactly once, and nothing else.
-        for (s, e) in [(1, 65535), (32000, 32767), (7, 9), (65535, 65535), (443, 8443)] {
+        for (s, e) in [
+            (1, 65535),
+            (32000, 32767),
+            (7, 9),
+            (65535, 65535),
+            (443, 8443),
+        ] {
             let blocks = range_masks(s, e);
             for port in 0..=u16::MAX {
                 let hits = blocks.iter().filter(|(v, m)| port & m == *v).count();
-                assert_eq!(hits, usize::from(port >= s && port <= e), "{s}..{e} port {port}");
+                assert_eq!(
+                    hits,
+                    usize::from(port >= s && port <= e),
+                    "{s}..{e} port {port}"
+                );
             }
         }
     }

@@ -187,18 +187,23 @@ pub fn owner_flows(
             }
         }
         FlowOwner::Conj(cid) => {
-            let Some((dir, vrf_name)) = index.conjs.get(cid) else {
+            let Some((dir, vrf_name, fams)) = index.conjs.get(cid) else {
                 return Ok(out);
             };
             if vrf_id(vrf_name).is_none() {
                 return Ok(out);
             }
             let t = table_of(p, *dir)?;
-            out.push(own(t.flow(
-                priority::NETPOL_RULE,
-                Match::new().conj_id(*cid),
-                allowed(*dir),
-            )?));
+            // The commit of the ingress table needs the family in the match.
+            for (bit, eth) in [(1, ETH_IPV4), (2, ETH_IPV6)] {
+                if fams & bit != 0 {
+                    out.push(own(t.flow(
+                        priority::NETPOL_RULE,
+                        Match::new().conj_id(*cid).eth_type(eth),
+                        allowed(*dir),
+                    )?));
+                }
+            }
         }
         FlowOwner::Isolation(pod) => {
             let (dir, vrf_name, a) = pod;
@@ -212,7 +217,8 @@ pub fn owner_flows(
             let m = with_net(vrf_match(vrf), IpNet::from(*a), *dir == Direction::Egress);
             out.push(own(t.flow(
                 priority::NETPOL_REVOKE,
-                m.clone().ct_state(ct::EST | ct::TRK, Some(ct::EST | ct::RPL | ct::TRK)),
+                m.clone()
+                    .ct_state(ct::EST | ct::TRK, Some(ct::EST | ct::RPL | ct::TRK)),
                 vec![Instruction::ApplyActions(vec![commit(Some(true))])],
             )?));
             out.push(own(t.flow(priority::NETPOL_ISOLATED, m, Vec::new())?));
@@ -261,41 +267,50 @@ pub fn stateful_flows(p: &'static Pipeline) -> Result<Vec<Flow>, PipelineError> 
             vec![Instruction::GotoTable(id::MAC_DEST)],
         )?);
     }
-    out.push(egress.flow(
-        priority::NETPOL_BYPASS,
-        Match::new()
-            .ct_state(ct::RPL | ct::TRK, Some(ct::RPL | ct::TRK))
-            .ct_label(REVOKED, Some(REVOKED)),
-        Vec::new(),
-    )?);
-    for t in ND_TYPES {
-        out.push(egress.flow(
+    out.push(
+        egress.flow(
             priority::NETPOL_BYPASS,
             Match::new()
-                .eth_type(ETH_IPV6)
-                .ip_proto(PROTO_ICMPV6)
-                .icmpv6_type(t),
-            vec![Instruction::GotoTable(id::MAC_DEST)],
-        )?);
+                .ct_state(ct::RPL | ct::TRK, Some(ct::RPL | ct::TRK))
+                .ct_label(REVOKED, Some(REVOKED)),
+            Vec::new(),
+        )?,
+    );
+    for t in ND_TYPES {
+        out.push(
+            egress.flow(
+                priority::NETPOL_BYPASS,
+                Match::new()
+                    .eth_type(ETH_IPV6)
+                    .ip_proto(PROTO_ICMPV6)
+                    .icmpv6_type(t),
+                vec![Instruction::GotoTable(id::MAC_DEST)],
+            )?,
+        );
     }
-    out.push(ingress.flow(
-        priority::NETPOL_RESTORE,
-        Match::new()
-            .ct_state(ct::EST | ct::TRK, Some(ct::EST | ct::RPL | ct::TRK))
-            .ct_label(REVOKED, Some(REVOKED)),
-        allowed(Direction::Ingress),
-    )?);
     for eth in [ETH_IPV4, ETH_IPV6] {
-        out.push(ingress.flow(
-            priority::NETPOL_COMMIT,
-            Match::new()
-                .ct_state(ct::NEW | ct::TRK, Some(ct::NEW | ct::TRK))
-                .eth_type(eth),
-            vec![
-                Instruction::ApplyActions(vec![commit(None)]),
-                Instruction::GotoTable(id::MAC_DEST),
-            ],
-        )?);
+        out.push(
+            ingress.flow(
+                priority::NETPOL_RESTORE,
+                Match::new()
+                    .ct_state(ct::EST | ct::TRK, Some(ct::EST | ct::RPL | ct::TRK))
+                    .ct_label(REVOKED, Some(REVOKED))
+                    .eth_type(eth),
+                allowed(Direction::Ingress),
+            )?,
+        );
+        out.push(
+            ingress.flow(
+                priority::NETPOL_COMMIT,
+                Match::new()
+                    .ct_state(ct::NEW | ct::TRK, Some(ct::NEW | ct::TRK))
+                    .eth_type(eth),
+                vec![
+                    Instruction::ApplyActions(vec![commit(None)]),
+                    Instruction::GotoTable(id::MAC_DEST),
+                ],
+            )?,
+        );
     }
     Ok(out
         .into_iter()

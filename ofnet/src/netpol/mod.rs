@@ -199,9 +199,7 @@ impl NetworkPolicy {
                         }
                         (Some(0), _) => return Err(at("port 0".into())),
                         (Some(start), Some(end)) if end < start => {
-                            return Err(at(format!(
-                                "endPort {end} is below port {start}"
-                            )));
+                            return Err(at(format!("endPort {end} is below port {start}")));
                         }
                         _ => {}
                     }
