@@ -188,7 +188,11 @@ fn netpol_changes(op: &AgentOp, before: &Policies, after: &Policies) -> Vec<Owne
         if old == new {
             continue;
         }
-        out.extend(old.keys().chain(new.keys()).map(Owner::Netpol));
+        out.extend(
+            old.keys()
+                .chain(new.keys())
+                .map(|o| Owner::Netpol(Box::new(o))),
+        );
     }
     out.into_iter().collect()
 }
@@ -363,7 +367,7 @@ mod tests {
         let vrf = if r.next(4) == 0 { "t2" } else { "t1" };
         let applied = (0..1 + r.next(2)).map(|_| addr(r)).collect();
         let mut p = NetworkPolicy::new(id, vrf, applied);
-        let mut rules = |r: &mut Lcg| -> Option<Vec<Rule>> {
+        let rules = |r: &mut Lcg| -> Option<Vec<Rule>> {
             if r.next(3) == 0 {
                 return None;
             }
