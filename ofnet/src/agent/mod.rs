@@ -707,6 +707,14 @@ impl Handler<TraceTables> for Agent {
         for (owner, flow) in self.installed.owned_flows() {
             let rule = match owner {
                 Owner::Rule(id) => Some(id.clone()),
+                Owner::Netpol(o) => match o.as_ref() {
+                    crate::netpol::compile::FlowOwner::Conj(c) => self
+                        .settings
+                        .netpols
+                        .rule_of_conj(*c)
+                        .map(|(p, d, i)| format!("{p} {} rule {i}", d.name())),
+                    _ => None,
+                },
                 _ => None,
             };
             t.add_flow(flow.clone(), Some(owner.to_string()), rule);

@@ -36,6 +36,35 @@ pub enum Clause {
     Proto { v6: bool, proto: u8 },
 }
 
+impl std::fmt::Display for Clause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let family = |v6: &bool| if *v6 { "IPv6" } else { "IPv4" };
+        let proto = |p: &u8| match p {
+            6 => "TCP".to_string(),
+            17 => "UDP".to_string(),
+            other => format!("protocol {other}"),
+        };
+        match self {
+            Clause::Src(n) => write!(f, "from {n}"),
+            Clause::Dst(n) => write!(f, "to {n}"),
+            Clause::Port {
+                v6,
+                proto: p,
+                port,
+                mask,
+            } => {
+                let last = port | !mask;
+                if last == *port {
+                    write!(f, "{} {} port {port}", family(v6), proto(p))
+                } else {
+                    write!(f, "{} {} ports {port}-{last}", family(v6), proto(p))
+                }
+            }
+            Clause::Proto { v6, proto: p } => write!(f, "{} {}", family(v6), proto(p)),
+        }
+    }
+}
+
 /// A flow's identity: the table (by direction), the VRF and the match.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClauseKey {
@@ -352,7 +381,7 @@ impl std::fmt::Display for FlowOwner {
         match self {
             FlowOwner::Clause(k) => write!(
                 f,
-                "network policy {} {:?} in VRF {}",
+                "network policy {} match {} in VRF {}",
                 k.dir.name(),
                 k.clause,
                 k.vrf
@@ -400,6 +429,94 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn policy(rules: Vec<Rule>) -> (NetworkPolicy, Policies) {
+        let mut p = NetworkPolicy::new("ns/p", "t1", vec![ip("10.0.0.1"), ip("10.0.0.2")]);
+        p.ingress = Some(rules);
+        let mut all = Policies::default();
+        all.upsert(p.clone());
+        (p, all)
+    }
+
+    #[test]
+    fn a_rule_costs_peers_plus_ports_plus_pods_and_unrestricted_dimensions_are_left_out() {
+        let peers: Vec<IpAddr> = (0..1000u32)
+            .map(|i| IpAddr::V4(std::net::Ipv4Addr::from(0x0a01_0000 + i)))
+            .collect();
+        let ports = (0..10)
+            .map(|i| Port::one(super::super::Protocol::Tcp, 80 + i))
+            .collect();
+        let (p, all) = policy(vec![Rule {
+            peers: vec![Peer::Pods(peers)],
+            ports,
+            applied_to: None,
+        }]);
+        let c = contribution(&p, &all);
+        assert_eq!(c.clauses.len(), 1000 + 10 + 2);
+        assert!(c.clauses.iter().all(|(_, r)| r.n == 3));
+        assert_eq!(c.conjs.len(), 1);
+        assert_eq!(c.isolated.len(), 2);
+
+        // Peers only: two clauses; neither: an allowance per pod, no conjunction.
+        let (p, all) = policy(vec![
+            Rule {
+                peers: vec![Peer::Pods(vec![ip("10.9.0.1")])],
+                ..Rule::default()
+            },
+            Rule::default(),
+        ]);
+        let c = contribution(&p, &all);
+        assert!(c.clauses.iter().all(|(_, r)| r.n == 2), "{c:?}");
+        assert_eq!(c.allow_all.len(), 2);
+        assert_eq!(c.conjs.len(), 1);
+    }
+
+    #[test]
+    fn peers_that_match_nothing_allow_nothing_and_rule_pods_narrow_the_policy() {
+        let (p, all) = policy(vec![Rule {
+            peers: vec![Peer::Pods(vec![])],
+            ..Rule::default()
+        }]);
+        let c = contribution(&p, &all);
+        assert!(c.clauses.is_empty() && c.allow_all.is_empty() && c.conjs.is_empty());
+        assert_eq!(c.isolated.len(), 2, "the pods stay isolated: deny all");
+        // A rule for one of the pods only (a named port resolved on that pod).
+        let (p, all) = policy(vec![Rule {
+            ports: vec![Port::one(super::super::Protocol::Tcp, 8080)],
+            applied_to: Some(vec![ip("10.0.0.2"), ip("10.0.0.9")]),
+            ..Rule::default()
+        }]);
+        let c = contribution(&p, &all);
+        let pods: Vec<&Clause> = c
+            .clauses
+            .iter()
+            .filter(|(_, r)| r.k == 1)
+            .map(|(k, _)| &k.clause)
+            .collect();
+        assert_eq!(pods, [&Clause::Dst(host(ip("10.0.0.2")))]);
+    }
+
+    #[test]
+    fn conjunction_ids_survive_updates_and_are_reused_after_delete() {
+        let (mut p, mut all) = policy(vec![Rule::default(), Rule::default()]);
+        let first = all.conj_id("ns/p", Direction::Ingress, 1);
+        p.ingress = Some(vec![Rule::default(), Rule::default(), Rule::default()]);
+        all.upsert(p.clone());
+        assert_eq!(all.conj_id("ns/p", Direction::Ingress, 1), first);
+        all.remove("ns/p");
+        assert!(all.index().clauses.is_empty() && all.index().allow_all.is_empty());
+        let mut q = NetworkPolicy::new("ns/q", "t1", vec![ip("10.0.0.1")]);
+        q.egress = Some(vec![Rule::default()]);
+        all.upsert(q);
+        assert!(
+            all.conj_id("ns/q", Direction::Egress, 0)
+                .is_some_and(|c| c <= 3)
+        );
     }
 
     #[test]

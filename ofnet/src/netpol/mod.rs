@@ -277,6 +277,14 @@ impl Policies {
             .unwrap_or_default()
     }
 
+    /// The rule conjunction `id` stands for: `(policy, direction, rule index)`.
+    pub fn rule_of_conj(&self, id: u32) -> Option<(&str, Direction, usize)> {
+        self.conj
+            .iter()
+            .find(|(_, c)| **c == id)
+            .map(|((p, d, i), _)| (p.as_str(), *d, *i))
+    }
+
     /// Add or replace `p` (checked by the caller).
     pub fn upsert(&mut self, p: NetworkPolicy) {
         let id = p.id.clone();

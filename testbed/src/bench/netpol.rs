@@ -7,7 +7,9 @@
 //!    10 TCP ports (conjunction: about 1,010 flows, not 10,000).
 //! 2. **10,000 rules**: 1,000 policies (one pod each) × 10 ingress rules (5 peers out of a
 //!    pool of 1,000 pods, 1 port each), applied with one `replace_network_policies` call (one
-//!    bundle).
+//!    bundle); in the same run, the agent's own share (the same call on an agent with no
+//!    switch) and the reference: the same flows, as dumped, pushed into a fresh bridge with
+//!    `ovs-ofctl --bundle add-flows`.
 //! 3. **Pods joining**: 100 pods join, one after the other, the peer set of a policy that
 //!    selects a namespace of 1,000 pods (a `namespaceSelector`), each an upsert of the policy:
 //!    per-pod p50/p99/max.
@@ -33,6 +35,14 @@ pub struct NetpolReport {
     pub rules_flows: usize,
     /// Goal: ≤ 1,000 ms.
     pub rules_realize_ms: f64,
+    /// The same replace on an agent without a switch (it returns once recorded): the agent's
+    /// own share (compiling, diffing).
+    pub rules_compute_ms: f64,
+    /// The reference in the same run: the same flows (as dumped) into a fresh bridge with
+    /// `ovs-ofctl --bundle add-flows` (process start, parsing, pushing).
+    pub rules_ovs_ofctl_ms: f64,
+    /// `rules_realize_ms / rules_ovs_ofctl_ms`.
+    pub rules_ratio: f64,
     pub joining_pods: usize,
     pub join_p50_ms: f64,
     pub join_p99_ms: f64,
@@ -75,7 +85,15 @@ async fn big_policy(agent: &AgentHandle, ovs: &Ovs) -> Result<(usize, f64)> {
     Ok((flows, realize))
 }
 
-async fn many_rules(agent: &AgentHandle, ovs: &Ovs) -> Result<(usize, usize, f64)> {
+struct ManyRules {
+    policies: usize,
+    flows: usize,
+    realize_ms: f64,
+    compute_ms: f64,
+    ovs_ofctl_ms: f64,
+}
+
+async fn many_rules(agent: &AgentHandle, ovs: &Ovs) -> Result<ManyRules> {
     let policies: Vec<NetworkPolicy> = (0..1000u32)
         .map(|i| {
             let mut p = NetworkPolicy::new(format!("bench/p{i}"), "t1", vec![pod(20_000 + i)]);
@@ -96,13 +114,49 @@ async fn many_rules(agent: &AgentHandle, ovs: &Ovs) -> Result<(usize, usize, f64
         })
         .collect();
     let n = policies.len();
+    // The agent's share: the same call on an agent with no switch.
+    let offline = AgentHandle::start(ofnet::AgentConfig::new(ofnet::BridgeKind::Vxlan, "off"));
+    network(&offline).await?;
+    let t = Instant::now();
+    offline.replace_network_policies(policies.clone()).await?;
+    let compute_ms = ms(t);
+
     let t = Instant::now();
     let refused = agent.replace_network_policies(policies).await?;
-    let realize = ms(t);
+    let realize_ms = ms(t);
     ensure!(refused.is_empty(), "refused: {refused:?}");
     let flows = netpol_flows(ovs)?;
+
+    // The reference: the same flows through ovs-ofctl into a fresh bridge.
+    let dump = ovs.ofctl(&[
+        "dump-flows",
+        "--no-stats",
+        "br0",
+        "cookie=0x0000090000000000/0x0000ff0000000000",
+    ])?;
+    let lines: Vec<&str> = dump.lines().filter(|l| l.starts_with(' ')).collect();
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(file.path(), lines.join("\n"))?;
+    ovs.add_bridge("br1")?;
+    ovs.vsctl(&["set", "bridge", "br1", "protocols=OpenFlow13"])?;
+    let path = file.path().display().to_string();
+    let t = Instant::now();
+    ovs.ofctl(&["--bundle", "add-flows", "br1", &path])?;
+    let ovs_ofctl_ms = ms(t);
+    let copied = ovs.ofctl(&["dump-flows", "br1"])?;
+    ensure!(
+        copied.lines().filter(|l| l.starts_with(' ')).count() == flows,
+        "the reference bridge did not get the same {flows} flows"
+    );
+
     agent.replace_network_policies(Vec::new()).await?;
-    Ok((n, flows, realize))
+    Ok(ManyRules {
+        policies: n,
+        flows,
+        realize_ms,
+        compute_ms,
+        ovs_ofctl_ms,
+    })
 }
 
 async fn joining(agent: &AgentHandle, pods: usize) -> Result<Vec<f64>> {
@@ -140,7 +194,7 @@ pub fn run_bench(pods: usize) -> Result<NetpolReport> {
         let (agent, _listener) = agent_on(&ovs).await?;
         network(&agent).await?;
         let (big_flows, big_realize_ms) = big_policy(&agent, &ovs).await?;
-        let (rules_policies, rules_flows, rules_realize_ms) = many_rules(&agent, &ovs).await?;
+        let many = many_rules(&agent, &ovs).await?;
         let joins = joining(&agent, pods).await?;
         let vswitchd = ovs
             .pids()
@@ -155,10 +209,13 @@ pub fn run_bench(pods: usize) -> Result<NetpolReport> {
             big_ports: 10,
             big_flows,
             big_realize_ms,
-            rules: rules_policies * 10,
-            rules_policies,
-            rules_flows,
-            rules_realize_ms,
+            rules: many.policies * 10,
+            rules_policies: many.policies,
+            rules_flows: many.flows,
+            rules_realize_ms: many.realize_ms,
+            rules_compute_ms: many.compute_ms,
+            rules_ovs_ofctl_ms: many.ovs_ofctl_ms,
+            rules_ratio: many.realize_ms / many.ovs_ofctl_ms,
             joining_pods: pods,
             join_p50_ms: percentile(&joins, 0.5),
             join_p99_ms: percentile(&joins, 0.99),
