@@ -19,6 +19,9 @@ packages=(
   golang-go                    # builds cnirun, the libcni runtime driver
   golang-github-appc-cni-dev   # libcni sources for cnirun
   prometheus                   # /usr/bin/prometheus: the real scraper of the metrics test
+  docker.io                    # dockerd + docker: Docker mode tests and demo (each test runs its own dockerd)
+  busybox-static               # the locally imported container image of the Docker tests
+  iptables                     # a test silences the ofnet master's connection to one host
 )
 
 missing=()

@@ -37,6 +37,11 @@ pub struct Config {
     pub control_url: String,
     /// Cluster mode: docker, kubernetes, swarm-mode, test.
     pub mode: String,
+    /// Docker cluster mode: the Docker engines (`unix:///path`) netmaster creates the Docker
+    /// networks of Contiv networks and groups on; empty: none.
+    pub docker_hosts: Vec<String>,
+    /// The Docker network and IPAM driver name of netplugin (`--name`).
+    pub plugin_name: String,
     /// vlan or vxlan.
     pub netmode: String,
     /// bridge or routing; used for the global object created at first leader start.
@@ -69,6 +74,8 @@ impl Config {
             listen_url: "0.0.0.0:9999".into(),
             control_url: String::new(),
             mode: mode.into(),
+            docker_hosts: Vec::new(),
+            plugin_name: "netplugin".into(),
             netmode: netmode.into(),
             fwdmode: fwdmode.into(),
             infra: "default".into(),
@@ -148,6 +155,15 @@ fn check(config: &Config) -> Result<(), DaemonError> {
         &config.mode,
         &["docker", "kubernetes", "swarm-mode", "test"],
     )?;
+    if !config.docker_hosts.is_empty() && config.mode != "docker" {
+        return Err(DaemonError::Option {
+            option: "--docker-host",
+            reason: format!(
+                "Docker networks are made in --mode docker only, not {:?}",
+                config.mode
+            ),
+        });
+    }
     one_of("--netmode", &config.netmode, &["vlan", "vxlan"])?;
     one_of("--fwdmode", &config.fwdmode, &["bridge", "routing"])?;
     if config.netmode == "vxlan" && config.fwdmode == "bridge" {
@@ -494,7 +510,19 @@ pub async fn run_with_store(
     // caller's task next to the shutdown future.
     let duties = leader_duties(db.clone(), config.clone(), role.clone(), masters);
 
+    let docker = if config.docker_hosts.is_empty() {
+        None
+    } else {
+        Some(
+            crate::docker::DockerNetworks::connect(&config.docker_hosts, &config.plugin_name)
+                .map_err(|e| DaemonError::Option {
+                    option: "--docker-host",
+                    reason: e.to_string(),
+                })?,
+        )
+    };
     let state = Arc::new(AppState {
+        docker,
         db,
         role,
         control_addr: control.clone(),

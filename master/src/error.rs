@@ -23,6 +23,9 @@ pub enum Error {
     /// No leader is known to proxy to, or the leader could not be reached (HTTP 503).
     #[error("{0}")]
     NoLeader(String),
+    /// A system netmaster drives failed, e.g. a Docker engine in Docker cluster mode (HTTP 502).
+    #[error("{0}")]
+    Upstream(String),
 }
 
 impl Error {
@@ -48,6 +51,7 @@ impl Error {
             Error::Invalid { .. } => 400,
             Error::NotFound(_) => 404,
             Error::Conflict(_) => 409,
+            Error::Upstream(_) => 502,
             Error::Store(
                 StoreError::Unavailable(_)
                 | StoreError::Contention { .. }

@@ -10,12 +10,14 @@
 //! * [`rest`]: the actix-web routes and error mapping.
 //! * [`registry`] and [`leader`]: service registration on leases and the leader lock/FSM.
 //! * [`daemon`]: netmaster's `run(config, shutdown)`.
+//! * [`docker`]: Docker cluster mode, the Docker networks of Contiv networks and groups.
 //! * [`metrics`]: the Prometheus registry and metrics (`/metrics`), the metered store.
 //! * [`client`]: the REST client used by netctl and netplugin; [`netctl`]: the CLI command tree.
 
 pub mod auth;
 pub mod client;
 pub mod daemon;
+pub mod docker;
 pub mod endpoint;
 pub mod error;
 pub mod https;

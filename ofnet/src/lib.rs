@@ -41,7 +41,7 @@ pub mod text;
 pub mod timestamp;
 pub mod trace;
 
-pub use agent::{AgentConfig, AgentCounts, AgentError, AgentHandle, AgentOp};
+pub use agent::{AgentConfig, AgentCounts, AgentError, AgentHandle, AgentOp, DnsQuery};
 pub use datapath::vlan::VlanBridge;
 pub use datapath::vxlan::VxlanBridge;
 pub use master::MasterHandle;

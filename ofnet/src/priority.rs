@@ -48,6 +48,9 @@ pub const HAIRPIN_SNAT: u16 = 120;
 pub const FLOOD: u16 = 10;
 /// Exact matches: known destinations, VTEP and uplink ingress, DSCP marking, ARP punting.
 pub const MATCH: u16 = 100;
+/// Table 1: a local endpoint's DNS queries (UDP to port 53 from its own addresses) to the
+/// controller, for the inline DNS; above the endpoint's classification (`MATCH`).
+pub const DNS_PUNT: u16 = 120;
 /// Added to a policy rule's priority.
 pub const POLICY_BASE: u16 = 10;
 /// Policy table (5): replies of tracked connections pass, above every rule (rule priorities

@@ -214,6 +214,7 @@ async fn add_pod(driver: &Driver, kube: Option<&KubeClient>, pod: &PodRequest) -
         netns: PathBuf::from(&pod.netns),
         ifname: pod.ifname.clone(),
         labels,
+        ..PodAttach::default()
     };
     match driver.attach(&attach).await {
         Ok(info) => Response::json(200, &reply_for(&info)),

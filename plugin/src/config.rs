@@ -104,6 +104,30 @@ pub struct Args {
     /// The CNI server's unix socket.
     #[arg(long, env = "CONTIV_NETPLUGIN_CNI_SOCKET", default_value = cni::api::DEFAULT_SOCKET)]
     pub cni_socket: PathBuf,
+    /// Docker mode: the unix socket of the remote network and IPAM driver. Docker finds
+    /// plugins by socket name in `/run/docker/plugins/`; the driver name is the file name
+    /// without `.sock` (`netplugin`).
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_DOCKER_PLUGIN_SOCKET",
+        default_value = "/run/docker/plugins/netplugin.sock"
+    )]
+    pub docker_plugin_socket: PathBuf,
+    /// Docker mode: the Docker API (container names and labels for endpoints and DNS).
+    #[arg(
+        long,
+        env = "DOCKER_HOST",
+        default_value = "unix:///var/run/docker.sock"
+    )]
+    pub docker_host: String,
+    /// Inline DNS: answer endpoints' DNS queries (punted to the agent) from the tenant's
+    /// service, group and container names; forward the rest to `--dns-upstream`.
+    #[arg(long, env = "CONTIV_NETPLUGIN_DNS_ENABLE")]
+    pub dns_enable: bool,
+    /// Inline DNS: the resolver (`IP` or `IP:PORT`) queries for other names go to; default:
+    /// the first nameserver of /etc/resolv.conf.
+    #[arg(long, env = "CONTIV_NETPLUGIN_DNS_UPSTREAM")]
+    pub dns_upstream: Option<String>,
     /// OpenFlow listen address of the VXLAN bridge's agent: `tcp:IP:PORT` or `unix:PATH`.
     #[arg(
         long,
@@ -208,6 +232,11 @@ pub struct Config {
     pub vxlan_port: u16,
     pub ovsdb_socket: PathBuf,
     pub cni_socket: PathBuf,
+    pub docker_plugin_socket: PathBuf,
+    pub docker_host: String,
+    pub dns_enable: bool,
+    /// Where the inline DNS forwards names it does not know; `None`: nowhere (SERVFAIL).
+    pub dns_upstream: Option<SocketAddr>,
     pub vxlan_of_listen: OfListen,
     pub vlan_of_listen: OfListen,
     pub debug_listen: SocketAddr,
@@ -384,6 +413,21 @@ impl Args {
                 rule: "must be an absolute path such as /var/run/netns/NAME",
             });
         }
+        let dns_upstream = match &self.dns_upstream {
+            Some(text) => Some(parse_upstream(text).ok_or_else(|| ConfigError::Invalid {
+                flag: "dns-upstream",
+                value: text.clone(),
+                rule: "must be IP or IP:PORT",
+            })?),
+            None => crate::dns::system_resolver(),
+        };
+        if !self.docker_plugin_socket.is_absolute() {
+            return Err(ConfigError::Invalid {
+                flag: "docker-plugin-socket",
+                value: self.docker_plugin_socket.display().to_string(),
+                rule: "must be an absolute path such as /run/docker/plugins/netplugin.sock",
+            });
+        }
         if !self.cni_socket.is_absolute() {
             return Err(ConfigError::Invalid {
                 flag: "cni-socket",
@@ -420,6 +464,10 @@ impl Args {
             vxlan_port: self.vxlan_port,
             ovsdb_socket: self.ovsdb_socket,
             cni_socket: self.cni_socket,
+            docker_plugin_socket: self.docker_plugin_socket,
+            docker_host: self.docker_host,
+            dns_enable: self.dns_enable,
+            dns_upstream,
             vxlan_of_listen: OfListen::parse("vxlan-of-listen", &self.vxlan_of_listen)?,
             vlan_of_listen: OfListen::parse("vlan-of-listen", &self.vlan_of_listen)?,
             debug_listen: self
@@ -437,6 +485,15 @@ impl Args {
             kube_config: self.kube_config,
         })
     }
+}
+
+/// `IP`, `IP:PORT` or `[IPv6]:PORT` (port 53 when absent).
+fn parse_upstream(text: &str) -> Option<SocketAddr> {
+    text.parse::<SocketAddr>().ok().or_else(|| {
+        text.parse::<IpAddr>()
+            .ok()
+            .map(|ip| SocketAddr::new(ip, 53))
+    })
 }
 
 /// The source address the kernel would use for the default route (no packet is sent: a

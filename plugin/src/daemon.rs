@@ -37,7 +37,7 @@ use crate::kubeapi::{self, KubeClient, KubeConfig};
 use crate::metrics::PluginMetrics;
 use crate::ovsdb::OvsdbClient;
 use crate::watch::{self, Topic};
-use crate::{cniserver, debug, http, kubesvc, ofnet_rpc};
+use crate::{cniserver, debug, docker, http, kubesvc, ofnet_rpc};
 
 /// How often to look for the global config while netmaster has not written it.
 const GLOBAL_POLL: Duration = Duration::from_millis(500);
@@ -88,9 +88,15 @@ pub const AGENT_RPC_PORT: u16 = 9002;
 const SERVICE_TTL: i64 = 10;
 
 /// Register `netplugin` (the agent's RPC address and port) and `netplugin.vtep` (VTEP address
-/// and VXLAN port) in etcd (reference §1.3), kept alive until `cancel`. The ofnet master
-/// serves RPC connections from these hosts only.
-fn register_services(driver: &Driver, rpc_port: u16, cancel: &CancellationToken) {
+/// and VXLAN port) in etcd (reference §1.3), and `netplugin.debug` (the debug listener, for
+/// `netctl trace`), kept alive until `cancel`. The ofnet master serves RPC connections from
+/// these hosts only.
+fn register_services(
+    driver: &Driver,
+    rpc_port: u16,
+    debug: std::net::SocketAddr,
+    cancel: &CancellationToken,
+) {
     let cfg = &driver.cfg;
     for (name, addr, port) in [
         (registry::NETPLUGIN, ofnet_rpc::advertised_ip(cfg), rpc_port),
@@ -99,6 +105,7 @@ fn register_services(driver: &Driver, rpc_port: u16, cancel: &CancellationToken)
             std::net::IpAddr::V4(cfg.vtep_ip),
             cfg.vxlan_port,
         ),
+        (registry::NETPLUGIN_DEBUG, debug.ip(), debug.port()),
     ] {
         let info = ServiceInfo {
             ServiceName: name.into(),
@@ -190,19 +197,43 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         cni,
         cniserver::handler(driver.clone(), kube),
     ));
+    // Docker mode: the remote network and IPAM driver, on the same endpoint code as CNI.
+    let docker_task = if cfg.mode == "docker" {
+        let socket =
+            http::bind_unix(&cfg.docker_plugin_socket).map_err(|e| PluginError::Invalid {
+                field: "docker-plugin-socket",
+                problem: format!("{}: {e}", cfg.docker_plugin_socket.display()),
+            })?;
+        Some([
+            actix_rt::spawn(http::serve_unix(socket, docker::handler(driver.clone()))),
+            actix_rt::spawn(docker::events::follow(
+                driver.clone(),
+                cfg.docker_host.clone(),
+            )),
+        ])
+    } else {
+        None
+    };
+    let dns_task = driver
+        .take_dns_queries()
+        .map(|punted| actix_rt::spawn(crate::dns::serve(driver.clone(), punted)));
     let debug = tokio::net::TcpListener::bind(cfg.debug_listen)
         .await
         .map_err(|e| PluginError::Invalid {
             field: "debug-listen",
             problem: format!("{}: {e}", cfg.debug_listen),
         })?;
+    let debug_at = debug.local_addr().map_err(|e| PluginError::Invalid {
+        field: "debug-listen",
+        problem: format!("{}: {e}", cfg.debug_listen),
+    })?;
     let debug_task = actix_rt::spawn(http::serve_tcp(
         debug,
         debug::handler(driver.clone(), cfg.debug_tokens.clone()),
     ));
     let _rpc = ofnet_rpc::serve(&driver).await?;
     let registered = CancellationToken::new();
-    register_services(&driver, _rpc.local_addr().port(), &registered);
+    register_services(&driver, _rpc.local_addr().port(), debug_at, &registered);
     let mut watches: Vec<_> = revisions
         .into_iter()
         .filter(|(topic, _)| Topic::FOLLOWED.contains(topic))
@@ -226,6 +257,15 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     driver.agent(BridgeKind::Vxlan).unregister().await;
     cni_task.abort();
     debug_task.abort();
+    if let Some(task) = dns_task {
+        task.abort();
+    }
+    if let Some(tasks) = docker_task {
+        for task in tasks {
+            task.abort();
+        }
+        let _ = std::fs::remove_file(&cfg.docker_plugin_socket);
+    }
     for w in watches {
         w.abort();
     }

@@ -8,6 +8,8 @@
 //! - [`driver`]: bridges, agents, networks, groups and local endpoints (§4.2).
 //! - [`watch`]: replay and etcd watches of networks, groups and the global config.
 //! - [`cniserver`]: AddPod/DelPod/CheckPod/Status on the unix socket (§7).
+//! - [`docker`]: Docker's remote network and IPAM driver (`--mode docker`, §7.6).
+//! - [`dns`]: the inline DNS (`--dns-enable`, §4.4).
 //! - [`kubeapi`]: pod labels from the Kubernetes API (§7.3, §7.4).
 //! - [`kubesvc`]: Kubernetes Services and Endpoints onto the agents, the pods' service route (§7.5).
 //! - [`debug`]: the debug REST (§4.3).
@@ -23,6 +25,8 @@ pub mod cniserver;
 pub mod config;
 pub mod daemon;
 pub mod debug;
+pub mod dns;
+pub mod docker;
 pub mod driver;
 pub mod error;
 pub mod hostnet;

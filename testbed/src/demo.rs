@@ -152,6 +152,21 @@ fn add_uplink(host: &Netns) -> Result<String> {
     Ok(uplink)
 }
 
+/// Put `port` on the OVS bridge `br-phy` of `ns` (created if missing) and, with `ip`, give the
+/// bridge that underlay address (a /24).
+fn underlay(ns: &Netns, ovs: &Ovs, port: &str, ip: Option<&str>) -> Result<()> {
+    if ovs.vsctl(&["br-exists", "br-phy"]).is_err() {
+        ovs.add_bridge("br-phy")?;
+    }
+    ovs.vsctl(&["add-port", "br-phy", port])?;
+    ns.exec(&["ip", "link", "set", port, "up"])?;
+    if let Some(ip) = ip {
+        ns.exec(&["ip", "addr", "add", &format!("{ip}/24"), "dev", "br-phy"])?;
+    }
+    ns.exec(&["ip", "link", "set", "br-phy", "up"])?;
+    Ok(())
+}
+
 /// How a [`Cluster`]'s netplugins run (the default: `--mode test`, no Kubernetes API).
 #[derive(Debug, Clone, Default)]
 pub struct ClusterOptions {
@@ -163,6 +178,8 @@ pub struct ClusterOptions {
     pub etcd: EtcdOptions,
     /// More netmaster flags (e.g. `--ofnet-grace 3`), for every netmaster of the cluster.
     pub netmaster_args: Vec<String>,
+    /// More flags for the first host's netplugin (e.g. `--docker-plugin-socket`).
+    pub netplugin_args: Vec<String>,
     /// Bearer tokens on: netmaster with `--token-file` ([`AUTH_ADMIN_TOKEN`],
     /// [`AUTH_PLUGIN_TOKEN`]), netplugin calling it with the plugin token and accepting debug
     /// writes with the admin token only; netctl and readiness checks use the admin token.
@@ -225,6 +242,8 @@ struct HostParts<'a> {
     cni_socket: &'a Path,
     debug_addr: &'a str,
     log: PathBuf,
+    /// More flags for this host's netplugin.
+    extra: &'a [String],
 }
 
 /// Start a host's netplugin and wait until both switches are connected and the CNI socket
@@ -284,6 +303,7 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         argv.push("--kube-config".into());
         argv.push(path.to_string_lossy().into_owned());
     }
+    argv.extend(h.extra.iter().cloned());
     let mut daemon = Daemon::spawn("netplugin", &argv, &[], &h.log)?;
     let debug = h.debug_addr.to_string();
     let socket = h.cni_socket.to_path_buf();
@@ -303,6 +323,7 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
 /// A second (third, ...) host of a [`Cluster`], stopped and removed on drop.
 pub struct ExtraHost {
     netplugin: Option<Daemon>,
+    netplugin_args: Vec<String>,
     uplink: String,
     pub vtep_ip: String,
     pub cni_socket: PathBuf,
@@ -320,8 +341,41 @@ impl ExtraHost {
         write_conflist(self.dir.path(), &self.cni_socket, name, network, group, &[])
     }
 
+    /// [`ExtraHost::conflist`] with more pod labels.
+    pub fn conflist_with_labels(
+        &self,
+        name: &str,
+        network: &str,
+        group: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<PathBuf> {
+        write_conflist(
+            self.dir.path(),
+            &self.cni_socket,
+            name,
+            network,
+            group,
+            labels,
+        )
+    }
+
     pub fn netplugin_running(&mut self) -> bool {
         self.netplugin.as_mut().is_some_and(Daemon::is_running)
+    }
+
+    /// Give up ownership of the host's processes, namespace and directories (for `down`).
+    fn detach(self) -> (Vec<u32>, String, Vec<PathBuf>) {
+        let ExtraHost {
+            netplugin,
+            ovs,
+            netns,
+            dir,
+            ..
+        } = self;
+        let mut pids: Vec<u32> = netplugin.and_then(Daemon::detach).into_iter().collect();
+        let (ovs_pids, ovs_dir) = ovs.detach();
+        pids.extend(ovs_pids);
+        (pids, netns.detach(), vec![ovs_dir, dir.keep()])
     }
 }
 
@@ -386,6 +440,20 @@ impl CniPod {
                 ip,
             ])
             .is_ok()
+    }
+
+    /// Ping `ip` once at a time until it answers or `timeout` passes (a path across hosts
+    /// needs its VTEP port and remote flows first).
+    pub fn reaches_within(&self, ip: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.can_ping(ip, 1) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+        }
     }
 }
 
@@ -479,6 +547,7 @@ impl Cluster {
             cni_socket: &self.cni_socket,
             debug_addr: &self.debug_addr,
             log: self.dir.path().join("netplugin.log"),
+            extra: &self.options.netplugin_args,
         }
     }
 
@@ -494,6 +563,16 @@ impl Cluster {
     pub fn add_host(
         &self,
         vtep_ip: &str,
+        prepare: impl FnOnce(&Netns, &Ovs) -> Result<()>,
+    ) -> Result<ExtraHost> {
+        self.add_host_with(vtep_ip, &[], prepare)
+    }
+
+    /// [`Cluster::add_host`] with more flags for its netplugin.
+    pub fn add_host_with(
+        &self,
+        vtep_ip: &str,
+        netplugin_args: &[String],
         prepare: impl FnOnce(&Netns, &Ovs) -> Result<()>,
     ) -> Result<ExtraHost> {
         let dir = temp_dir("hx")?;
@@ -516,10 +595,12 @@ impl Cluster {
             cni_socket: &cni_socket,
             debug_addr: &debug_addr,
             log: dir.path().join("netplugin.log"),
+            extra: netplugin_args,
         };
         let netplugin = Some(start_netplugin(self, &parts)?);
         Ok(ExtraHost {
             netplugin,
+            netplugin_args: netplugin_args.to_vec(),
             uplink,
             vtep_ip: vtep_ip.to_string(),
             cni_socket,
@@ -529,6 +610,54 @@ impl Cluster {
             netns,
             dir,
         })
+    }
+
+    /// Another host wired to this cluster's first host by an underlay, for VXLAN between them:
+    /// the first host's underlay address is `first_ip` (set up, and its netplugin restarted
+    /// with it as VTEP, on the first call; later calls must give the same address), the new
+    /// host's is `ip` (all in one /24). Each host holds its underlay address on an OVS bridge
+    /// `br-phy` (the userspace datapath tunnels through it); the new host's end of a veth is on
+    /// its `br-phy`, the other end on the first host's, which switches between the hosts.
+    pub fn add_wired_host(&mut self, first_ip: &str, ip: &str) -> Result<ExtraHost> {
+        self.add_wired_host_with(first_ip, ip, &[])
+    }
+
+    /// [`Cluster::add_wired_host`] with more flags for the new host's netplugin.
+    pub fn add_wired_host_with(
+        &mut self,
+        first_ip: &str,
+        ip: &str,
+        netplugin_args: &[String],
+    ) -> Result<ExtraHost> {
+        let (if_first, if_new) = (unique_name("v"), unique_name("v"));
+        let host = self.add_host_with(ip, netplugin_args, |ns, ovs| {
+            self.host.exec(&[
+                "ip",
+                "link",
+                "add",
+                &if_first,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &if_new,
+                "netns",
+                ns.name(),
+            ])?;
+            underlay(ns, ovs, &if_new, Some(ip))
+        })?;
+        if self.vtep_ip == first_ip {
+            underlay(&self.host, &self.ovs, &if_first, None)?;
+        } else {
+            underlay(&self.host, &self.ovs, &if_first, Some(first_ip))?;
+            self.stop_netplugin();
+            self.vtep_ip = first_ip.to_string();
+            self.start_netplugin()?;
+        }
+        // OVS learns underlay neighbours by snooping ARP on br-phy.
+        self.host.exec(&["ping", "-c", "1", "-W", "2", ip])?;
+        host.netns.exec(&["ping", "-c", "1", "-W", "2", first_ip])?;
+        Ok(host)
     }
 
     /// SIGKILL netplugin, as a crash would.
@@ -690,6 +819,7 @@ impl Cluster {
             pods,
             directories: vec![etcd_dir, ovs_dir, dir.keep()],
             ovsdb,
+            docker_hosts: Vec::new(),
         }
     }
 }
@@ -698,8 +828,10 @@ impl Cluster {
 /// `app=web` that serve TCP port 8080, a service load balancer `web-svc` (VIP
 /// [`DEMO_VIP`]`:80` → the `app=web` pods' port 8080) and a client pod.
 pub struct Demo {
-    /// The providers, then the client.
+    /// The first host's pods: the providers, then the client.
     pods: Vec<CniPod>,
+    /// Hosts 2..N, wired to the first by an underlay, each with one provider pod.
+    remote: Vec<(ExtraHost, CniPod)>,
     /// `nc -lk 8080` in each provider, left running by `up`, stopped by `down`.
     listeners: Listeners,
     cluster: Cluster,
@@ -721,6 +853,21 @@ impl Drop for Listeners {
 /// The demo service's address (inside `demo-net`, so clients reach it by ARP).
 pub const DEMO_VIP: &str = "10.36.0.100";
 
+/// The underlay /24 of a multi-host demo: host `n` (from 1) is `192.168.88.n`.
+const DEMO_UNDERLAY: &str = "192.168.88";
+
+/// The most hosts `testbed up --hosts` brings up (the underlay is one /24).
+pub const DEMO_MAX_HOSTS: usize = 200;
+
+/// What [`Demo::up`] brings up.
+#[derive(Debug, Clone, Default)]
+pub struct DemoOptions {
+    pub etcd: EtcdOptions,
+    /// Emulated hosts (0 is taken as 1): the first runs two providers and the client, each
+    /// other one provider; all share the netmaster and reach each other over VXLAN.
+    pub hosts: usize,
+}
+
 /// What `up` started, as recorded for `down` and `status`.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct DemoState {
@@ -735,6 +882,9 @@ pub struct DemoState {
     /// Sandbox directories to remove.
     pub directories: Vec<PathBuf>,
     pub ovsdb: String,
+    /// Docker engines (`unix://...`) whose containers go first (Docker demo).
+    #[serde(default)]
+    pub docker_hosts: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -747,14 +897,31 @@ pub struct PodState {
 
 impl Demo {
     /// Start everything and create the pods through the CNI plugin.
-    pub fn up(bins: Binaries, etcd: EtcdOptions) -> Result<Demo> {
-        let cluster = Cluster::start_with(
+    pub fn up(bins: Binaries, options: DemoOptions) -> Result<Demo> {
+        if options.hosts > DEMO_MAX_HOSTS {
+            return Err(Error::Command {
+                command: "testbed up".into(),
+                status: "refused".into(),
+                stderr: format!(
+                    "{} hosts: the demo's underlay holds at most {DEMO_MAX_HOSTS}",
+                    options.hosts
+                ),
+            });
+        }
+        let mut cluster = Cluster::start_with(
             bins,
             ClusterOptions {
-                etcd,
+                etcd: options.etcd,
                 ..ClusterOptions::default()
             },
         )?;
+        let mut hosts = Vec::new();
+        for n in 2..=options.hosts {
+            hosts.push(cluster.add_wired_host(
+                &format!("{DEMO_UNDERLAY}.1"),
+                &format!("{DEMO_UNDERLAY}.{n}"),
+            )?);
+        }
         cluster.netctl(&[
             "net",
             "create",
@@ -783,17 +950,27 @@ impl Demo {
         let providers =
             cluster.conflist_with_labels("demo", "demo-net", "web", &[("app", "web")])?;
         let clients = cluster.conflist("demo-client", "demo-net", "web")?;
-        let mut pods = Vec::new();
-        for conflist in [&providers, &providers, &clients] {
-            let pod = cluster.add_pod(conflist).map_err(|e| Error::Command {
+        let add = |conflist: &Path| {
+            cluster.add_pod(conflist).map_err(|e| Error::Command {
                 command: "cnirun add".into(),
                 status: "failed".into(),
                 stderr: e,
-            })?;
-            pods.push(pod);
+            })
+        };
+        let mut pods = Vec::new();
+        for conflist in [&providers, &providers, &clients] {
+            pods.push(add(conflist)?);
+        }
+        let mut remote = Vec::new();
+        for host in hosts {
+            let conflist =
+                host.conflist_with_labels("demo", "demo-net", "web", &[("app", "web")])?;
+            let pod = add(&conflist)?;
+            remote.push((host, pod));
         }
         let mut listeners = Listeners(Vec::new());
-        for provider in &pods[..2] {
+        let providers = pods[..2].iter().chain(remote.iter().map(|(_, pod)| pod));
+        for provider in providers {
             let child = std::process::Command::new("ip")
                 .args(["netns", "exec", provider.netns.name(), "nc", "-lk", "8080"])
                 .stdin(std::process::Stdio::null())
@@ -809,6 +986,7 @@ impl Demo {
         }
         Ok(Demo {
             pods,
+            remote,
             listeners,
             cluster,
         })
@@ -846,7 +1024,7 @@ impl Demo {
             "service:   web-svc {DEMO_VIP}:80 -> port 8080 of the pods labelled app=web (netctl service inspect web-svc)"
         );
         for (n, pod) in self.pods.iter().enumerate() {
-            let role = if n < self.listeners.0.len() {
+            let role = if n < 2 {
                 "provider, app=web, nc -lk 8080"
             } else {
                 "client"
@@ -854,6 +1032,23 @@ impl Demo {
             let _ = writeln!(
                 s,
                 "pod:       {} in namespace {} (container {}; {role})",
+                pod.ip,
+                pod.netns.name(),
+                pod.container_id
+            );
+        }
+        for (host, pod) in &self.remote {
+            let _ = writeln!(
+                s,
+                "host:      namespace {} (underlay {}) running OVS (ovsdb {}), netplugin debug http://{}/inspect/driver",
+                host.netns.name(),
+                host.vtep_ip,
+                host.ovs.db_target(),
+                host.debug_addr
+            );
+            let _ = writeln!(
+                s,
+                "pod:       {} in namespace {} (container {}; provider, app=web, nc -lk 8080)",
                 pod.ip,
                 pod.netns.name(),
                 pod.container_id
@@ -868,7 +1063,20 @@ impl Demo {
                 b.ip,
                 if reach { "ok" } else { "FAILED" }
             );
-            // The first connection goes through the controller, which picks a provider.
+            for (host, pod) in &self.remote {
+                let _ = writeln!(
+                    s,
+                    "ping {} -> {} (host {}): {}",
+                    a.ip,
+                    pod.ip,
+                    host.vtep_ip,
+                    if a.reaches_within(&pod.ip, Duration::from_secs(10)) {
+                        "ok"
+                    } else {
+                        "FAILED"
+                    }
+                );
+            }
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
             let service = loop {
                 let ok = client
@@ -905,7 +1113,21 @@ impl Demo {
     /// Leave everything running and return the record needed to tear it down later.
     pub fn detach(mut self) -> DemoState {
         let listeners = std::mem::take(&mut self.listeners.0);
+        let remote = std::mem::take(&mut self.remote);
         let mut state = self.cluster.detach(self.pods);
+        for (host, pod) in remote {
+            let (pids, namespace, directories) = host.detach();
+            state.pids.extend(pids);
+            state.namespaces.push(namespace);
+            state.directories.extend(directories);
+            let pod = PodState {
+                netns: pod.netns.detach(),
+                ip: pod.ip,
+                port: pod.container_id,
+            };
+            state.namespaces.push(pod.netns.clone());
+            state.pods.push(pod);
+        }
         state
             .pids
             .extend(listeners.iter().map(std::process::Child::id));
@@ -917,6 +1139,18 @@ impl DemoState {
     /// Stop every recorded process and remove namespaces and directories. Best effort: a part
     /// already gone is not an error.
     pub fn tear_down(&self) {
+        // Containers first, while dockerd, containerd and netplugin still run (a killed
+        // containerd would leave the container shims behind).
+        for host in &self.docker_hosts {
+            if let Ok(ids) = run(&["docker", "-H", host, "ps", "-aq"]) {
+                let ids: Vec<&str> = ids.split_whitespace().collect();
+                if !ids.is_empty() {
+                    let mut argv = vec!["docker", "-H", host, "rm", "-f"];
+                    argv.extend(ids);
+                    let _ = run(&argv);
+                }
+            }
+        }
         for pid in &self.pids {
             if let Ok(raw) = i32::try_from(*pid) {
                 let _ = nix::sys::signal::kill(
@@ -995,8 +1229,6 @@ pub(crate) fn spawn_netmaster_with(
             listen,
             "--control-url",
             listen,
-            "--mode",
-            "test",
             "--netmode",
             "vlan",
             "--fwdmode",
@@ -1008,6 +1240,10 @@ pub(crate) fn spawn_netmaster_with(
         .iter()
         .map(|a| a.to_string()),
     );
+    // `--mode test` unless the extra flags (e.g. `--mode docker --docker-host ...`) say.
+    if !etcd.iter().any(|a| a == "--mode") {
+        argv.extend(["--mode".to_string(), "test".to_string()]);
+    }
     let mut netmaster = Daemon::spawn("netmaster", &argv, &[], log)?;
     netmaster.wait_ready(READY_TIMEOUT, || {
         http_auth("GET", listen, "/api/v1/globals/", token)
@@ -1099,8 +1335,118 @@ impl Cluster {
             cni_socket: &host.cni_socket,
             debug_addr: &host.debug_addr,
             log: host.dir.path().join("netplugin.log"),
+            extra: &host.netplugin_args,
         };
         host.netplugin = Some(start_netplugin(self, &parts)?);
         Ok(())
     }
+}
+
+/// `testbed up --mode docker`: a [`Cluster`] whose netmaster runs in Docker cluster mode and
+/// whose netplugin is Docker's network and IPAM driver (with the inline DNS), a dockerd in the
+/// host's namespace, a VLAN network `demo-net` with group `web` (netmaster makes the Docker
+/// network `web`) and two busybox containers on it. Returns the description and what
+/// `testbed down` needs.
+pub fn up_docker(bins: Binaries, etcd: EtcdOptions) -> Result<(String, DemoState)> {
+    let dir = temp_dir("dkd")?;
+    let api = dir.path().join("docker.sock");
+    let docker_host = format!("unix://{}", api.display());
+    let (driver, socket) = crate::docker::plugin_socket();
+    let cluster = Cluster::start_with(
+        bins,
+        ClusterOptions {
+            etcd,
+            netmaster_args: vec![
+                "--mode".into(),
+                "docker".into(),
+                "--docker-host".into(),
+                docker_host.clone(),
+                "--name".into(),
+                driver.clone(),
+            ],
+            netplugin_mode: Some("docker".into()),
+            netplugin_args: vec![
+                "--docker-plugin-socket".into(),
+                socket.to_string_lossy().into_owned(),
+                "--docker-host".into(),
+                docker_host.clone(),
+                "--dns-enable".into(),
+            ],
+            ..ClusterOptions::default()
+        },
+    )?;
+    let dockerd = crate::docker::Dockerd::start_with(Some(&cluster.host), Some(api))?;
+    let image = dockerd.busybox()?;
+    cluster.netctl(&[
+        "net",
+        "create",
+        "-e",
+        "vlan",
+        "-s",
+        "10.37.0.0/24",
+        "-g",
+        "10.37.0.1",
+        "demo-net",
+    ])?;
+    cluster.netctl(&["group", "create", "demo-net", "web"])?;
+    let mut ips = Vec::new();
+    for name in ["web1", "web2"] {
+        dockerd.docker(&[
+            "run", "-d", "--init", "--name", name, "--net", "web", image, "sleep", "1000000",
+        ])?;
+        let ip = dockerd.docker(&[
+            "inspect",
+            "-f",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            name,
+        ])?;
+        ips.push(ip.trim().to_string());
+    }
+    let reach = dockerd
+        .docker(&["exec", "web1", "ping", "-c", "2", "-W", "1", &ips[1]])
+        .is_ok();
+    let mut s = String::new();
+    let _ = writeln!(s, "etcd:      {}", cluster.etcd.endpoints_arg());
+    let _ = writeln!(
+        s,
+        "netmaster: {} (Docker cluster mode; netctl --netmaster {0} group ls)",
+        cluster.netmaster_url
+    );
+    let _ = writeln!(
+        s,
+        "host:      namespace {} running OVS and dockerd; netplugin is Docker's driver `{driver}`",
+        cluster.host.name()
+    );
+    let _ = writeln!(
+        s,
+        "network:   demo-net (vlan 10.37.0.0/24), group web = Docker network `web`"
+    );
+    let _ = writeln!(s, "containers: web1 {}, web2 {}", ips[0], ips[1]);
+    let _ = writeln!(
+        s,
+        "ping web1 -> web2: {}",
+        if reach { "ok" } else { "FAILED" }
+    );
+    let _ = writeln!(s, "try:       export DOCKER_HOST={docker_host}");
+    let _ = writeln!(s, "           docker exec web1 ping -c 2 {}", ips[1]);
+    let _ = writeln!(
+        s,
+        "           docker exec web1 nslookup web2 {}   # inline DNS: container, group (web) names",
+        ips[1]
+    );
+    let _ = writeln!(
+        s,
+        "           netctl --netmaster {} group create demo-net db; docker run -d --net db {image} sleep 1d",
+        cluster.netmaster_url
+    );
+    let (docker_pids, docker_dir) = dockerd.detach();
+    let mut state = cluster.detach(Vec::new());
+    // dockerd first: it stops its containers (and their endpoints) while netplugin still runs.
+    let mut pids = docker_pids;
+    pids.append(&mut state.pids);
+    state.pids = pids;
+    state.directories.push(docker_dir);
+    state.docker_hosts.push(docker_host);
+    state.directories.push(dir.keep());
+    Ok((s, state))
 }

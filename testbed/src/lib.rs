@@ -10,6 +10,8 @@
 //! - [`Ovs`]: a private `ovsdb-server` + `ovs-vswitchd` pair (own run dir, database, sockets),
 //!   optionally inside a network namespace, with the userspace `netdev` or the `dummy` datapath.
 //! - [`Netns`]: a named network namespace, deleted on drop.
+//! - [`docker::Dockerd`]: a private Docker daemon (own roots and socket), optionally in a
+//!   host namespace, with a locally imported busybox image.
 //! - [`Pod`]: a network namespace wired to an OVS bridge by a veth pair, with an address.
 //! - [`cleanup`]: finds what a killed test run left behind (processes, namespaces, links) by the
 //!   `tb` naming prefix and removes it.
@@ -22,6 +24,7 @@ pub mod chaos;
 pub mod cleanup;
 mod command;
 pub mod demo;
+pub mod docker;
 mod error;
 mod etcd;
 pub mod garbage;
@@ -31,6 +34,7 @@ mod ovs;
 mod pod;
 mod process;
 pub mod require;
+mod silence;
 
 pub use command::run;
 pub use error::Error;
@@ -41,6 +45,7 @@ pub use ovs::{Datapath, DumpedFlow, Ovs, OvsOptions};
 pub use pod::{PingStats, Pod, PodOptions};
 pub use process::pid_alive;
 pub use require::Need;
+pub use silence::SilencedPort;
 
 /// Result type of every sandbox operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

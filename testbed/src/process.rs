@@ -94,6 +94,11 @@ impl Daemon {
 
     /// Stop gracefully: SIGTERM, then SIGKILL after a grace period. Reaps the child.
     pub(crate) fn stop(&mut self) {
+        self.stop_within(GRACE);
+    }
+
+    /// [`Daemon::stop`] with a grace period of its own (a daemon that stops children first).
+    pub(crate) fn stop_within(&mut self, grace: Duration) {
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -104,7 +109,7 @@ impl Daemon {
             let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
         }
         let start = Instant::now();
-        while start.elapsed() < GRACE {
+        while start.elapsed() < grace {
             if let Ok(Some(_)) = child.try_wait() {
                 return;
             }

@@ -66,7 +66,7 @@ struct Flags {
         default_value = "default"
     )]
     infra: String,
-    /// Docker v2 plugin name (accepted for compatibility).
+    /// netplugin's Docker network and IPAM driver name (Docker cluster mode).
     #[arg(
         long = "name",
         visible_alias = "plugin-name",
@@ -74,6 +74,14 @@ struct Flags {
         default_value = "netplugin"
     )]
     plugin_name: String,
+    /// Docker cluster mode: a Docker engine (`unix:///var/run/docker.sock`) to create the
+    /// Docker networks of Contiv networks and groups on; repeat or comma-separate for several.
+    #[arg(
+        long = "docker-host",
+        env = "CONTIV_NETMASTER_DOCKER_HOST",
+        value_delimiter = ','
+    )]
+    docker_host: Vec<String>,
     /// External REST listener.
     #[arg(
         long = "listen-url",
@@ -181,7 +189,7 @@ fn main() -> ExitCode {
             .with_writer(std::io::stderr)
             .init();
     }
-    tracing::debug!(plugin_name = %flags.plugin_name, syslog = flags.syslog, syslog_url = %flags.syslog_url, "compatibility flags");
+    tracing::debug!(syslog = flags.syslog, syslog_url = %flags.syslog_url, "compatibility flags");
 
     let mut config = Config::new("", &flags.mode, &flags.netmode, &flags.fwdmode);
     config.etcd_endpoints = flags.etcd;
@@ -189,6 +197,8 @@ fn main() -> ExitCode {
     config.etcd_cert = flags.etcd_cert;
     config.etcd_key = flags.etcd_key;
     config.infra = flags.infra;
+    config.docker_hosts = flags.docker_host;
+    config.plugin_name = flags.plugin_name;
     config.security = master::auth::SecurityFiles {
         tls_cert: flags.tls_cert,
         tls_key: flags.tls_key,

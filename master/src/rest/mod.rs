@@ -9,6 +9,7 @@
 //! and the message again as the status line's reason phrase ([`reason`]): Contiv's Go client
 //! prints the body of a 500 only, and the status line otherwise.
 
+pub mod docker;
 pub mod misc;
 pub mod objects;
 pub mod plugin;
@@ -31,6 +32,8 @@ use crate::store::txn::Db;
 /// Shared state of every handler.
 pub struct AppState {
     pub db: Db,
+    /// Docker cluster mode: the engines Docker networks are made on.
+    pub docker: Option<crate::docker::DockerNetworks>,
     /// Current leader/follower role and the leader's address.
     pub role: RoleView,
     /// This netmaster's control address (`ip:port`), what it registers and puts in the lock.

@@ -49,8 +49,21 @@ async fn upsert<T: Object>(
 ) -> Result<HttpResponse, Error> {
     let obj: T = serde_json::from_slice(&body)
         .map_err(|e| Error::invalid("body", format!("not a valid {} object: {e}", T::TYPE)))?;
+    let existed = match &state.docker {
+        Some(_) => ops::get::<T>(&state.db, &key).await.is_ok(),
+        None => true,
+    };
     let stored = ops::upsert::<T>(&state.db, &key, obj).await?;
     tracing::info!(kind = T::TYPE, key = %key, "object stored");
+    if let Some(docker) = &state.docker
+        && let Err(e) = super::docker::stored::<T>(&state.db, docker, &stored).await
+    {
+        // No half-made object: the Contiv one goes again (an update is left as stored).
+        if !existed && let Err(undo) = ops::delete::<T>(&state.db, &key).await {
+            tracing::warn!(kind = T::TYPE, key = %key, error = %undo, "undoing the object");
+        }
+        return Err(e);
+    }
     Ok(HttpResponse::Ok().json(stored))
 }
 
@@ -58,8 +71,15 @@ async fn delete<T: Object>(
     state: web::Data<AppState>,
     key: web::Path<String>,
 ) -> Result<HttpResponse, Error> {
+    let before = match &state.docker {
+        Some(_) => ops::get::<T>(&state.db, &key).await.ok(),
+        None => None,
+    };
     ops::delete::<T>(&state.db, &key).await?;
     tracing::info!(kind = T::TYPE, key = %key, "object deleted");
+    if let (Some(docker), Some(obj)) = (&state.docker, before) {
+        super::docker::deleted::<T>(docker, &obj).await?;
+    }
     Ok(HttpResponse::Ok().json(key.into_inner()))
 }
 

@@ -20,6 +20,7 @@ use crate::store::*;
 fn state(store: Arc<dyn StateStore>, role: LeaderState) -> Arc<AppState> {
     let db = Db::new(store);
     Arc::new(AppState {
+        docker: None,
         endpoints: crate::endpoint::batch::Batcher::spawn(db.clone()).unwrap(),
         db,
         role: RoleView::fixed(role),

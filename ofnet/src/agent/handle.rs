@@ -41,6 +41,7 @@ impl AgentHandle {
         let epdb = EndpointDb::default().start();
         let settings = Settings {
             arp_mode: config.arp_mode,
+            dns_punt: config.dns.is_some(),
             ..Settings::default()
         };
         let kind = config.kind;
@@ -267,6 +268,11 @@ impl AgentHandle {
             .send(GetServiceStats)
             .await
             .map_err(|_| AgentError::Stopped)?
+    }
+
+    /// Send `frame` out of `port` (e.g. the inline DNS's answer to a punted query).
+    pub fn send_frame(&self, port: u32, frame: Vec<u8>) {
+        self.addr.do_send(SendFrame { port, frame });
     }
 
     /// Send gratuitous ARPs for the local endpoints of `epg`; returns how many were sent.

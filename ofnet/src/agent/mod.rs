@@ -50,6 +50,7 @@ use bytes::Bytes;
 use ofctrl::{
     BridgeConfig, BridgeHandle, Listener, SwitchEvent, SwitchHandle, SwitchOptions, TxError,
 };
+use ofproto::action::Action;
 use ofproto::nxm;
 use ofproto::oxm::FieldId;
 use ofproto::port::OFPP_CONTROLLER;
@@ -77,6 +78,26 @@ pub struct AgentConfig {
     /// its endpoints is added (VLAN bridge; reference: 15 rounds, 3 s apart).
     pub garp_repeats: u32,
     pub garp_interval: Duration,
+    /// Inline DNS: where local endpoints' DNS queries go (punted in table 1); `None`: they
+    /// are forwarded like any packet.
+    pub dns: Option<tokio::sync::mpsc::UnboundedSender<DnsQuery>>,
+}
+
+/// A DNS query a local endpoint sent, as punted to the controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsQuery {
+    /// The endpoint's OpenFlow port.
+    pub in_port: u32,
+    /// The whole Ethernet frame.
+    pub frame: Vec<u8>,
+}
+
+/// Send a frame out of a port (an answer to a punted packet).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct SendFrame {
+    pub port: u32,
+    pub frame: Vec<u8>,
 }
 
 impl AgentConfig {
@@ -89,6 +110,7 @@ impl AgentConfig {
             arp_mode: ArpMode::Proxy,
             garp_repeats: 15,
             garp_interval: Duration::from_secs(3),
+            dns: None,
         }
     }
 }
@@ -409,6 +431,17 @@ impl Agent {
             self.on_service_reject(in_port, &packet_in.data);
             return;
         }
+        if packet_in.table_id == id::VLAN {
+            // Table 1 punts only local endpoints' DNS queries.
+            self.count("DnsQueryRcvd");
+            if let Some(dns) = &self.config.dns {
+                let _ = dns.send(DnsQuery {
+                    in_port,
+                    frame: packet_in.data.to_vec(),
+                });
+            }
+            return;
+        }
         let tun_id = packet_in
             .matching
             .get(FieldId::TUNNEL_ID)
@@ -618,6 +651,17 @@ impl Handler<SetRpcPort> for Agent {
 
     fn handle(&mut self, SetRpcPort(port): SetRpcPort, _: &mut Context<Self>) {
         self.rpc_port = port;
+    }
+}
+
+impl Handler<SendFrame> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, SendFrame { port, frame }: SendFrame, _: &mut Context<Self>) {
+        self.send_packets(vec![PacketOut {
+            actions: vec![Action::output(port)],
+            data: frame,
+        }]);
     }
 }
 

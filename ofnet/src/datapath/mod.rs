@@ -46,6 +46,8 @@ pub struct Settings {
     pub services: Services,
     /// Kubernetes NetworkPolicies.
     pub netpols: Policies,
+    /// Local endpoints' DNS queries go to the controller (inline DNS).
+    pub dns_punt: bool,
 }
 
 impl Settings {

@@ -121,6 +121,7 @@ impl Datapath for VlanBridge {
                         push_vlan: None,
                         dscp: ep.dscp,
                         next: id::SERVICE_DNAT,
+                        dns_punt: topo.settings.dns_punt,
                     },
                 )?;
                 out.extend(dst_group_flows(p, topo, ep)?);

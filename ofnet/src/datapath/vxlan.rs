@@ -163,6 +163,7 @@ impl VxlanBridge {
                 push_vlan: Some(ep.vlan),
                 dscp: ep.dscp,
                 next: id::SERVICE_DNAT,
+                dns_punt: topo.settings.dns_punt,
             },
         )?;
         flows.extend(dst_group_flows(p, topo, ep)?);

@@ -157,7 +157,12 @@ pub struct PortClass {
     pub dscp: u8,
     /// Where classified packets continue.
     pub next: u8,
+    /// Its DNS queries (UDP to port 53 from its own addresses) go to the controller.
+    pub dns_punt: bool,
 }
+
+/// The DNS port.
+pub const DNS_PORT: u16 = 53;
 
 /// ICMPv6 neighbour solicitation and advertisement.
 pub const ND_NS: u8 = 135;
@@ -194,6 +199,7 @@ pub fn eui64_link_local(mac: [u8; 6]) -> Ipv6Addr {
 ///
 /// | priority | match (all with `in_port`) | action |
 /// |---|---|---|
+/// | `DNS_PUNT` | `dl_src` = own, UDP to port 53 from its IPv4 or IPv6 address (inline DNS on) | controller |
 /// | `GUARD_ND` | `dl_src` = own, NA for its own IPv6 or EUI-64 link-local address | classify |
 /// | `GUARD_ND_DROP` | any other NA | drop |
 /// | `MATCH` | `dl_src` = own and: IPv4 from its address; DHCP from 0.0.0.0; IPv6 from its address, from a link-local address or (NS only) from `::`; ARP with its MAC and address (or 0.0.0.0, a probe) as sender | classify |
@@ -239,6 +245,37 @@ pub fn port_class(table: Table, c: &PortClass) -> Result<Vec<Flow>, PipelineErro
         rules.push((priority::GUARD_ND, na(own.clone()).nd_target(t), tail(true)));
     }
     rules.push((priority::GUARD_ND_DROP, na(port.clone()), vec![]));
+    // The inline DNS: the endpoint's queries, from its own addresses only, to the agent.
+    if c.dns_punt {
+        let punt = || {
+            vec![Instruction::ApplyActions(vec![Action::Output {
+                port: OFPP_CONTROLLER.into(),
+                max_len: NO_BUFFER,
+            }])]
+        };
+        if let Some(a) = c.ipv4 {
+            rules.push((
+                priority::DNS_PUNT,
+                own.clone()
+                    .eth_type(ETH_IPV4)
+                    .ip_proto(PROTO_UDP)
+                    .ipv4_src(a, None)
+                    .udp_dst(DNS_PORT),
+                punt(),
+            ));
+        }
+        if let Some(a) = c.ipv6 {
+            rules.push((
+                priority::DNS_PUNT,
+                own.clone()
+                    .eth_type(ETH_IPV6)
+                    .ip_proto(PROTO_UDP)
+                    .ipv6_src(a, None)
+                    .udp_dst(DNS_PORT),
+                punt(),
+            ));
+        }
+    }
     // Addresses.
     if let Some(a) = c.ipv4 {
         rules.push((

@@ -44,6 +44,13 @@ pub struct PodAttach {
     pub netns: PathBuf,
     pub ifname: String,
     pub labels: BTreeMap<String, String>,
+    /// An IPv4 address reserved for it by `/plugin/allocAddress` (Docker's IPAM); empty:
+    /// netmaster picks one.
+    pub address: String,
+    /// The runtime moves the pod end into its sandbox itself (Docker's `Join`): the pair is
+    /// created in the host namespace with the pod end named `ifname`, left down and without
+    /// addresses or routes (the runtime sets them); `netns` is not used.
+    pub handover: bool,
 }
 
 /// A pod to detach: found by container id (and interface), or by the labels' network when
@@ -246,7 +253,11 @@ struct Created {
 }
 
 impl Driver {
-    async fn load_network(&self, tenant: &str, network: &str) -> Result<CfgNetworkState> {
+    pub(crate) async fn load_network(
+        &self,
+        tenant: &str,
+        network: &str,
+    ) -> Result<CfgNetworkState> {
         let id = CfgNetworkState::id_for(tenant, network);
         let key = CfgNetworkState::key_for(&id);
         let kv = self
@@ -264,7 +275,11 @@ impl Driver {
         })
     }
 
-    async fn load_group(&self, tenant: &str, group: &str) -> Result<Option<EndpointGroupState>> {
+    pub(crate) async fn load_group(
+        &self,
+        tenant: &str,
+        group: &str,
+    ) -> Result<Option<EndpointGroupState>> {
         if group.is_empty() {
             return Ok(None);
         }
@@ -320,7 +335,7 @@ impl Driver {
                 });
             }
         }
-        if !pod.netns.is_absolute() {
+        if !pod.handover && !pod.netns.is_absolute() {
             return Err(PluginError::Invalid {
                 field: "CNI_NETNS",
                 problem: format!("{:?} is not an absolute path", pod.netns),
@@ -410,6 +425,11 @@ impl Driver {
         let tx_offload_off = self.cfg.ovs_datapath == "netdev";
         // Kubernetes mode: cluster IPs on-link, so the pod ARPs for them (crate::kubesvc).
         let service_route = self.service_route;
+        if pod.handover {
+            return self
+                .attach_handover(spec, oper, net, group, ofport, created, timing)
+                .await;
+        }
         let pod_side = in_netns(&pod_netns, move |nl| async move {
             if let Some(mac) = spec.mac {
                 nl.set_mac(&spec.ifname, mac).await?;
@@ -454,6 +474,53 @@ impl Driver {
         Ok(info)
     }
 
+    /// The end of [`Driver::attach_steps`] for a runtime that moves the pod end itself: the
+    /// pod end (in the host namespace) gets its MAC, and with the userspace datapath transmit
+    /// offload off; flows and oper state as for a pod.
+    #[allow(clippy::too_many_arguments)]
+    async fn attach_handover(
+        &self,
+        spec: PodInterfaceSpec,
+        oper: OperEndpointState,
+        net: &CfgNetworkState,
+        group: Option<&EndpointGroupState>,
+        ofport: u32,
+        created: &mut Created,
+        mut timing: StepTimer,
+    ) -> Result<LocalEndpointInfo> {
+        let kind = bridge_kind(&net.pkt_tag_type);
+        let tx_offload_off = self.cfg.ovs_datapath == "netdev";
+        let ifname = spec.ifname.clone();
+        let pod_end = self.host.run(move |nl| async move {
+            if let Some(mac) = spec.mac {
+                nl.set_mac(&spec.ifname, mac).await?;
+            }
+            // The worker thread is in the host namespace, so ethtool is too.
+            Ok(tx_offload_off
+                .then(|| disable_tx_offload(&spec.ifname))
+                .flatten())
+        });
+        let local = local_endpoint(&oper, net, group, ofport)?;
+        let (pod_done, flows, stored) = futures::join!(
+            pod_end,
+            self.agent(kind).add_local_endpoint(local),
+            self.put_oper(&oper)
+        );
+        if flows.is_ok() {
+            created.ofport = Some(ofport);
+        }
+        if let Some(problem) = pod_done? {
+            return Err(PluginError::Offload { ifname, problem });
+        }
+        flows.map_err(|e| PluginError::agent(kind, e))?;
+        stored?;
+        timing.mark("pod end + flows + oper state");
+        tracing::debug!(endpoint = %oper.id, steps = %timing, "endpoint attached for handover");
+        let info = self.info(oper.clone(), net, ofport);
+        self.with_state(|s| s.local.insert(oper.id.clone(), info.clone()));
+        Ok(info)
+    }
+
     /// netmaster's `/plugin/createEndpoint`: the address, MAC and group of the endpoint.
     async fn allocate(&self, pod: &PodAttach) -> Result<CfgEndpointState> {
         let client = self.netmaster().await?;
@@ -467,6 +534,7 @@ impl Driver {
                 Container: pod.container_id.clone(),
                 Host: self.cfg.host.clone(),
                 ServiceName: pod.group.clone(),
+                IPAddress: pod.address.clone(),
                 ..ConfigEp::default()
             },
         };
@@ -511,12 +579,20 @@ impl Driver {
             pod.netns.clone(),
             self.pod_mtu(kind),
         );
+        let handover = pod.handover;
         self.host
             .run(move |nl| async move {
                 // A leftover of an interrupted attempt is replaced.
                 nl.delete_link(&host).await?;
-                nl.create_veth_into(&host, &ifname, &netns, mtu, None)
-                    .await?;
+                if handover {
+                    nl.delete_link(&ifname).await?;
+                    nl.create_veth(&host, &ifname).await?;
+                    nl.set_mtu(&host, mtu).await?;
+                    nl.set_mtu(&ifname, mtu).await?;
+                } else {
+                    nl.create_veth_into(&host, &ifname, &netns, mtu, None)
+                        .await?;
+                }
                 nl.set_up(&host).await
             })
             .await?;

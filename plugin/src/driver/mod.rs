@@ -82,6 +82,8 @@ pub struct Driver {
     service_route: Option<ipnet::Ipv4Net>,
     /// This daemon's metrics (`/metrics` on the debug listener).
     pub metrics: PluginMetrics,
+    /// `--dns-enable`: the DNS queries both agents punt, until the DNS server takes them.
+    dns_queries: Mutex<Option<crate::dns::Punted>>,
 }
 
 /// The bridge an encapsulation uses.
@@ -220,8 +222,15 @@ impl Driver {
             .min()
             .unwrap_or(1500);
         let arp_mode = arp_mode_of(global);
+        let (dns_senders, dns_queries) = if cfg.dns_enable {
+            let (senders, punted) = crate::dns::punt_channels();
+            (Some(senders), Some(punted))
+        } else {
+            (None, None)
+        };
         let agent = |kind, bridge: &str| {
             let mut config = AgentConfig::new(kind, bridge);
+            config.dns = dns_senders.as_ref().map(|s| s.for_bridge(kind));
             config.local_ip = Some(cfg.vtep_ip);
             config.rpc_addr = Some(crate::ofnet_rpc::advertised_ip(&cfg));
             config.arp_mode = arp_mode;
@@ -254,9 +263,15 @@ impl Driver {
             host_mtu,
             service_route,
             metrics,
+            dns_queries: Mutex::new(dns_queries),
         });
         driver.add_uplinks().await?;
         Ok(driver)
+    }
+
+    /// The DNS queries the agents punt (`--dns-enable`); `Some` once.
+    pub fn take_dns_queries(&self) -> Option<crate::dns::Punted> {
+        self.dns_queries.lock().ok().and_then(|mut q| q.take())
     }
 
     pub fn agent(&self, kind: BridgeKind) -> &AgentHandle {
