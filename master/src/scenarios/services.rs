@@ -339,10 +339,13 @@ async fn create_endpoint_with_labels_makes_a_provider_at_once() {
         st.providers.keys().collect::<Vec<_>>(),
         [&format!("{}:default", ep.ip_address)]
     );
-    // Through the batcher, two labelled endpoints in one transaction: both are providers.
-    let batcher = crate::endpoint::batch::Batcher::spawn(db.clone()).unwrap();
+    // Through the write batcher, two labelled endpoints in one transaction: both are providers.
+    let writes = crate::batch::Writes::spawn(db.clone()).unwrap();
     let (web, db_app) = (labelled("c2", "web"), labelled("c3", "db"));
-    let (a, b) = tokio::join!(batcher.create(&web), batcher.create(&db_app));
+    let (a, b) = tokio::join!(
+        crate::endpoint::batch::create(&writes, &web),
+        crate::endpoint::batch::create(&writes, &db_app)
+    );
     let (a, b) = (a.unwrap(), b.unwrap());
     let providers = svc_state(&db, "s1:default").await.providers;
     assert!(providers.contains_key(&format!("{}:default", a.ip_address)));

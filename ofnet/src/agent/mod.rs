@@ -40,6 +40,7 @@ use crate::model::{
     ArpMode, Bandwidth, BridgeKind, Endpoint, FwdMode, LocalEndpoint, MacAddr, Network, Node,
     PolicyRule,
 };
+use crate::netpol::{NetworkPolicy, PolicyRefused};
 use crate::pipeline::id;
 use crate::rpc::{self, Peer, RpcServer};
 use crate::service::stats::ServiceStats;
@@ -155,6 +156,8 @@ pub enum AgentError {
     },
     #[error(transparent)]
     Service(#[from] ServiceError),
+    #[error(transparent)]
+    PolicyRefused(#[from] PolicyRefused),
     #[error("service statistics: {0}")]
     Stats(ofctrl::SwitchError),
     #[error("master address {0} is not ip:port")]
@@ -829,6 +832,14 @@ impl Handler<TraceTables> for Agent {
         for (owner, flow) in self.installed.owned_flows() {
             let rule = match owner {
                 Owner::Rule(id) => Some(id.clone()),
+                Owner::Netpol(o) => match o.as_ref() {
+                    crate::netpol::compile::FlowOwner::Conj(c) => self
+                        .settings
+                        .netpols
+                        .rule_of_conj(*c)
+                        .map(|(p, d, i)| format!("{p} {} rule {i}", d.name())),
+                    _ => None,
+                },
                 _ => None,
             };
             t.add_flow(flow.clone(), Some(owner.to_string()), rule);

@@ -2,6 +2,7 @@
 //! and the owners whose flows it can change.
 
 use super::*;
+use crate::netpol::Policies;
 
 /// One change through the agent API.
 #[derive(Debug, Clone)]
@@ -63,6 +64,19 @@ pub enum AgentOp {
         ip: Ipv4Addr,
         mac: MacAddr,
     },
+    /// Kubernetes NetworkPolicies: remove `delete` (unknown ids are fine), then add or replace
+    /// `upsert`, as one switch transaction. Refused as a whole if one policy fails
+    /// [`NetworkPolicy::check`] (the handle's methods check first and leave refused ones out).
+    SetNetworkPolicies {
+        upsert: Vec<NetworkPolicy>,
+        delete: Vec<String>,
+    },
+    /// Make `policies` (plus the installed policies named in `keep`) the whole set: every
+    /// other installed policy is removed. One switch transaction.
+    ReplaceNetworkPolicies {
+        policies: Vec<NetworkPolicy>,
+        keep: Vec<String>,
+    },
 }
 
 /// How an op splits into an endpoint-DB change and a settings change.
@@ -105,6 +119,14 @@ pub(super) fn touched(
     let mut owners = endpoint_owners(op, before, after)?;
     let (b, a) = (&settings_before.services, &settings_after.services);
     owners.extend(service_changes(b, a));
+    if settings_before.stateful() != settings_after.stateful() {
+        owners.push(Owner::Conntrack);
+    }
+    owners.extend(netpol_changes(
+        op,
+        &settings_before.netpols,
+        &settings_after.netpols,
+    ));
     let endpoint_ip = match op {
         AgentOp::AddLocalEndpoint(l) => l.ipv4,
         AgentOp::RemoveLocalEndpoint(p) => before.local(*p).and_then(|e| e.ip_addr),
@@ -165,8 +187,35 @@ fn endpoint_owners(
             .collect(),
         AgentOp::AddService { .. }
         | AgentOp::RemoveService(_)
-        | AgentOp::SetServiceProviders { .. } => Vec::new(),
+        | AgentOp::SetServiceProviders { .. }
+        | AgentOp::SetNetworkPolicies { .. }
+        | AgentOp::ReplaceNetworkPolicies { .. } => Vec::new(),
     })
+}
+
+/// The NetworkPolicy owners whose flows an op changes: the flows of every policy it changes,
+/// before and after (a flow shared with other policies is recomputed whole).
+fn netpol_changes(op: &AgentOp, before: &Policies, after: &Policies) -> Vec<Owner> {
+    let ids: BTreeSet<&String> = match op {
+        AgentOp::SetNetworkPolicies { upsert, delete } => {
+            delete.iter().chain(upsert.iter().map(|p| &p.id)).collect()
+        }
+        AgentOp::ReplaceNetworkPolicies { .. } => before.ids().chain(after.ids()).collect(),
+        _ => return Vec::new(),
+    };
+    let mut out = BTreeSet::new();
+    for id in ids {
+        let (old, new) = (before.contribution(id), after.contribution(id));
+        if old == new {
+            continue;
+        }
+        out.extend(
+            old.keys()
+                .chain(new.keys())
+                .map(|o| Owner::Netpol(Box::new(o))),
+        );
+    }
+    out.into_iter().collect()
 }
 
 /// The service owners whose flows differ between `before` and `after`: every service whose
@@ -179,7 +228,7 @@ fn service_changes(before: &Services, after: &Services) -> Vec<Owner> {
         .map(|name| Owner::Service(name.clone()))
         .collect();
     if !out.is_empty() {
-        out.push(Owner::ServiceConntrack);
+        out.push(Owner::Conntrack);
     }
     out
 }
@@ -292,6 +341,49 @@ pub(super) fn apply_settings(
         AgentOp::LearnNeighbor { ip, mac } => {
             s.neighbors.insert(*ip, *mac);
         }
+        AgentOp::SetNetworkPolicies { upsert, delete } => {
+            if !upsert.is_empty() && !datapath.pipeline().has_netpol() {
+                return Err(AgentError::WrongBridge {
+                    what: "a Kubernetes NetworkPolicy (routing mode has no NetworkPolicy tables)",
+                    kind: datapath.name(),
+                });
+            }
+            for p in upsert {
+                p.check()?;
+            }
+            for id in delete {
+                s.netpols.remove(id);
+            }
+            for p in upsert {
+                s.netpols.upsert(p.clone());
+            }
+        }
+        AgentOp::ReplaceNetworkPolicies { policies, keep } => {
+            if !policies.is_empty() && !datapath.pipeline().has_netpol() {
+                return Err(AgentError::WrongBridge {
+                    what: "a Kubernetes NetworkPolicy (routing mode has no NetworkPolicy tables)",
+                    kind: datapath.name(),
+                });
+            }
+            for p in policies {
+                p.check()?;
+            }
+            let want: BTreeSet<&String> = policies.iter().map(|p| &p.id).chain(keep).collect();
+            let gone: Vec<String> = s
+                .netpols
+                .ids()
+                .filter(|id| !want.contains(id))
+                .cloned()
+                .collect();
+            for id in gone {
+                s.netpols.remove(&id);
+            }
+            for p in policies {
+                if s.netpols.get(&p.id) != Some(p) {
+                    s.netpols.upsert(p.clone());
+                }
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -315,7 +407,83 @@ mod tests {
         }
     }
 
+    fn random_policy(r: &mut Lcg, id: String) -> crate::netpol::NetworkPolicy {
+        use crate::netpol::{NetworkPolicy, Peer, Port, Protocol, Rule};
+        use std::net::IpAddr;
+        let addr = |r: &mut Lcg| IpAddr::V4(Ipv4Addr::new(10, 1, 1, r.next(8) as u8));
+        let vrf = if r.next(4) == 0 { "t2" } else { "t1" };
+        let applied = (0..1 + r.next(2)).map(|_| addr(r)).collect();
+        let mut p = NetworkPolicy::new(id, vrf, applied);
+        let rules = |r: &mut Lcg| -> Option<Vec<Rule>> {
+            if r.next(3) == 0 {
+                return None;
+            }
+            Some(
+                (0..r.next(3))
+                    .map(|_| Rule {
+                        peers: (0..r.next(3))
+                            .map(|_| {
+                                if r.next(3) == 0 {
+                                    Peer::IpBlock {
+                                        cidr: "10.1.1.0/29"
+                                            .parse()
+                                            .unwrap_or_else(|_| unreachable!()),
+                                        except: vec![ipnet::IpNet::from(addr(r))]
+                                            .into_iter()
+                                            .filter(|n| {
+                                                n.addr() < IpAddr::V4(Ipv4Addr::new(10, 1, 1, 8))
+                                            })
+                                            .collect(),
+                                    }
+                                } else {
+                                    Peer::Pods((0..r.next(3)).map(|_| addr(r)).collect())
+                                }
+                            })
+                            .collect(),
+                        ports: (0..r.next(3))
+                            .map(|_| match r.next(3) {
+                                0 => Port::range(Protocol::Tcp, 80, 80 + r.next(20) as u16),
+                                1 => Port::one(Protocol::Udp, 53),
+                                _ => Port::one(Protocol::Tcp, 80 + r.next(2) as u16),
+                            })
+                            .collect(),
+                        applied_to: None,
+                    })
+                    .collect(),
+            )
+        };
+        p.ingress = rules(r);
+        p.egress = rules(r);
+        p
+    }
+
+    fn random_netpol_op(r: &mut Lcg) -> AgentOp {
+        let id = format!("ns/p{}", r.next(4));
+        match r.next(6) {
+            0 => AgentOp::SetNetworkPolicies {
+                upsert: Vec::new(),
+                delete: vec![id],
+            },
+            1 => AgentOp::ReplaceNetworkPolicies {
+                policies: (0..r.next(3))
+                    .map(|_| {
+                        let id = format!("ns/p{}", r.next(4));
+                        random_policy(r, id)
+                    })
+                    .collect(),
+                keep: Vec::new(),
+            },
+            _ => AgentOp::SetNetworkPolicies {
+                upsert: vec![random_policy(r, id)],
+                delete: Vec::new(),
+            },
+        }
+    }
+
     fn random_op(r: &mut Lcg) -> AgentOp {
+        if r.next(5) == 0 {
+            return random_netpol_op(r);
+        }
         let vteps = [
             Ipv4Addr::new(192, 168, 77, 2),
             Ipv4Addr::new(192, 168, 77, 3),
@@ -483,6 +651,7 @@ mod tests {
             let mut applied = 0;
             let mut groups = 0;
             let mut routed = 0;
+            let mut netpol_flows = 0;
             for step in 0..600 {
                 let op = gen_op(&mut r);
                 let before = table.clone();
@@ -529,6 +698,13 @@ mod tests {
                     .iter()
                     .filter(|l| l.starts_with("table=7") && l.contains("output:1"))
                     .count();
+                netpol_flows += installed
+                    .flows()
+                    .filter(|f| {
+                        matches!(f.key.table, id::NETPOL_EGRESS | id::NETPOL_INGRESS)
+                            && f.key.priority == crate::priority::NETPOL_RULE
+                    })
+                    .count();
                 let topo = Topology {
                     endpoints: &table,
                     settings: &settings,
@@ -551,6 +727,12 @@ mod tests {
             assert!(groups > 10, "only {groups} groups seen");
             if datapath.name() == "vlrouter" {
                 assert!(routed > 10, "only {routed} learned-route flows seen");
+            }
+            if datapath.pipeline().has_netpol() {
+                assert!(
+                netpol_flows > 100,
+                "only {netpol_flows} NetworkPolicy rule flows seen"
+            );
             }
         }
     }

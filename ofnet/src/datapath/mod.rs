@@ -27,6 +27,8 @@ pub mod vxlan;
 use crate::epdb::EndpointTable;
 use crate::flows::{self, policy::RuleError};
 use crate::model::{ArpMode, BridgeKind, Endpoint, MacAddr, PolicyRule};
+use crate::netpol::Policies;
+use crate::netpol::compile::FlowOwner;
 use crate::pipeline::{Pipeline, PipelineError, id};
 use crate::service::{self, Services};
 use crate::text;
@@ -53,8 +55,18 @@ pub struct Settings {
     pub routes: BTreeMap<ipnet::Ipv4Net, Ipv4Addr>,
     /// Next hops' MACs, learned from ARP on the uplink (VLAN router).
     pub neighbors: BTreeMap<Ipv4Addr, MacAddr>,
+    /// Kubernetes NetworkPolicies.
+    pub netpols: Policies,
     /// Local endpoints' DNS queries go to the controller (inline DNS).
     pub dns_punt: bool,
+}
+
+impl Settings {
+    /// Whether policy is stateful now: some policy rule or NetworkPolicy exists, so every IP
+    /// packet is looked up in conntrack and new connections are committed.
+    pub fn stateful(&self) -> bool {
+        !self.rules.is_empty() || !self.netpols.is_empty()
+    }
 }
 
 /// The VLAN router's router port: an internal port of the bridge holding the host's router
@@ -101,6 +113,14 @@ pub enum DatapathError {
     MeterConflict { id: u32, owner: Owner, other: Owner },
 }
 
+/// Whether `p` runs policy statefully now: some rule or NetworkPolicy exists and the pipeline
+/// has the NetworkPolicy tables, where new connections are committed. The routing pipelines
+/// use table 7 for routing and have none, so their Contiv rules stay stateless (as in the
+/// reference) and NetworkPolicies are refused there.
+fn stateful_policy(p: &Pipeline, topo: &Topology<'_>) -> bool {
+    topo.settings.stateful() && p.has_netpol()
+}
+
 /// The object a flow or group exists for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Owner {
@@ -117,8 +137,11 @@ pub enum Owner {
     Rule(String),
     /// A service's groups and flows, by name.
     Service(String),
-    /// The conntrack entry flows every service needs (while any service has a spec).
-    ServiceConntrack,
+    /// The conntrack lookups (while any service has a spec, or policy is stateful), the
+    /// services' shared hairpin flows and the stateful policy's shared flows.
+    Conntrack,
+    /// NetworkPolicy flows (by match, isolated pod or rule conjunction).
+    Netpol(Box<FlowOwner>),
     /// The router port's plumbing (VLAN router).
     Router,
     /// A prefix learned by BGP (VLAN router).
@@ -135,7 +158,8 @@ impl std::fmt::Display for Owner {
             Owner::Network(v) => write!(f, "network on VLAN {v}"),
             Owner::Rule(id) => write!(f, "rule {id}"),
             Owner::Service(name) => write!(f, "service {name}"),
-            Owner::ServiceConntrack => write!(f, "the service conntrack flows"),
+            Owner::Conntrack => write!(f, "the conntrack flows"),
+            Owner::Netpol(o) => write!(f, "{o}"),
             Owner::Router => write!(f, "the router port"),
             Owner::Route(p) => write!(f, "route {p}"),
         }
@@ -450,23 +474,30 @@ fn service_part(
 ) -> Result<Part, DatapathError> {
     let services = &topo.settings.services;
     match owner {
-        Owner::ServiceConntrack if services.any_active() => {
-            // IPv6 packets are looked up only while a dual-stack service exists.
+        Owner::Conntrack if services.any_active() || stateful_policy(p, topo) => {
+            // IPv6 packets are looked up only while a dual-stack service exists or policy
+            // is stateful.
+            let stateful = stateful_policy(p, topo);
             let mut families = vec![crate::flows::ETH_IPV4];
-            if services.any_ipv6() {
+            if services.any_ipv6() || stateful {
                 families.push(crate::flows::ETH_IPV6);
             }
             let mut flows = Vec::new();
+            if stateful {
+                flows.extend(crate::netpol::flows::stateful_flows(p)?);
+            }
             for eth in families {
                 for t in [id::SERVICE_DNAT, id::SERVICE_SNAT] {
                     flows.push(service::flows::conntrack_entry_for(p.table(t)?, eth)?);
                 }
             }
-            flows.extend(service::flows::hairpin_shared(
-                p.table(id::SERVICE_DNAT)?,
-                services.any_ipv6(),
-                p.tagged,
-            )?);
+            if services.any_active() {
+                flows.extend(service::flows::hairpin_shared(
+                    p.table(id::SERVICE_DNAT)?,
+                    services.any_ipv6(),
+                    p.tagged,
+                )?);
+            }
             Ok(Part {
                 flows,
                 groups: Vec::new(),
@@ -521,18 +552,48 @@ fn provider_of(endpoints: &EndpointTable, ip: Ipv4Addr) -> service::flows::Provi
     }
 }
 
-/// Every service owner of `services`: each service, and the conntrack flows when any is
-/// active.
+/// Every service owner of `services`.
 pub fn service_owners(services: &Services) -> impl Iterator<Item = Owner> + '_ {
     services
-        .any_active()
-        .then_some(Owner::ServiceConntrack)
-        .into_iter()
-        .chain(
-            services
-                .iter()
-                .map(|(name, _)| Owner::Service(name.clone())),
-        )
+        .iter()
+        .map(|(name, _)| Owner::Service(name.clone()))
+}
+
+/// The flows of a NetworkPolicy owner.
+fn netpol_part(
+    p: &'static Pipeline,
+    topo: &Topology<'_>,
+    owner: &FlowOwner,
+) -> Result<Part, DatapathError> {
+    Ok(Part {
+        flows: crate::netpol::flows::owner_flows(
+            p,
+            topo.settings.netpols.index(),
+            |vrf| topo.endpoints.vrf_id(vrf),
+            owner,
+        )?,
+        groups: Vec::new(),
+        meters: Vec::new(),
+    })
+}
+
+/// Every NetworkPolicy owner with flows.
+pub fn netpol_owners(netpols: &Policies) -> impl Iterator<Item = Owner> + '_ {
+    let index = netpols.index();
+    index
+        .clauses
+        .keys()
+        .map(|k| FlowOwner::Clause(k.clone()))
+        .chain(index.allow_all.keys().map(|(d, vrf, a)| {
+            FlowOwner::Clause(crate::netpol::compile::ClauseKey {
+                dir: *d,
+                vrf: vrf.clone(),
+                clause: crate::netpol::compile::target_clause(*d, *a),
+            })
+        }))
+        .chain(index.isolated.keys().cloned().map(FlowOwner::Isolation))
+        .chain(index.conjs.keys().map(|c| FlowOwner::Conj(*c)))
+        .map(|o| Owner::Netpol(Box::new(o)))
 }
 
 /// The destination-group flows of an endpoint whose VRF exists on this bridge.
@@ -567,6 +628,13 @@ fn common_owners(topo: &Topology<'_>) -> Vec<Owner> {
     );
     out.extend(topo.settings.rules.keys().map(|id| Owner::Rule(id.clone())));
     out.extend(service_owners(&topo.settings.services));
+    if topo.settings.services.any_active() || topo.settings.stateful() {
+        out.push(Owner::Conntrack);
+    }
+    let mut netpol: Vec<Owner> = netpol_owners(&topo.settings.netpols).collect();
+    netpol.sort();
+    netpol.dedup();
+    out.extend(netpol);
     out
 }
 

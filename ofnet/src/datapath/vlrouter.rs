@@ -246,11 +246,11 @@ impl Datapath for VlrouterBridge {
                 ],
                 ..Part::default()
             }),
-            Owner::Uplink(_) | Owner::Network(_) => Ok(Part::default()),
+            Owner::Uplink(_) | Owner::Network(_) | Owner::Netpol(_) => Ok(Part::default()),
             Owner::Router => self.router_part(topo),
             Owner::Route(prefix) => self.route_part(topo, *prefix),
             Owner::Rule(rid) => rule_part(p, topo, rid),
-            Owner::Service(_) | Owner::ServiceConntrack => service_part(p, topo, owner),
+            Owner::Service(_) | Owner::Conntrack => service_part(p, topo, owner),
         }
     }
 
