@@ -140,8 +140,8 @@ const GUARD_MATCHES_VXLAN: [FieldId; 14] = {
 
 /// [`GUARD_MATCHES`] and the destination address (VLAN router: uplink traffic for the router
 /// address).
-const GUARD_MATCHES_VLROUTER: [FieldId; 13] = {
-    let mut all = [FieldId::IPV4_DST; 13];
+const GUARD_MATCHES_VLROUTER: [FieldId; 14] = {
+    let mut all = [FieldId::IPV4_DST; 14];
     let mut i = 0;
     while i < GUARD_MATCHES.len() {
         all[i] = GUARD_MATCHES[i];
