@@ -6,7 +6,7 @@
 //!    agents (not yet reachable by their switches), VLAN uplinks.
 //! 3. Replay: networks, endpoint groups, global config, then this host's endpoints from
 //!    their oper state (re-adopted, not re-created); in kubernetes mode with an API server,
-//!    the first lists of Services and Endpoints (at most 5 s).
+//!    the first lists of Services and EndpointSlices (at most 5 s).
 //! 4. Only now the OpenFlow listeners: the switch's first reconcile then sees the complete
 //!    flow set, so a restart replaces flows in place (ofctrl generations) and pods keep
 //!    their traffic. With `fail_mode=secure` OVS keeps its flows while we are away.
@@ -14,7 +14,7 @@
 //!    `netplugin.vtep`), the etcd watches, the VXLAN agent's ofnet RPC server and its
 //!    registration with the leader's ofnet master, found and followed through `netmaster.rpc`
 //!    ([`crate::ofnet_rpc`]), and in kubernetes mode with an API server the Kubernetes
-//!    Service/Endpoints watches ([`crate::kubesvc`]).
+//!    Service/EndpointSlice watches ([`crate::kubesvc`]).
 //!
 //! [`run`] returns when `shutdown` resolves; ports, veths and flows stay (a restart adopts
 //! them).
@@ -168,8 +168,9 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     let kube_watcher = match &kube {
         Some(client) => {
             let mut watcher = kubesvc::Watcher::new(
-                KubeClient::clone(client),
+                client,
                 driver.clone(),
+                &cfg.host,
                 kubesvc::WatchOptions::default(),
             );
             watcher.prime(KUBE_PRIME_LIMIT).await;

@@ -8,8 +8,9 @@
 //! - [`driver`]: bridges, agents, networks, groups and local endpoints (§4.2).
 //! - [`watch`]: replay and etcd watches of networks, groups and the global config.
 //! - [`cniserver`]: AddPod/DelPod/CheckPod/Status on the unix socket (§7).
-//! - [`kubeapi`]: pod labels from the Kubernetes API (§7.3, §7.4).
-//! - [`kubesvc`]: Kubernetes Services and Endpoints onto the agents, the pods' service route (§7.5).
+//! - [`kubeapi`]: the `kube` client from the §7.4 config file; pods at ADD (§7.3).
+//! - [`kubewatch`]: one resource followed with `kube::runtime`'s watcher.
+//! - [`kubesvc`]: Kubernetes Services and EndpointSlices onto the agents, the pods' service route (§7.5).
 //! - [`debug`]: the debug REST (§4.3).
 //! - [`http`]: the small HTTP/1.1 server both APIs use.
 //! - [`oper`]: the endpoint oper state kept in etcd.
@@ -29,6 +30,7 @@ pub mod hostnet;
 pub mod http;
 pub mod kubeapi;
 pub mod kubesvc;
+pub mod kubewatch;
 pub mod metrics;
 pub mod netlink;
 pub mod ofnet_rpc;

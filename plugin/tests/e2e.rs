@@ -789,16 +789,15 @@ fn service_vip_reaches_labelled_providers() {
 }
 
 /// Kubernetes mode against a handcrafted API server (a real one cannot run here): netplugin
-/// reads the pods from it, lists and watches its Services and Endpoints, and gives pods an
-/// on-link route to the service subnet. A client pod completes a TCP handshake with a
-/// Service's cluster IP on port 80, answered by the provider pod (the Endpoints' address)
+/// reads the pods from it, lists and watches its Services and EndpointSlices, and gives pods
+/// an on-link route to the service subnet. A client pod completes a TCP handshake with a
+/// Service's cluster IP on port 80, answered by the provider pod (the slice's endpoint)
 /// listening on 8080, also after a netplugin restart. After the Service's DELETED event the
 /// cluster IP is closed and its flows are gone.
 #[test]
 fn kubernetes_cluster_ip_reaches_the_endpoints() {
     testbed::require!(Root, Ovs, Etcd, Ip, Netcat);
     let api = fake_kube::FakeKube::start();
-    api.set_pod_labels(&[("app", "web")]);
     let dir = tempfile::tempdir().unwrap();
     let kube_config = dir.path().join("contiv.json");
     std::fs::write(
@@ -818,9 +817,15 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
     api.wait_watching("services", Duration::from_secs(10));
     create_network(&c, "k8snet", "vxlan", "10.55.0.0/24", "10.55.0.1");
     let conf = c.conflist("k8s", "k8snet", "").unwrap();
-    let provider = c.add_pod(&conf).unwrap();
-    let client = c.add_pod(&conf).unwrap();
-    let pod_get = format!("/api/v1/namespaces/default/pods/{}", client.container_id);
+    for name in ["web-1", "client"] {
+        api.put(
+            "pods",
+            fake_kube::pod("default", name, &[("app", name)], &c.host_label, &[], ""),
+        );
+    }
+    let provider = c.add_named_pod(&conf, "default", "web-1").unwrap();
+    let client = c.add_named_pod(&conf, "default", "client").unwrap();
+    let pod_get = "/api/v1/namespaces/default/pods/client".to_string();
     assert!(
         api.requests().contains(&pod_get),
         "netplugin did not read the pod from the API: {:?}",
@@ -847,11 +852,12 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
         ),
     );
     api.put(
-        "endpoints",
-        fake_kube::endpoints(
+        "endpointslices",
+        fake_kube::endpoint_slice(
             "default",
             "web",
-            &[&provider.ip],
+            "web-abcde",
+            json!([fake_kube::endpoint(&provider.ip, &c.host_label)]),
             json!([{"name": "http", "port": 8080, "protocol": "TCP"}]),
         ),
     );
