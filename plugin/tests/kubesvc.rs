@@ -414,7 +414,8 @@ async fn a_quiet_watch_resumes_from_its_last_bookmark() {
                     web_slice(&format!("other-{i}"), &["10.1.0.9"], 80),
                 );
             }
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            // Many bookmarks' worth (every 50 ms), with margin for a loaded machine.
+            tokio::time::sleep(Duration::from_millis(1000)).await;
             api.compact();
             api.close_watches("services");
             let deadline = Instant::now() + Duration::from_secs(5);
