@@ -13,6 +13,7 @@
 //! - [`nd`]: the neighbour-discovery proxy (IPv6's ARP).
 //! - [`master`]: the master actor (agent registry, endpoint relay, rule fan-out).
 //! - [`service`]: service load balancing in the switch (select groups, conntrack NAT, stats).
+//! - [`netpol`]: Kubernetes NetworkPolicy (resolved to addresses) to conjunction flows.
 //! - [`rpc`]: the master↔agent RPC (length-delimited JSON over TCP): peers and servers.
 //! - [`inspect`]: the agent state in the reference's inspect JSON shape.
 //! - [`timestamp`]: RFC 3339 instants (which endpoint announcement is newer).
@@ -31,6 +32,7 @@ pub mod master;
 pub mod metadata;
 pub mod model;
 pub mod nd;
+pub mod netpol;
 pub mod pipeline;
 pub mod priority;
 pub mod rpc;
@@ -47,5 +49,6 @@ pub use model::{
     ArpMode, Bandwidth, BridgeKind, Endpoint, LocalEndpoint, MacAddr, Network, Node, PolicyRule,
     RuleAction,
 };
+pub use netpol::{NetworkPolicy, PolicyRefused};
 pub use service::stats::ServiceStats;
 pub use service::{ServicePort, ServiceProtocol, ServiceSpec};

@@ -15,8 +15,8 @@ use ofproto::matches::Match;
 use ofproto::nxm;
 use ofproto::oxm::FieldId;
 
-/// Table ids (the reference's numbering; 7 and 8 belong to the routing datapaths, whose table
-/// 2 is here the service affinity table).
+/// Table ids (the reference's numbering for 0–6 and 9; its routing datapaths' 7 and 8 are here
+/// the NetworkPolicy tables, its table 2 the service affinity table).
 pub mod id {
     pub const INPUT: u8 = 0;
     pub const VLAN: u8 = 1;
@@ -25,6 +25,8 @@ pub mod id {
     pub const DST_GROUP: u8 = 4;
     pub const POLICY: u8 = 5;
     pub const SERVICE_SNAT: u8 = 6;
+    pub const NETPOL_EGRESS: u8 = 7;
+    pub const NETPOL_INGRESS: u8 = 8;
     pub const MAC_DEST: u8 = 9;
 }
 
@@ -101,8 +103,9 @@ static INPUT_TABLE: TableDecl = TableDecl {
 };
 
 /// What table 1 matches to classify a port and guard its sources.
-const GUARD_MATCHES: [FieldId; 12] = [
+const GUARD_MATCHES: [FieldId; 13] = [
     F_IN_PORT,
+    FieldId::VLAN_VID,
     FieldId::ETH_SRC,
     FieldId::ETH_TYPE,
     FieldId::IPV4_SRC,
@@ -117,8 +120,8 @@ const GUARD_MATCHES: [FieldId; 12] = [
 ];
 
 /// [`GUARD_MATCHES`] and the VNI of VTEP traffic.
-const GUARD_MATCHES_VXLAN: [FieldId; 13] = {
-    let mut all = [FieldId::TUNNEL_ID; 13];
+const GUARD_MATCHES_VXLAN: [FieldId; 14] = {
+    let mut all = [FieldId::TUNNEL_ID; 14];
     let mut i = 0;
     while i < GUARD_MATCHES.len() {
         all[i] = GUARD_MATCHES[i];
@@ -190,7 +193,7 @@ static DST_GROUP_TABLE: TableDecl = TableDecl {
 static POLICY_TABLE: TableDecl = TableDecl {
     id: POLICY,
     name: "policy",
-    purpose: "allow/deny rules by group, address (IPv4 or IPv6), protocol, port and TCP flags; the miss allows",
+    purpose: "allow/deny rules by group, address (IPv4 or IPv6), protocol, port and TCP flags, evaluated for new connections and their later packets; replies of a tracked connection pass; the miss allows",
     matches: &[
         FieldId::ETH_TYPE,
         FieldId::METADATA,
@@ -204,6 +207,8 @@ static POLICY_TABLE: TableDecl = TableDecl {
         FieldId::UDP_SRC,
         FieldId::UDP_DST,
         nxm::TCP_FLAGS,
+        nxm::CT_STATE,
+        nxm::CT_LABEL,
     ],
     sets: &[],
     writes_metadata: 0,
@@ -226,6 +231,45 @@ static SERVICE_SNAT_TABLE: TableDecl = TableDecl {
     ],
     sets: &[],
     writes_metadata: 0,
+    next: &[NETPOL_EGRESS, MAC_DEST],
+    miss: Miss::Goto(NETPOL_EGRESS),
+};
+
+/// What the NetworkPolicy tables match.
+const NETPOL_MATCHES: [FieldId; 13] = [
+    FieldId::ETH_TYPE,
+    FieldId::METADATA,
+    FieldId::IPV4_SRC,
+    FieldId::IPV4_DST,
+    FieldId::IPV6_SRC,
+    FieldId::IPV6_DST,
+    FieldId::IP_PROTO,
+    FieldId::TCP_DST,
+    FieldId::UDP_DST,
+    FieldId::ICMPV6_TYPE,
+    nxm::CT_STATE,
+    nxm::CT_LABEL,
+    nxm::CONJ_ID,
+];
+
+static NETPOL_EGRESS_TABLE: TableDecl = TableDecl {
+    id: NETPOL_EGRESS,
+    name: "netpol_egress",
+    purpose: "Kubernetes NetworkPolicy egress of the source pod: replies of tracked connections pass, rules as conjunctions (pod, peer, port), isolated pods' other packets dropped (an established connection's also marked revoked in conntrack)",
+    matches: &NETPOL_MATCHES,
+    sets: &[],
+    writes_metadata: 0,
+    next: &[NETPOL_INGRESS, MAC_DEST],
+    miss: Miss::Goto(NETPOL_INGRESS),
+};
+
+static NETPOL_INGRESS_TABLE: TableDecl = TableDecl {
+    id: NETPOL_INGRESS,
+    name: "netpol_ingress",
+    purpose: "Kubernetes NetworkPolicy ingress of the destination pod, as egress; then every new connection allowed so far is committed to conntrack in the VRF's zone",
+    matches: &NETPOL_MATCHES,
+    sets: &[],
+    writes_metadata: 0,
     next: &[MAC_DEST],
     miss: Miss::Goto(MAC_DEST),
 };
@@ -239,7 +283,7 @@ pub static VLAN_PIPELINE: Pipeline = Pipeline {
         TableDecl {
             id: VLAN,
             name: "vlan",
-            purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); uplink traffic skips policy",
+            purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); uplink traffic gets its network's VRF by VLAN and skips the source-side policy",
             matches: &GUARD_MATCHES,
             sets: &[FieldId::IP_DSCP],
             writes_metadata: metadata::PORT_MASK,
@@ -252,6 +296,8 @@ pub static VLAN_PIPELINE: Pipeline = Pipeline {
         DST_GROUP_TABLE,
         POLICY_TABLE,
         SERVICE_SNAT_TABLE,
+        NETPOL_EGRESS_TABLE,
+        NETPOL_INGRESS_TABLE,
         TableDecl {
             id: MAC_DEST,
             name: "mac_dest",
@@ -274,7 +320,7 @@ pub static VXLAN_PIPELINE: Pipeline = Pipeline {
         TableDecl {
             id: VLAN,
             name: "vlan",
-            purpose: "classifies by ingress port: local VLAN, VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); VTEP traffic by VNI, skipping policy",
+            purpose: "classifies by ingress port: local VLAN, VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); VTEP traffic by VNI, skipping the source-side policy",
             matches: &GUARD_MATCHES_VXLAN,
             sets: &[FieldId::VLAN_VID, FieldId::IP_DSCP],
             writes_metadata: metadata::PORT_MASK | metadata::RX_VTEP,
@@ -286,6 +332,8 @@ pub static VXLAN_PIPELINE: Pipeline = Pipeline {
         DST_GROUP_TABLE,
         POLICY_TABLE,
         SERVICE_SNAT_TABLE,
+        NETPOL_EGRESS_TABLE,
+        NETPOL_INGRESS_TABLE,
         TableDecl {
             id: MAC_DEST,
             name: "mac_dest",
@@ -568,10 +616,10 @@ mod tests {
     #[test]
     fn unknown_table_is_an_error() {
         assert_eq!(
-            VLAN_PIPELINE.table(7).unwrap_err(),
+            VLAN_PIPELINE.table(10).unwrap_err(),
             PipelineError::NoSuchTable {
                 pipeline: "vlan",
-                table: 7
+                table: 10
             }
         );
     }

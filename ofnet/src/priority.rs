@@ -50,3 +50,21 @@ pub const FLOOD: u16 = 10;
 pub const MATCH: u16 = 100;
 /// Added to a policy rule's priority.
 pub const POLICY_BASE: u16 = 10;
+/// Policy table (5): replies of tracked connections pass, above every rule (rule priorities
+/// stop one below).
+pub const POLICY_STATEFUL: u16 = u16::MAX;
+/// NetworkPolicy tables (7, 8): replies of tracked connections, revoked replies, neighbour
+/// discovery.
+pub const NETPOL_BYPASS: u16 = 200;
+/// NetworkPolicy tables: a pod a rule allows without restricting peers or ports.
+pub const NETPOL_ALLOW_ALL: u16 = 110;
+/// NetworkPolicy tables: conjunction clauses and `conj_id` flows.
+pub const NETPOL_RULE: u16 = 100;
+/// NetworkPolicy tables: an isolated pod's established connection no rule allows: revoked.
+pub const NETPOL_REVOKE: u16 = 11;
+/// NetworkPolicy tables: anything else of an isolated pod: dropped.
+pub const NETPOL_ISOLATED: u16 = 10;
+/// Ingress table (8): a revoked connection's packet that reached it (allowed again).
+pub const NETPOL_RESTORE: u16 = 2;
+/// Ingress table (8): new connections are committed.
+pub const NETPOL_COMMIT: u16 = 1;

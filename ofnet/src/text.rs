@@ -76,10 +76,12 @@ pub fn group(g: &Group) -> String {
 }
 
 /// The conntrack fields OVS prints before the protocol shorthand, in its order.
-const CT_FIELDS: [FieldId; 7] = [
+const CT_FIELDS: [FieldId; 9] = [
+    nxm::CONJ_ID,
     nxm::CT_STATE,
     nxm::CT_ZONE,
     nxm::CT_MARK,
+    nxm::CT_LABEL,
     nxm::CT_NW_DST,
     nxm::CT_IPV6_DST,
     nxm::CT_NW_PROTO,
@@ -113,15 +115,20 @@ pub fn matches(m: &Match) -> String {
         _ => (None, false),
     };
     let type_shown = shorthand.is_some();
-    for o in &m.fields {
-        let f = o.field;
-        if f == nxm::CT_STATE || f == nxm::CT_MARK || f == nxm::CT_ZONE {
+    if let Some(o) = get(m, nxm::CONJ_ID) {
+        out.push(format!("conj_id={}", u(o)));
+    }
+    for f in [nxm::CT_STATE, nxm::CT_ZONE, nxm::CT_MARK] {
+        if let Some(o) = get(m, f) {
             let one = Match {
                 fields: vec![o.clone()],
             };
             let text = ofproto::format::format_match(&one, None);
             out.push(text.trim_end_matches(',').to_string());
         }
+    }
+    if let Some(o) = get(m, nxm::CT_LABEL) {
+        out.push(format!("ct_label={}", hex_masked(o)));
     }
     if let Some(o) = get(m, nxm::CT_NW_DST) {
         out.push(format!("ct_nw_dst={}", ipv4_masked(o)));
@@ -210,7 +217,12 @@ pub fn matches(m: &Match) -> String {
         ([FieldId::TCP_DST, FieldId::UDP_DST], "tp_dst"),
     ] {
         if let Some(o) = ids.iter().find_map(|id| get(m, *id)) {
-            out.push(format!("{name}={}", u(o)));
+            match o.mask().map(|m| m.to_u128() as u16) {
+                Some(mask) if mask != 0xffff => {
+                    out.push(format!("{name}={:#x}/{mask:#x}", u(o)));
+                }
+                _ => out.push(format!("{name}={}", u(o))),
+            }
         }
     }
     if let Some(o) = get(m, nxm::TCP_FLAGS) {

@@ -141,3 +141,52 @@ async fn deny_tcp_allow_8000_rules_open_and_close_ports_and_narrow_sources() {
     let err = agent.add_rule(allow_port("deny-tcp", 9)).await.unwrap_err();
     assert!(matches!(err, ofnet::AgentError::RuleExists(_)), "{err}");
 }
+
+/// Contiv rules are stateful: the replies of a connection a rule allowed pass without a
+/// mirrored rule, and a deny rule on the way back only stops connections the other side opens.
+#[actix_rt::test]
+async fn replies_pass_without_mirrored_rules() {
+    testbed::require!(Root, Ovs, Netcat);
+    if common::missing_tool(module_path!(), "ethtool", "ethtool") {
+        return;
+    }
+    init_tracing();
+    let h = common::Host::vlan().await;
+    let (ovs, agent) = (&h.ovs, &h.agent);
+    agent
+        .add_network(Network {
+            vlan: 10,
+            vni: 0,
+            gateway: None,
+            vrf: "t1".into(),
+        })
+        .await
+        .unwrap();
+    let server = attach(ovs, agent, 10, SERVER_EPG).await;
+    let client = attach(ovs, agent, 11, 7).await;
+    let _s = TcpServer::start(server.netns().name(), 8000);
+    let _c = TcpServer::start(client.netns().name(), 9000);
+    // The server's group may send no TCP at all (no flags: every segment, SYN-ACKs too).
+    let mut deny_out = PolicyRule::new("deny-out", 1, RuleAction::Deny);
+    deny_out.src_endpoint_group = SERVER_EPG;
+    deny_out.ip_protocol = 6;
+    agent.add_rule(deny_out).await.unwrap();
+    settle(ovs);
+    let (srv, cli) = (server.netns().name(), client.netns().name());
+    assert!(
+        tcp_connects(cli, "10.1.1.10", 8000).await,
+        "the server's replies pass: the connection is tracked"
+    );
+    assert!(
+        !tcp_connects(srv, "10.1.1.11", 9000).await,
+        "the server's own new connections are denied"
+    );
+    // The reply bypass is in table 5, above every rule.
+    let flows = common::dumped_flows(ovs, "br0").await;
+    assert!(
+        flows
+            .iter()
+            .any(|f| f.starts_with("table=5, priority=65535,ct_state=+est+rpl+trk")),
+        "{flows:#?}"
+    );
+}

@@ -210,6 +210,56 @@ impl AgentHandle {
         .await
     }
 
+    /// Add or replace one Kubernetes NetworkPolicy, as one switch transaction. A policy the
+    /// switch cannot enforce exactly is refused ([`AgentError::PolicyRefused`], naming it and
+    /// why) and nothing changes: a previous version stays installed.
+    pub async fn upsert_network_policy(&self, policy: NetworkPolicy) -> Result<(), AgentError> {
+        policy.check()?;
+        self.update(AgentOp::SetNetworkPolicies {
+            upsert: vec![policy],
+            delete: Vec::new(),
+        })
+        .await
+    }
+
+    /// Remove a NetworkPolicy (an unknown id is `Ok`): its allowances end, and pods no other
+    /// policy selects are no longer isolated.
+    pub async fn delete_network_policy(&self, id: &str) -> Result<(), AgentError> {
+        self.update(AgentOp::SetNetworkPolicies {
+            upsert: Vec::new(),
+            delete: vec![id.to_string()],
+        })
+        .await
+    }
+
+    /// Remove `delete`, then add or replace `upsert`, as ONE switch transaction (one bundle).
+    /// Policies that cannot be enforced exactly are left out (an installed version of them
+    /// stays as it was) and returned; the others are applied.
+    pub async fn set_network_policies(
+        &self,
+        upsert: Vec<NetworkPolicy>,
+        delete: Vec<String>,
+    ) -> Result<Vec<PolicyRefused>, AgentError> {
+        let (upsert, refused) = split_refused(upsert);
+        self.update(AgentOp::SetNetworkPolicies { upsert, delete })
+            .await?;
+        Ok(refused)
+    }
+
+    /// Make `policies` the whole set of NetworkPolicies (e.g. after a re-list), as ONE switch
+    /// transaction: every installed policy not in it is removed. Refused policies are
+    /// returned; an installed version of a refused policy stays.
+    pub async fn replace_network_policies(
+        &self,
+        policies: Vec<NetworkPolicy>,
+    ) -> Result<Vec<PolicyRefused>, AgentError> {
+        let (policies, refused) = split_refused(policies);
+        let keep = refused.iter().map(|r| r.policy.clone()).collect();
+        self.update(AgentOp::ReplaceNetworkPolicies { policies, keep })
+            .await?;
+        Ok(refused)
+    }
+
     /// Service statistics in netplugin's `/svcstats` shape, from the flow statistics of tables
     /// 3 and 6 polled now (zero counters while no switch is connected).
     pub async fn service_stats(&self) -> Result<ServiceStats, AgentError> {
@@ -341,4 +391,20 @@ impl AgentHandle {
         }
         Ok(Some(t))
     }
+}
+
+/// The policies the switch can enforce, and the refusals of the others.
+fn split_refused(policies: Vec<NetworkPolicy>) -> (Vec<NetworkPolicy>, Vec<PolicyRefused>) {
+    let mut ok = Vec::new();
+    let mut refused = Vec::new();
+    for p in policies {
+        match p.check() {
+            Ok(()) => ok.push(p),
+            Err(e) => {
+                tracing::warn!(policy = %e.policy, reason = %e.reason, "network policy refused");
+                refused.push(e);
+            }
+        }
+    }
+    (ok, refused)
 }

@@ -39,6 +39,7 @@ use crate::inspect::{self, AgentExport};
 use crate::model::{
     ArpMode, Bandwidth, BridgeKind, Endpoint, LocalEndpoint, Network, Node, PolicyRule,
 };
+use crate::netpol::{NetworkPolicy, PolicyRefused};
 use crate::pipeline::id;
 use crate::rpc::{self, Peer, RpcServer};
 use crate::service::stats::ServiceStats;
@@ -118,6 +119,8 @@ pub enum AgentError {
     },
     #[error(transparent)]
     Service(#[from] ServiceError),
+    #[error(transparent)]
+    PolicyRefused(#[from] PolicyRefused),
     #[error("service statistics: {0}")]
     Stats(ofctrl::SwitchError),
     #[error("master address {0} is not ip:port")]

@@ -2,6 +2,7 @@
 //! and the owners whose flows it can change.
 
 use super::*;
+use crate::netpol::Policies;
 
 /// One change through the agent API.
 #[derive(Debug, Clone)]
@@ -49,6 +50,19 @@ pub enum AgentOp {
         name: String,
         providers: Vec<Ipv4Addr>,
     },
+    /// Kubernetes NetworkPolicies: remove `delete` (unknown ids are fine), then add or replace
+    /// `upsert`, as one switch transaction. Refused as a whole if one policy fails
+    /// [`NetworkPolicy::check`] (the handle's methods check first and leave refused ones out).
+    SetNetworkPolicies {
+        upsert: Vec<NetworkPolicy>,
+        delete: Vec<String>,
+    },
+    /// Make `policies` (plus the installed policies named in `keep`) the whole set: every
+    /// other installed policy is removed. One switch transaction.
+    ReplaceNetworkPolicies {
+        policies: Vec<NetworkPolicy>,
+        keep: Vec<String>,
+    },
 }
 
 /// How an op splits into an endpoint-DB change and a settings change.
@@ -91,6 +105,14 @@ pub(super) fn touched(
     let mut owners = endpoint_owners(op, before, after)?;
     let (b, a) = (&settings_before.services, &settings_after.services);
     owners.extend(service_changes(b, a));
+    if settings_before.stateful() != settings_after.stateful() {
+        owners.push(Owner::Conntrack);
+    }
+    owners.extend(netpol_changes(
+        op,
+        &settings_before.netpols,
+        &settings_after.netpols,
+    ));
     let endpoint_ip = match op {
         AgentOp::AddLocalEndpoint(l) => l.ipv4,
         AgentOp::RemoveLocalEndpoint(p) => before.local(*p).and_then(|e| e.ip_addr),
@@ -144,8 +166,31 @@ fn endpoint_owners(
             .collect(),
         AgentOp::AddService { .. }
         | AgentOp::RemoveService(_)
-        | AgentOp::SetServiceProviders { .. } => Vec::new(),
+        | AgentOp::SetServiceProviders { .. }
+        | AgentOp::SetNetworkPolicies { .. }
+        | AgentOp::ReplaceNetworkPolicies { .. } => Vec::new(),
     })
+}
+
+/// The NetworkPolicy owners whose flows an op changes: the flows of every policy it changes,
+/// before and after (a flow shared with other policies is recomputed whole).
+fn netpol_changes(op: &AgentOp, before: &Policies, after: &Policies) -> Vec<Owner> {
+    let ids: BTreeSet<&String> = match op {
+        AgentOp::SetNetworkPolicies { upsert, delete } => {
+            delete.iter().chain(upsert.iter().map(|p| &p.id)).collect()
+        }
+        AgentOp::ReplaceNetworkPolicies { .. } => before.ids().chain(after.ids()).collect(),
+        _ => return Vec::new(),
+    };
+    let mut out = BTreeSet::new();
+    for id in ids {
+        let (old, new) = (before.contribution(id), after.contribution(id));
+        if old == new {
+            continue;
+        }
+        out.extend(old.keys().chain(new.keys()).map(Owner::Netpol));
+    }
+    out.into_iter().collect()
 }
 
 /// The service owners whose flows differ between `before` and `after`: every service whose
@@ -158,7 +203,7 @@ fn service_changes(before: &Services, after: &Services) -> Vec<Owner> {
         .map(|name| Owner::Service(name.clone()))
         .collect();
     if !out.is_empty() {
-        out.push(Owner::ServiceConntrack);
+        out.push(Owner::Conntrack);
     }
     out
 }
@@ -256,6 +301,37 @@ pub(super) fn apply_settings(
         }
         AgentOp::SetServiceProviders { name, providers } => {
             s.services.set_providers(name, providers.iter().copied());
+        }
+        AgentOp::SetNetworkPolicies { upsert, delete } => {
+            for p in upsert {
+                p.check()?;
+            }
+            for id in delete {
+                s.netpols.remove(id);
+            }
+            for p in upsert {
+                s.netpols.upsert(p.clone());
+            }
+        }
+        AgentOp::ReplaceNetworkPolicies { policies, keep } => {
+            for p in policies {
+                p.check()?;
+            }
+            let want: BTreeSet<&String> = policies.iter().map(|p| &p.id).chain(keep).collect();
+            let gone: Vec<String> = s
+                .netpols
+                .ids()
+                .filter(|id| !want.contains(id))
+                .cloned()
+                .collect();
+            for id in gone {
+                s.netpols.remove(&id);
+            }
+            for p in policies {
+                if s.netpols.get(&p.id) != Some(p) {
+                    s.netpols.upsert(p.clone());
+                }
+            }
         }
         _ => {}
     }

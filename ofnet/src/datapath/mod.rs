@@ -22,6 +22,8 @@ pub mod vxlan;
 use crate::epdb::EndpointTable;
 use crate::flows::{self, policy::RuleError};
 use crate::model::{ArpMode, BridgeKind, Endpoint, PolicyRule};
+use crate::netpol::Policies;
+use crate::netpol::compile::FlowOwner;
 use crate::pipeline::{Pipeline, PipelineError, id};
 use crate::service::{self, Services};
 use crate::text;
@@ -42,6 +44,16 @@ pub struct Settings {
     pub rules: BTreeMap<String, PolicyRule>,
     /// Load-balanced services and their client assignments.
     pub services: Services,
+    /// Kubernetes NetworkPolicies.
+    pub netpols: Policies,
+}
+
+impl Settings {
+    /// Whether policy is stateful now: some policy rule or NetworkPolicy exists, so every IP
+    /// packet is looked up in conntrack and new connections are committed.
+    pub fn stateful(&self) -> bool {
+        !self.rules.is_empty() || !self.netpols.is_empty()
+    }
 }
 
 /// Everything a datapath computes flows from.
@@ -95,8 +107,11 @@ pub enum Owner {
     Rule(String),
     /// A service's groups and flows, by name.
     Service(String),
-    /// The conntrack entry flows every service needs (while any service has a spec).
-    ServiceConntrack,
+    /// The conntrack lookups (while any service has a spec, or policy is stateful), the
+    /// services' shared hairpin flows and the stateful policy's shared flows.
+    Conntrack,
+    /// NetworkPolicy flows (by match, isolated pod or rule conjunction).
+    Netpol(FlowOwner),
 }
 
 impl std::fmt::Display for Owner {
@@ -109,7 +124,8 @@ impl std::fmt::Display for Owner {
             Owner::Network(v) => write!(f, "network on VLAN {v}"),
             Owner::Rule(id) => write!(f, "rule {id}"),
             Owner::Service(name) => write!(f, "service {name}"),
-            Owner::ServiceConntrack => write!(f, "the service conntrack flows"),
+            Owner::Conntrack => write!(f, "the conntrack flows"),
+            Owner::Netpol(o) => write!(f, "{o}"),
         }
     }
 }
@@ -411,23 +427,30 @@ fn service_part(
 ) -> Result<Part, DatapathError> {
     let services = &topo.settings.services;
     match owner {
-        Owner::ServiceConntrack if services.any_active() => {
-            // IPv6 packets are looked up only while a dual-stack service exists.
+        Owner::Conntrack if services.any_active() || topo.settings.stateful() => {
+            // IPv6 packets are looked up only while a dual-stack service exists or policy
+            // is stateful.
+            let stateful = topo.settings.stateful();
             let mut families = vec![crate::flows::ETH_IPV4];
-            if services.any_ipv6() {
+            if services.any_ipv6() || stateful {
                 families.push(crate::flows::ETH_IPV6);
             }
             let mut flows = Vec::new();
+            if stateful {
+                flows.extend(crate::netpol::flows::stateful_flows(p)?);
+            }
             for eth in families {
                 for t in [id::SERVICE_DNAT, id::SERVICE_SNAT] {
                     flows.push(service::flows::conntrack_entry_for(p.table(t)?, eth)?);
                 }
             }
-            flows.extend(service::flows::hairpin_shared(
-                p.table(id::SERVICE_DNAT)?,
-                services.any_ipv6(),
-                p.name == crate::pipeline::VXLAN_PIPELINE.name,
-            )?);
+            if services.any_active() {
+                flows.extend(service::flows::hairpin_shared(
+                    p.table(id::SERVICE_DNAT)?,
+                    services.any_ipv6(),
+                    p.name == crate::pipeline::VXLAN_PIPELINE.name,
+                )?);
+            }
             Ok(Part {
                 flows,
                 groups: Vec::new(),
@@ -482,18 +505,48 @@ fn provider_of(endpoints: &EndpointTable, ip: Ipv4Addr) -> service::flows::Provi
     }
 }
 
-/// Every service owner of `services`: each service, and the conntrack flows when any is
-/// active.
+/// Every service owner of `services`.
 pub fn service_owners(services: &Services) -> impl Iterator<Item = Owner> + '_ {
     services
-        .any_active()
-        .then_some(Owner::ServiceConntrack)
-        .into_iter()
-        .chain(
-            services
-                .iter()
-                .map(|(name, _)| Owner::Service(name.clone())),
-        )
+        .iter()
+        .map(|(name, _)| Owner::Service(name.clone()))
+}
+
+/// The flows of a NetworkPolicy owner.
+fn netpol_part(
+    p: &'static Pipeline,
+    topo: &Topology<'_>,
+    owner: &FlowOwner,
+) -> Result<Part, DatapathError> {
+    Ok(Part {
+        flows: crate::netpol::flows::owner_flows(
+            p,
+            topo.settings.netpols.index(),
+            |vrf| topo.endpoints.vrf_id(vrf),
+            owner,
+        )?,
+        groups: Vec::new(),
+        meters: Vec::new(),
+    })
+}
+
+/// Every NetworkPolicy owner with flows.
+pub fn netpol_owners(netpols: &Policies) -> impl Iterator<Item = Owner> + '_ {
+    let index = netpols.index();
+    index
+        .clauses
+        .keys()
+        .map(|k| FlowOwner::Clause(k.clone()))
+        .chain(index.allow_all.keys().map(|(d, vrf, a)| {
+            FlowOwner::Clause(crate::netpol::compile::ClauseKey {
+                dir: *d,
+                vrf: vrf.clone(),
+                clause: crate::netpol::compile::target_clause(*d, *a),
+            })
+        }))
+        .chain(index.isolated.keys().cloned().map(FlowOwner::Isolation))
+        .chain(index.conjs.keys().map(|c| FlowOwner::Conj(*c)))
+        .map(Owner::Netpol)
 }
 
 /// The destination-group flows of an endpoint whose VRF exists on this bridge.
@@ -528,6 +581,13 @@ fn common_owners(topo: &Topology<'_>) -> Vec<Owner> {
     );
     out.extend(topo.settings.rules.keys().map(|id| Owner::Rule(id.clone())));
     out.extend(service_owners(&topo.settings.services));
+    if topo.settings.services.any_active() || topo.settings.stateful() {
+        out.push(Owner::Conntrack);
+    }
+    let mut netpol: Vec<Owner> = netpol_owners(&topo.settings.netpols).collect();
+    netpol.sort();
+    netpol.dedup();
+    out.extend(netpol);
     out
 }
 

@@ -8,7 +8,7 @@
 
 use super::{
     Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    meter_part, pick_by_mac, rule_part, service_part,
+    meter_part, netpol_part, pick_by_mac, rule_part, service_part,
 };
 use crate::flows::{self, PortClass, category, push_vlan};
 use crate::model::{ArpMode, BridgeKind, Endpoint};
@@ -36,6 +36,47 @@ impl VlanBridge {
             ep.vlan
         }
     }
+}
+
+/// Table-1 flows of an uplink: its traffic skips the source-side policy; tagged with a
+/// network's VLAN it gets that network's VRF first (its conntrack zone, and the VRF the
+/// NetworkPolicy tables match), at `MATCH + 1`.
+fn uplink_flows(
+    p: &'static Pipeline,
+    topo: &Topology<'_>,
+    port: u32,
+) -> Result<Vec<ofctrl::Flow>, DatapathError> {
+    let t1 = p.table(id::VLAN)?;
+    let mut out = vec![flows::goto(
+        t1,
+        priority::MATCH,
+        Match::new().in_port(port),
+        id::SERVICE_SNAT,
+    )?];
+    for net in topo.endpoints.networks() {
+        let Some(vrf) = topo.endpoints.vrf_id(&net.vrf) else {
+            continue;
+        };
+        out.push(
+            t1.flow(
+                priority::MATCH + 1,
+                Match::new()
+                    .in_port(port)
+                    .vlan_vid(flows::VID_PRESENT | net.vlan, None),
+                vec![
+                    ofproto::instruction::Instruction::WriteMetadata {
+                        metadata: crate::metadata::vrf(vrf),
+                        mask: crate::metadata::VRF_MASK,
+                    },
+                    ofproto::instruction::Instruction::GotoTable(id::SERVICE_SNAT),
+                ],
+            )?,
+        );
+    }
+    Ok(out
+        .into_iter()
+        .map(|f| f.owned_by(category::UPLINK, u64::from(port)))
+        .collect())
 }
 
 impl Datapath for VlanBridge {
@@ -89,17 +130,12 @@ impl Datapath for VlanBridge {
                 Some(ep) if !ep.is_local() => dst_group_flows(p, topo, ep)?,
                 _ => Vec::new(),
             },
-            Owner::Uplink(port) if topo.settings.uplinks.contains(port) => vec![
-                flows::goto(
-                    p.table(id::VLAN)?,
-                    priority::MATCH,
-                    Match::new().in_port(*port),
-                    id::SERVICE_SNAT,
-                )?
-                .owned_by(category::UPLINK, u64::from(*port)),
-            ],
+            Owner::Uplink(port) if topo.settings.uplinks.contains(port) => {
+                uplink_flows(p, topo, *port)?
+            }
+            Owner::Netpol(o) => return netpol_part(p, topo, o),
             Owner::Rule(rid) => return rule_part(p, topo, rid),
-            Owner::Service(_) | Owner::ServiceConntrack => {
+            Owner::Service(_) | Owner::Conntrack => {
                 return service_part(p, topo, owner);
             }
             Owner::Uplink(_) | Owner::Network(_) => Vec::new(),
@@ -226,6 +262,28 @@ mod tests {
         "table=4, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.4 actions=write_metadata:0/0xfffe,goto_table:5",
         "table=5, priority=11,tcp,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
         "table=5, priority=11,tcp6,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
+        // The uplink gives each network's VLAN its VRF.
+        "table=1, priority=101,in_port=1,dl_vlan=10 actions=write_metadata:0x100000000/0xff00000000,goto_table:6",
+        "table=1, priority=101,in_port=1,dl_vlan=20 actions=write_metadata:0x100000000/0xff00000000,goto_table:6",
+        // A rule exists: policy is stateful.
+        "table=3, priority=200,ct_state=-trk,ip actions=ct(table=3,zone=OXM_OF_METADATA[32..47],nat)",
+        "table=3, priority=200,ct_state=-trk,ipv6 actions=ct(table=3,zone=OXM_OF_METADATA[32..47],nat)",
+        "table=5, priority=65535,ct_state=+est+rpl+trk,ct_label=0/0x1 actions=goto_table:6",
+        "table=5, priority=65535,ct_state=+rel+rpl+trk,ct_label=0/0x1 actions=goto_table:6",
+        "table=6, priority=200,ct_state=-trk,ip actions=ct(table=6,zone=OXM_OF_METADATA[32..47],nat)",
+        "table=6, priority=200,ct_state=-trk,ipv6 actions=ct(table=6,zone=OXM_OF_METADATA[32..47],nat)",
+        "table=7, priority=200,ct_state=+est+rpl+trk,ct_label=0/0x1 actions=goto_table:9",
+        "table=7, priority=200,ct_state=+rel+rpl+trk,ct_label=0/0x1 actions=goto_table:9",
+        "table=7, priority=200,ct_state=+rpl+trk,ct_label=0x1/0x1 actions=drop",
+        "table=7, priority=200,icmp6,icmp_type=133 actions=goto_table:9",
+        "table=7, priority=200,icmp6,icmp_type=134 actions=goto_table:9",
+        "table=7, priority=200,icmp6,icmp_type=135 actions=goto_table:9",
+        "table=7, priority=200,icmp6,icmp_type=136 actions=goto_table:9",
+        "table=7, priority=200,icmp6,icmp_type=137 actions=goto_table:9",
+        "table=8, priority=2,ct_state=+est-rpl+trk,ct_label=0x1/0x1,ip actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0/0x1->ct_label)),goto_table:9",
+        "table=8, priority=2,ct_state=+est-rpl+trk,ct_label=0x1/0x1,ipv6 actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0/0x1->ct_label)),goto_table:9",
+        "table=8, priority=1,ct_state=+new+trk,ip actions=ct(commit,zone=OXM_OF_METADATA[32..47]),goto_table:9",
+        "table=8, priority=1,ct_state=+new+trk,ipv6 actions=ct(commit,zone=OXM_OF_METADATA[32..47]),goto_table:9",
     ];
 
     #[test]

@@ -9,7 +9,7 @@
 
 use super::{
     Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    meter_part, rule_part, service_part,
+    meter_part, netpol_part, rule_part, service_part,
 };
 use crate::flows::{self, PortClass, VID_PRESENT, category, object_of, push_vlan, set_tun_id};
 use crate::metadata;
@@ -253,9 +253,8 @@ impl Datapath for VxlanBridge {
             Owner::RemoteEndpoint(rid) => self.remote_part(topo, rid),
             Owner::Network(vlan) => self.network_part(topo, *vlan),
             Owner::Rule(rid) => rule_part(self.pipeline(), topo, rid),
-            Owner::Service(_) | Owner::ServiceConntrack => {
-                service_part(self.pipeline(), topo, owner)
-            }
+            Owner::Service(_) | Owner::Conntrack => service_part(self.pipeline(), topo, owner),
+            Owner::Netpol(o) => netpol_part(self.pipeline(), topo, o),
             Owner::Uplink(_) => Ok(Part::default()),
         }
     }

@@ -31,6 +31,9 @@ pub mod category {
     pub const POLICY: u8 = 7;
     /// Service load balancing (object = hash of the service name).
     pub const SERVICE: u8 = 8;
+    /// Kubernetes NetworkPolicy and the stateful policy's shared flows (object: the
+    /// conjunction id of a rule's `conj_id` flow, a hash of the match otherwise, 0 shared).
+    pub const NETPOL: u8 = 9;
 }
 
 /// A stable 40-bit cookie object for a string id (FNV-1a).

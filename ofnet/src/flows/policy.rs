@@ -166,7 +166,8 @@ fn families(
 /// Check `rule` on its own (what [`rule_flows`] refuses, without building flows).
 fn check(rule: &PolicyRule) -> Result<(), RuleError> {
     let id = &rule.rule_id;
-    let max = u16::MAX - priority::POLICY_BASE;
+    // The stateful bypass of replies sits at the top of the table.
+    let max = priority::POLICY_STATEFUL - priority::POLICY_BASE - 1;
     if rule.priority > max {
         return Err(RuleError::BadPriority {
             rule: id.clone(),

@@ -211,6 +211,69 @@ pub fn matches(flow: &TraceFlow, f: &Fields) -> bool {
         .all(|m| field_matches(m, f))
 }
 
+/// The conjunction clauses a flow carries (`conjunction(id,k/n)` actions): such a flow is only
+/// a part of a match.
+fn conjunctions(flow: &TraceFlow) -> Vec<(u32, u8, u8)> {
+    flow.flow
+        .instructions
+        .iter()
+        .flat_map(|i| match i {
+            Instruction::ApplyActions(a) | Instruction::WriteActions(a) => a.as_slice(),
+            _ => &[],
+        })
+        .filter_map(|a| match a {
+            Action::Conjunction(c) => Some((c.id, c.clause, c.n_clauses)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The flow of `flows` (highest priority first) a packet with `f` takes, as OVS's
+/// classifier decides: per priority, a plain flow that matches; else a conjunction whose
+/// every clause has a matching flow at that priority, whose `conj_id` flow then is the
+/// match; else the next lower priority.
+pub fn lookup<'t>(flows: &'t [TraceFlow], f: &Fields) -> Option<&'t TraceFlow> {
+    let mut start = 0;
+    while start < flows.len() {
+        let prio = flows[start].flow.key.priority;
+        let end = flows[start..]
+            .iter()
+            .position(|fl| fl.flow.key.priority != prio)
+            .map_or(flows.len(), |n| start + n);
+        let mut clauses: std::collections::BTreeMap<u32, (u8, std::collections::BTreeSet<u8>)> =
+            std::collections::BTreeMap::new();
+        for fl in &flows[start..end] {
+            if !matches(fl, f) {
+                continue;
+            }
+            let conj = conjunctions(fl);
+            if conj.is_empty() {
+                return Some(fl);
+            }
+            for (id, k, n) in conj {
+                clauses
+                    .entry(id)
+                    .or_insert((n, Default::default()))
+                    .1
+                    .insert(k);
+            }
+        }
+        for (id, (n, ks)) in clauses {
+            if ks.len() == usize::from(n) {
+                let mut g = f.clone();
+                g.set("conj_id", u128::from(id));
+                if let Some(fl) = flows.iter().find(|fl| {
+                    fl.flow.key.matches.get(ofproto::nxm::CONJ_ID).is_some() && matches(fl, &g)
+                }) {
+                    return Some(fl);
+                }
+            }
+        }
+        start = end;
+    }
+    None
+}
+
 fn field_matches(m: &Oxm, f: &Fields) -> bool {
     let Some(info) = m.field.info() else {
         return false;
@@ -236,11 +299,7 @@ fn subfield(s: &Subfield) -> Option<(&'static str, u128)> {
 
 impl Run<'_> {
     fn lookup(&self, table: u8, f: &Fields) -> Option<&TraceFlow> {
-        self.tables
-            .flows
-            .get(&table)?
-            .iter()
-            .find(|fl| matches(fl, f))
+        lookup(self.tables.flows.get(&table)?, f)
     }
 
     /// Look `table` up and run what matches, following gotos; returns the packet's fields

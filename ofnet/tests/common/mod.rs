@@ -3,6 +3,7 @@
 //! so the controller keeps answering ARP meanwhile.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod netpol;
 pub mod services;
 pub mod vxlan_hosts;
 

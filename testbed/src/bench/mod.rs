@@ -3,6 +3,7 @@
 
 pub mod convergence;
 pub mod flow_push;
+pub mod netpol;
 pub mod pod_setup;
 pub mod scale;
 pub mod services;

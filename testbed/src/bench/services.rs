@@ -52,7 +52,7 @@ pub struct ServicesReport {
     pub service_flows_with_clients: usize,
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -124,7 +124,7 @@ fn mac(a: Ipv4Addr) -> MacAddr {
 }
 
 /// Resident memory of a process, MiB.
-fn rss_mib(pid: u32) -> Result<f64> {
+pub(crate) fn rss_mib(pid: u32) -> Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
     let kib: f64 = status
@@ -137,7 +137,7 @@ fn rss_mib(pid: u32) -> Result<f64> {
 }
 
 /// An agent on bridge `br0` of `ovs`, connected and synced.
-async fn agent_on(ovs: &Ovs) -> Result<(AgentHandle, ofctrl::Listener)> {
+pub(crate) async fn agent_on(ovs: &Ovs) -> Result<(AgentHandle, ofctrl::Listener)> {
     let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vxlan, "br0"));
     let path: PathBuf = ovs.run_dir().join("br0.ctl.sock");
     let listener = agent
@@ -170,7 +170,7 @@ async fn agent_on(ovs: &Ovs) -> Result<(AgentHandle, ofctrl::Listener)> {
     Ok((agent, listener))
 }
 
-async fn network(agent: &AgentHandle) -> Result<()> {
+pub(crate) async fn network(agent: &AgentHandle) -> Result<()> {
     agent
         .add_network(Network {
             vlan: 10,

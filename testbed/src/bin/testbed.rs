@@ -119,6 +119,12 @@ enum Bench {
         #[arg(long, default_value_t = 10_000)]
         clients: usize,
     },
+    /// Kubernetes NetworkPolicy realization in the switch: 1 policy × 1,000 peers × 10 ports,
+    /// 10,000 rules in one bundle, pods joining a selected set (per-pod p99).
+    Netpol {
+        #[arg(long, default_value_t = 100)]
+        pods: usize,
+    },
     /// Endpoint fan-out of the leader's ofnet master to N emulated agents (JSON-RPC only, no
     /// OVS): p50/p99/max until every agent has an endpoint, netmaster RSS and CPU, and the
     /// re-registration time after a leader change.
@@ -184,6 +190,11 @@ fn main() -> Result<()> {
             rate,
         }) => {
             let report = testbed::bench::convergence::run(agents, endpoints, rate)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Command::Bench(Bench::Netpol { pods }) => {
+            let report = testbed::bench::netpol::run_bench(pods)?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }
