@@ -10,6 +10,7 @@
 //! - [`cniserver`]: AddPod/DelPod/CheckPod/Status on the unix socket (§7).
 //! - [`kubeapi`]: the `kube` client from the §7.4 config file; pods at ADD (§7.3).
 //! - [`kubewatch`]: one resource followed with `kube::runtime`'s watcher.
+//! - [`kubenetpol`]: Kubernetes NetworkPolicies of this host's pods onto the agents.
 //! - [`kubesvc`]: Kubernetes Services and EndpointSlices onto the agents, the pods' service route (§7.5).
 //! - [`debug`]: the debug REST (§4.3).
 //! - [`http`]: the small HTTP/1.1 server both APIs use.
@@ -29,6 +30,7 @@ pub mod error;
 pub mod hostnet;
 pub mod http;
 pub mod kubeapi;
+pub mod kubenetpol;
 pub mod kubesvc;
 pub mod kubewatch;
 pub mod metrics;
