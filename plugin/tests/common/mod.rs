@@ -121,3 +121,50 @@ pub fn create_network(c: &Cluster, name: &str, encap: &str, subnet: &str, gatewa
 pub fn reaches(from: &testbed::demo::CniPod, ip: &str) -> bool {
     (0..3).any(|_| from.can_ping(ip, 1))
 }
+
+/// Give the cluster's host the underlay address `ip_a` and add a second host at `ip_b`, wired
+/// to it: each host's underlay address lives on an OVS bridge `br-phy` holding its end of the
+/// wire (the userspace datapath tunnels through it).
+pub fn second_host(c: &mut Cluster, ip_a: &str, ip_b: &str) -> testbed::demo::ExtraHost {
+    let (if_a, if_b) = (testbed::unique_name("v"), testbed::unique_name("v"));
+    // Each host's underlay address lives on an OVS bridge `br-phy` holding its end of the
+    // wire: the userspace datapath tunnels through it.
+    let underlay = |ns: &testbed::Netns, ovs: &testbed::Ovs, port: &str, ip: &str| {
+        ovs.add_bridge("br-phy")?;
+        ovs.vsctl(&["add-port", "br-phy", port])?;
+        ns.exec(&["ip", "link", "set", port, "up"])?;
+        ns.exec(&["ip", "addr", "add", &format!("{ip}/24"), "dev", "br-phy"])?;
+        ns.exec(&["ip", "link", "set", "br-phy", "up"])?;
+        Ok::<_, testbed::Error>(())
+    };
+    let host_b = c
+        .add_host(ip_b, |ns, ovs| {
+            c.host.exec(&[
+                "ip",
+                "link",
+                "add",
+                &if_a,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &if_b,
+                "netns",
+                ns.name(),
+            ])?;
+            underlay(ns, ovs, &if_b, ip_b)
+        })
+        .unwrap();
+    underlay(&c.host, &c.ovs, &if_a, ip_a).unwrap();
+    c.stop_netplugin();
+    c.vtep_ip = ip_a.to_string();
+    c.start_netplugin().unwrap();
+    // OVS learns underlay neighbours by snooping ARP on br-phy.
+    c.host.exec(&["ping", "-c", "1", "-W", "2", ip_b]).unwrap();
+    host_b
+        .netns
+        .exec(&["ping", "-c", "1", "-W", "2", ip_a])
+        .unwrap();
+
+    host_b
+}
