@@ -4,6 +4,7 @@
 #   bash scripts/demo.sh down     # remove everything
 #   bash scripts/demo.sh status
 #   bash scripts/demo.sh up --etcd-members 3 --etcd-tls   # a 3-member etcd cluster, TLS only
+#   bash scripts/demo.sh up --hosts 3                     # three emulated hosts sharing the netmaster
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh

@@ -19,6 +19,7 @@ packages=(
   golang-go                    # builds cnirun, the libcni runtime driver
   golang-github-appc-cni-dev   # libcni sources for cnirun
   prometheus                   # /usr/bin/prometheus: the real scraper of the metrics test
+  iptables                     # a test silences the ofnet master's connection to one host
 )
 
 missing=()

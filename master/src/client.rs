@@ -206,6 +206,12 @@ impl Client {
         self.get_json("/info").await
     }
 
+    /// The netplugin hosts registered now (`/debug/netplugins`): host name, debug listener
+    /// URL, agent RPC address, VTEP.
+    pub async fn netplugins(&self) -> ClientResult<Vec<Value>> {
+        self.get_json("/debug/netplugins").await
+    }
+
     pub async fn alloc_address(
         &self,
         req: &AddressAllocRequest,

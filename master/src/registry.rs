@@ -21,6 +21,9 @@ pub const NETMASTER: &str = "netmaster";
 pub const NETMASTER_RPC: &str = "netmaster.rpc";
 pub const NETPLUGIN: &str = "netplugin";
 pub const NETPLUGIN_VTEP: &str = "netplugin.vtep";
+/// A netplugin's debug listener (`/inspect/*`), so tools find every host through netmaster
+/// (`GET /debug/netplugins`, `netctl trace`). Not in Contiv's registry.
+pub const NETPLUGIN_DEBUG: &str = "netplugin.debug";
 
 /// One registered instance (Go field names).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

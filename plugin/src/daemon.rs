@@ -91,9 +91,15 @@ pub const AGENT_RPC_PORT: u16 = 9002;
 const SERVICE_TTL: i64 = 10;
 
 /// Register `netplugin` (the agent's RPC address and port) and `netplugin.vtep` (VTEP address
-/// and VXLAN port) in etcd (reference §1.3), kept alive until `cancel`. The ofnet master
-/// serves RPC connections from these hosts only.
-fn register_services(driver: &Driver, rpc_port: u16, cancel: &CancellationToken) {
+/// and VXLAN port) in etcd (reference §1.3), and `netplugin.debug` (the debug listener, for
+/// `netctl trace`), kept alive until `cancel`. The ofnet master serves RPC connections from
+/// these hosts only.
+fn register_services(
+    driver: &Driver,
+    rpc_port: u16,
+    debug: std::net::SocketAddr,
+    cancel: &CancellationToken,
+) {
     let cfg = &driver.cfg;
     for (name, addr, port) in [
         (registry::NETPLUGIN, ofnet_rpc::advertised_ip(cfg), rpc_port),
@@ -102,6 +108,7 @@ fn register_services(driver: &Driver, rpc_port: u16, cancel: &CancellationToken)
             std::net::IpAddr::V4(cfg.vtep_ip),
             cfg.vxlan_port,
         ),
+        (registry::NETPLUGIN_DEBUG, debug.ip(), debug.port()),
     ] {
         let info = ServiceInfo {
             ServiceName: name.into(),
@@ -222,13 +229,17 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
             field: "debug-listen",
             problem: format!("{}: {e}", cfg.debug_listen),
         })?;
+    let debug_at = debug.local_addr().map_err(|e| PluginError::Invalid {
+        field: "debug-listen",
+        problem: format!("{}: {e}", cfg.debug_listen),
+    })?;
     let debug_task = actix_rt::spawn(http::serve_tcp(
         debug,
         debug::handler(driver.clone(), cfg.debug_tokens.clone()),
     ));
     let _rpc = ofnet_rpc::serve(&driver).await?;
     let registered = CancellationToken::new();
-    register_services(&driver, _rpc.local_addr().port(), &registered);
+    register_services(&driver, _rpc.local_addr().port(), debug_at, &registered);
     let mut watches: Vec<_> = revisions
         .into_iter()
         .filter(|(topic, _)| Topic::FOLLOWED.contains(topic))

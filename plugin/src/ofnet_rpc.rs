@@ -8,16 +8,20 @@
 //!   answers; one that disappears (its netmaster stopped leading, or died) is forgotten. So a
 //!   leader change re-registers with the new master; endpoints it relays that this host
 //!   already has change nothing.
+//! - Only hosts registered as `netmaster.rpc` may connect to the agent's port; others are
+//!   closed unread and logged (rate-limited).
 //! - `OfnetAgent.EndpointAdd`/`EndpointDel` go through the driver (the VTEP port towards the
 //!   endpoint's host is created with its first endpoint and removed with its last,
 //!   [`crate::driver::remote`]); `PolicyAgent.AddRule`/`DelRule` are acknowledged but not
 //!   installed: rules come from the store's watch, gated on their attachment (see
 //!   `PluginRpc::add_rule`); the other methods are the agent's own.
 
-use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::future::LocalBoxFuture;
@@ -95,15 +99,70 @@ impl Service for PluginRpc {
     }
 }
 
-/// Serve the VXLAN agent's RPC on `--ofnet-rpc-listen`.
+/// How often a refused address is logged again.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// Only ofnet masters (hosts registered as `netmaster.rpc`) may call this agent: a connection
+/// from any other address is closed unread and logged, once a minute per address. The
+/// registry is read when a connection opens (masters connect once per term), and the masters
+/// seen are remembered, so a master known from before still gets in while etcd is away.
+fn masters_only(driver: Arc<Driver>) -> rpc::Gate {
+    let seen: Rc<RefCell<BTreeSet<IpAddr>>> = Rc::default();
+    let refused: Rc<RefCell<BTreeMap<IpAddr, Instant>>> = Rc::default();
+    Rc::new(move |peer: SocketAddr| {
+        let (driver, seen, refused) = (driver.clone(), seen.clone(), refused.clone());
+        Box::pin(async move {
+            let ip = match peer.ip() {
+                IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+                v4 => v4,
+            };
+            match registry::list(&*driver.store, registry::NETMASTER_RPC).await {
+                Ok(masters) => {
+                    let mut seen = seen.borrow_mut();
+                    seen.extend(
+                        masters
+                            .iter()
+                            .filter_map(|m| m.HostAddr.parse::<IpAddr>().ok()),
+                    );
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "cannot list ofnet masters; using those seen before")
+                }
+            }
+            if seen.borrow().contains(&ip) {
+                return true;
+            }
+            let now = Instant::now();
+            let mut refused = refused.borrow_mut();
+            if refused.len() > 1024 {
+                refused.retain(|_, at| now.duration_since(*at) < REFUSAL_LOG_EVERY);
+            }
+            if refused
+                .get(&ip)
+                .is_none_or(|at| now.duration_since(*at) >= REFUSAL_LOG_EVERY)
+            {
+                refused.insert(ip, now);
+                tracing::warn!(%peer, "ofnet agent RPC connection refused: not a registered ofnet master (netmaster.rpc)");
+            }
+            false
+        }) as LocalBoxFuture<'static, bool>
+    })
+}
+
+/// Serve the VXLAN agent's RPC on `--ofnet-rpc-listen`, to the ofnet masters only.
 pub async fn serve(driver: &Arc<Driver>) -> Result<RpcServer> {
     let at = driver.cfg.ofnet_rpc_listen;
-    let server = rpc::serve(at, PluginRpc(driver.clone()))
-        .await
-        .map_err(|e| PluginError::Invalid {
-            field: "ofnet-rpc-listen",
-            problem: format!("{at}: {e}"),
-        })?;
+    let invalid = |e: std::io::Error| PluginError::Invalid {
+        field: "ofnet-rpc-listen",
+        problem: format!("{at}: {e}"),
+    };
+    let listener = tokio::net::TcpListener::bind(at).await.map_err(invalid)?;
+    let server = rpc::serve_gated(
+        listener,
+        PluginRpc(driver.clone()),
+        Some(masters_only(driver.clone())),
+    )
+    .map_err(invalid)?;
     driver
         .agent(BridgeKind::Vxlan)
         .set_rpc_port(server.local_addr().port());

@@ -172,3 +172,69 @@ fn pod_add_with_tokens_on_and_the_debug_listener_guards_reclaim() {
     c.del_pod(&b).unwrap();
     c.stop_netplugin();
 }
+
+/// A JSON-RPC call to the agent's port from `from` (a loopback source address): the answer
+/// line, or `None` when the connection was closed unanswered.
+fn agent_call_from(from: &str, agent: std::net::SocketAddr) -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        let mut stream = socket.connect(agent).await.unwrap();
+        let request = r#"{"method":"OfnetAgent.NoSuchMethod","params":[{}],"id":1}"#;
+        let _ = stream.write_all(request.as_bytes()).await;
+        let mut buf = vec![0u8; 4096];
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
+        match read {
+            Ok(Ok(n)) if n > 0 => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            _ => None,
+        }
+    })
+}
+
+/// The agent's RPC port serves only ofnet masters: a connection from 127.0.0.2 (no
+/// `netmaster.rpc` registered there) is closed unanswered and logged; the master's address
+/// (127.0.0.1 in the testbed) gets answers, an error for an unknown method included.
+#[test]
+fn the_agent_rpc_port_serves_only_registered_ofnet_masters() {
+    testbed::require!(Root, Ovs, Etcd, Ip);
+    let c = cluster();
+    let (status, body) = http("GET", &c.debug_addr, "/inspect/driver").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let driver: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let port = u16::try_from(driver["vxlan"]["MyPort"].as_u64().unwrap()).unwrap();
+    let agent: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+
+    assert_eq!(
+        agent_call_from("127.0.0.2", agent),
+        None,
+        "an address with no ofnet master got an answer"
+    );
+    let answer = agent_call_from("127.0.0.1", agent).expect("the master's address is served");
+    assert!(answer.contains("NoSuchMethod"), "{answer}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !c
+        .netplugin_log()
+        .contains("ofnet agent RPC connection refused")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the refusal was not logged:\n{}",
+            c.netplugin_log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Logged once a minute per address, not once per connection.
+    assert_eq!(agent_call_from("127.0.0.2", agent), None);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        c.netplugin_log()
+            .matches("ofnet agent RPC connection refused")
+            .count(),
+        1
+    );
+}

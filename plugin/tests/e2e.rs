@@ -329,15 +329,15 @@ fn netplugin_restart_is_hitless() {
     assert!(body.contains(&d.ip), "{body}");
 }
 
-/// Two hosts on a VXLAN network: each netplugin learns the other's endpoints from etcd,
-/// makes a VTEP port towards it, and pods on the two hosts reach each other; the VTEP goes
-/// with the last endpoint behind it.
+/// Two hosts on a VXLAN network: each netplugin learns the other's endpoints from netmaster's
+/// ofnet master, makes a VTEP port towards it, and pods on the two hosts reach each other; the
+/// VTEP goes with the last endpoint behind it.
 #[test]
 fn vxlan_pods_on_two_hosts_reach_each_other() {
     testbed::require!(Root, Ovs, Etcd, Ip, Ping);
     let mut c = cluster();
     let (ip_a, ip_b) = ("192.168.88.1", "192.168.88.2");
-    let host_b = second_host(&mut c, ip_a, ip_b);
+    let host_b = c.add_wired_host(ip_a, ip_b).unwrap();
     create_network(&c, "wide", "vxlan", "10.48.0.0/24", "10.48.0.1");
     let a = c
         .add_pod(&c.conflist("wide-a", "wide", "").unwrap())
@@ -385,6 +385,196 @@ fn vxlan_pods_on_two_hosts_reach_each_other() {
     drop(host_b);
 }
 
+/// The ofnet master is the only way another host's endpoints reach a switch: while its
+/// connection to host B's agent is silenced (iptables drops B's RPC port on loopback), a pod
+/// created on host A does not appear in B's flow tables; once the port speaks again, it does,
+/// and B's pod reaches it.
+#[test]
+fn a_new_endpoint_reaches_the_other_host_only_through_the_ofnet_master() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping, Iptables);
+    let mut c = cluster();
+    let host_b = c.add_wired_host("192.168.90.1", "192.168.90.2").unwrap();
+    create_network(&c, "relay", "vxlan", "10.50.0.0/24", "10.50.0.1");
+    let a = c
+        .add_pod(&c.conflist("relay-a", "relay", "").unwrap())
+        .unwrap();
+    let b = c
+        .add_pod(&host_b.conflist("relay-b", "relay", "").unwrap())
+        .unwrap();
+    assert!(
+        b.reaches_within(&a.ip, Duration::from_secs(10)),
+        "B never reached A"
+    );
+    let b_flows = || host_b.ovs.ofctl(&["dump-flows", VXLAN_BRIDGE]).unwrap();
+    let knows = |ip: &str| b_flows().contains(&format!("nw_dst={ip} "));
+    assert!(knows(&a.ip), "A's endpoint is not on B: {}", b_flows());
+
+    let (status, body) = http("GET", &host_b.debug_addr, "/inspect/driver").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let driver: Value = serde_json::from_str(&body).unwrap();
+    let b_rpc = u16::try_from(driver["vxlan"]["MyPort"].as_u64().unwrap()).unwrap();
+    assert_ne!(b_rpc, 0, "{driver}");
+    let silenced = testbed::SilencedPort::new(b_rpc).unwrap();
+    let late = c
+        .add_pod(&c.conflist("relay-late", "relay", "").unwrap())
+        .unwrap();
+    // Long enough for the master to have relayed it several times over, were the path open.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !knows(&late.ip),
+        "{} reached B with the master's connection to B silenced: another path exists",
+        late.ip
+    );
+    assert!(knows(&a.ip), "B lost A's endpoint while silenced");
+    drop(silenced);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !knows(&late.ip) {
+        assert!(
+            Instant::now() < deadline,
+            "{} never reached B after the master's connection came back: {}",
+            late.ip,
+            b_flows()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        b.reaches_within(&late.ip, Duration::from_secs(10)),
+        "B's pod never reached the late pod"
+    );
+}
+
+/// One JSON-RPC 1.0 call written by hand (Go's `net/rpc` JSON codec: one JSON value per
+/// request, answers back to back), not through `ofnet::rpc`.
+fn call_by_hand(
+    stream: &mut std::io::BufReader<std::net::TcpStream>,
+    id: u64,
+    method: &str,
+    arg: Value,
+) -> Value {
+    use std::io::{BufRead, Write};
+    let request = json!({"method": method, "params": [arg], "id": id});
+    stream
+        .get_mut()
+        .write_all(format!("{request}\n").as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    stream.read_line(&mut line).unwrap();
+    let answer: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["id"], id, "{answer}");
+    assert_eq!(answer["error"], Value::Null, "{method}: {answer}");
+    answer
+}
+
+/// Contiv's wire spoken by hand: an agent written here registers with netmaster's ofnet
+/// master and announces an endpoint with `OfnetMaster.EndpointAdd`; the real netplugin's switch
+/// gets a VTEP port toward the endpoint's originator and its flows, and `EndpointDel` takes
+/// them away again.
+#[test]
+fn a_hand_written_agents_endpoint_reaches_a_real_switch() {
+    testbed::require!(Root, Ovs, Etcd, Etcdctl, Ip);
+    let c = cluster();
+    c.netctl(&[
+        "net",
+        "create",
+        "-e",
+        "vxlan",
+        "-p",
+        "5051",
+        "-s",
+        "10.51.0.0/24",
+        "-g",
+        "10.51.0.1",
+        "interop",
+    ])
+    .unwrap();
+    // The master's address, as agents find it: `netmaster.rpc` in the service registry.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let master = loop {
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &c.etcd.client_url(), "get", "--prefix"])
+            .args(["--keys-only", "/contiv.io/service/netmaster.rpc/"])
+            .output()
+            .unwrap();
+        let keys = String::from_utf8_lossy(&out.stdout).to_string();
+        if let Some(key) = keys.lines().find(|l| !l.trim().is_empty()) {
+            break key.rsplit('/').next().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "netmaster.rpc never registered");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // The agent side: answers `true` to whatever the master sends it.
+    let agent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let agent_port = agent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{BufRead, Write};
+        for conn in agent.incoming().flatten() {
+            std::thread::spawn(move || {
+                let Ok(mut write) = conn.try_clone() else {
+                    return;
+                };
+                for line in std::io::BufReader::new(conn).lines().map_while(Result::ok) {
+                    let Ok(req) = serde_json::from_str::<Value>(&line) else {
+                        return;
+                    };
+                    let answer = json!({"id": req["id"], "result": true, "error": null});
+                    if write.write_all(format!("{answer}\n").as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let mut rpc = std::io::BufReader::new(std::net::TcpStream::connect(&master).unwrap());
+    rpc.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    call_by_hand(
+        &mut rpc,
+        1,
+        "OfnetMaster.RegisterNode",
+        json!({"HostAddr": "127.0.0.1", "HostPort": agent_port}),
+    );
+    let endpoint = json!({
+        "EndpointID": "10.51.0.77:default", "EndpointType": 2, "EndpointGroup": 0,
+        "IpAddr": "10.51.0.77", "IpMask": "255.255.255.255", "Ipv6Addr": null,
+        "Ipv6Mask": null, "Vrf": "default", "MacAddrStr": "02:02:0a:33:00:4d", "Vlan": 2,
+        "Vni": 5051, "EndpointGroupVlan": 0, "OriginatorIp": "192.168.91.9",
+        "OriginatorMac": "", "Timestamp": "2026-01-01T00:00:00.000000001Z"
+    });
+    let result = call_by_hand(&mut rpc, 2, "OfnetMaster.EndpointAdd", endpoint.clone());
+    assert_eq!(result["result"], true, "{result}");
+    let present = |c: &Cluster| {
+        flows(c, VXLAN_BRIDGE).contains("nw_dst=10.51.0.77")
+            && ovs_ports(c, VXLAN_BRIDGE).contains(&"vxif192168919".to_string())
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !present(&c) {
+        assert!(
+            Instant::now() < deadline,
+            "the hand-written agent's endpoint never reached the switch: {}\n{}",
+            flows(&c, VXLAN_BRIDGE),
+            c.netplugin_log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    call_by_hand(&mut rpc, 3, "OfnetMaster.EndpointDel", endpoint);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let gone = !flows(&c, VXLAN_BRIDGE).contains("nw_dst=10.51.0.77")
+            && !ovs_ports(&c, VXLAN_BRIDGE).contains(&"vxif192168919".to_string());
+        if gone {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "EndpointDel left the endpoint on the switch: {}",
+            flows(&c, VXLAN_BRIDGE)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `ovs-ofctl dump-flows` without the counters and ages: what the switch would forward with.
 fn flow_table(c: &Cluster) -> Vec<String> {
     let mut flows: Vec<String> = flows(c, VXLAN_BRIDGE)
@@ -420,7 +610,7 @@ fn ofnet_master_failover_loses_no_packet_and_changes_no_flow() {
     let mut c = cluster();
     let standby = c.add_netmaster().unwrap();
     let (ip_a, ip_b) = ("192.168.89.1", "192.168.89.2");
-    let host_b = second_host(&mut c, ip_a, ip_b);
+    let host_b = c.add_wired_host(ip_a, ip_b).unwrap();
     create_network(&c, "wide", "vxlan", "10.49.0.0/24", "10.49.0.1");
     let a = c.add_pod(&c.conflist("fo-a", "wide", "").unwrap()).unwrap();
     let b = c
@@ -497,7 +687,7 @@ fn a_killed_netplugins_endpoints_leave_the_other_host_after_the_grace() {
     )
     .unwrap();
     let (ip_a, ip_b) = ("192.168.90.1", "192.168.90.2");
-    let mut host_b = second_host(&mut c, ip_a, ip_b);
+    let mut host_b = c.add_wired_host(ip_a, ip_b).unwrap();
     create_network(&c, "wide", "vxlan", "10.50.0.0/24", "10.50.0.1");
     let a = c.add_pod(&c.conflist("gr-a", "wide", "").unwrap()).unwrap();
     let b = c
@@ -1235,7 +1425,7 @@ fn dual_stack_pods_on_two_hosts_ping6_and_a_deny_rule_holds_in_both_families() {
     testbed::require!(Root, Ovs, Etcd, Ip, Ping, Netcat);
     let mut c = cluster();
     let (ip_a, ip_b) = ("192.168.89.1", "192.168.89.2");
-    let host_b = second_host(&mut c, ip_a, ip_b);
+    let host_b = c.add_wired_host(ip_a, ip_b).unwrap();
     c.netctl(&[
         "net",
         "create",

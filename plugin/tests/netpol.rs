@@ -190,7 +190,7 @@ impl Suite {
         .unwrap();
         // The config file must outlive the netplugins' restarts: keep the directory.
         std::mem::forget(dir);
-        let host_b = second_host(&mut c, "192.168.77.1", "192.168.77.2");
+        let host_b = c.add_wired_host("192.168.77.1", "192.168.77.2").unwrap();
         create_network(&c, "k8snet", "vxlan", "10.61.0.0/24", "10.61.0.1");
         let conf_a = c.conflist("k8s-a", "k8snet", "").unwrap();
         let conf_b = host_b.conflist("k8s-b", "k8snet", "").unwrap();

@@ -51,7 +51,18 @@ fn netctl_trace_explains_delivered_and_dropped_packets() {
     assert!(denied.contains(" 5 policy: table=5"), "{denied}");
     assert!(denied.contains("in table 5 (policy)"), "{denied}");
 
-    let allowed = trace(format!("{}:8001", b.ip));
+    // Without --netplugin, as the issue writes it: netctl finds the hosts' debug listeners
+    // through netmaster (`/debug/netplugins`, from the `netplugin.debug` registrations).
+    let nm = c.netmaster_url.trim_start_matches("http://").to_string();
+    let (status, body) = testbed::demo::http("GET", &nm, "/debug/netplugins").unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(&format!("\"debugUrl\":\"{plugin}\"")),
+        "{body}"
+    );
+    let allowed = c
+        .netctl(&["trace", "--from", &a.ip, "--to", &format!("{}:8001", b.ip)])
+        .unwrap();
     eprintln!("{allowed}");
     assert!(
         allowed.contains(&format!("verdict: delivered to endpoint {}", b.ip)),

@@ -21,7 +21,7 @@
 //! bridge's `ovs-ofctl dump-flows`, normalized (no cookies, counters or ages).
 
 use crate::demo::{Binaries, Cluster, ClusterOptions, CniPod, ExtraHost};
-use crate::{Error, EtcdOptions, Netns, Ovs, Result, unique_name};
+use crate::{Error, EtcdOptions, Ovs, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -641,46 +641,6 @@ fn new_pod(c: &Cluster, conflist: &Path, since: Instant) -> Result<(f64, u32)> {
     }
 }
 
-/// Give `ns` the underlay address `ip` on an OVS bridge `br-phy` holding `port` (the userspace
-/// datapath tunnels through it).
-fn underlay(ns: &Netns, ovs: &Ovs, port: &str, ip: &str) -> Result<()> {
-    ovs.add_bridge("br-phy")?;
-    ovs.vsctl(&["add-port", "br-phy", port])?;
-    ns.exec(&["ip", "link", "set", port, "up"])?;
-    ns.exec(&["ip", "addr", "add", &format!("{ip}/24"), "dev", "br-phy"])?;
-    ns.exec(&["ip", "link", "set", "br-phy", "up"])?;
-    Ok(())
-}
-
-/// The second host, wired to the first by a veth underlay (`ip_a` ↔ `ip_b`).
-fn second_host(c: &mut Cluster, ip_a: &str, ip_b: &str) -> Result<ExtraHost> {
-    let (if_a, if_b) = (unique_name("v"), unique_name("v"));
-    let host = c.add_host(ip_b, |ns, ovs| {
-        c.host.exec(&[
-            "ip",
-            "link",
-            "add",
-            &if_a,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &if_b,
-            "netns",
-            ns.name(),
-        ])?;
-        underlay(ns, ovs, &if_b, ip_b)
-    })?;
-    underlay(&c.host, &c.ovs, &if_a, ip_a)?;
-    c.stop_netplugin();
-    c.vtep_ip = ip_a.to_string();
-    c.start_netplugin()?;
-    // OVS learns underlay neighbours by snooping ARP on br-phy.
-    c.host.exec(&["ping", "-c", "1", "-W", "2", ip_b])?;
-    host.netns.exec(&["ping", "-c", "1", "-W", "2", ip_a])?;
-    Ok(host)
-}
-
 /// Copy every `*.log` of `from` into `to` (best effort: logs are a diagnosis aid).
 fn keep_logs(from: &Path, to: &Path) {
     let _ = std::fs::create_dir_all(to);
@@ -730,7 +690,7 @@ pub fn run(bins: Binaries, options: &ChaosOptions) -> Result<ChaosReport> {
         },
     )?;
     let standby = c.add_netmaster()?;
-    let mut h2 = second_host(&mut c, "192.168.77.1", "192.168.77.2")?;
+    let mut h2 = c.add_wired_host("192.168.77.1", "192.168.77.2")?;
     c.netctl(&[
         "net",
         "create",

@@ -152,6 +152,21 @@ fn add_uplink(host: &Netns) -> Result<String> {
     Ok(uplink)
 }
 
+/// Put `port` on the OVS bridge `br-phy` of `ns` (created if missing) and, with `ip`, give the
+/// bridge that underlay address (a /24).
+fn underlay(ns: &Netns, ovs: &Ovs, port: &str, ip: Option<&str>) -> Result<()> {
+    if ovs.vsctl(&["br-exists", "br-phy"]).is_err() {
+        ovs.add_bridge("br-phy")?;
+    }
+    ovs.vsctl(&["add-port", "br-phy", port])?;
+    ns.exec(&["ip", "link", "set", port, "up"])?;
+    if let Some(ip) = ip {
+        ns.exec(&["ip", "addr", "add", &format!("{ip}/24"), "dev", "br-phy"])?;
+    }
+    ns.exec(&["ip", "link", "set", "br-phy", "up"])?;
+    Ok(())
+}
+
 /// How a [`Cluster`]'s netplugins run (the default: `--mode test`, no Kubernetes API).
 #[derive(Debug, Clone, Default)]
 pub struct ClusterOptions {
@@ -320,8 +335,41 @@ impl ExtraHost {
         write_conflist(self.dir.path(), &self.cni_socket, name, network, group, &[])
     }
 
+    /// [`ExtraHost::conflist`] with more pod labels.
+    pub fn conflist_with_labels(
+        &self,
+        name: &str,
+        network: &str,
+        group: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<PathBuf> {
+        write_conflist(
+            self.dir.path(),
+            &self.cni_socket,
+            name,
+            network,
+            group,
+            labels,
+        )
+    }
+
     pub fn netplugin_running(&mut self) -> bool {
         self.netplugin.as_mut().is_some_and(Daemon::is_running)
+    }
+
+    /// Give up ownership of the host's processes, namespace and directories (for `down`).
+    fn detach(self) -> (Vec<u32>, String, Vec<PathBuf>) {
+        let ExtraHost {
+            netplugin,
+            ovs,
+            netns,
+            dir,
+            ..
+        } = self;
+        let mut pids: Vec<u32> = netplugin.and_then(Daemon::detach).into_iter().collect();
+        let (ovs_pids, ovs_dir) = ovs.detach();
+        pids.extend(ovs_pids);
+        (pids, netns.detach(), vec![ovs_dir, dir.keep()])
     }
 }
 
@@ -389,6 +437,20 @@ impl CniPod {
                 ip,
             ])
             .is_ok()
+    }
+
+    /// Ping `ip` once at a time until it answers or `timeout` passes (a path across hosts
+    /// needs its VTEP port and remote flows first).
+    pub fn reaches_within(&self, ip: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.can_ping(ip, 1) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+        }
     }
 }
 
@@ -532,6 +594,44 @@ impl Cluster {
             netns,
             dir,
         })
+    }
+
+    /// Another host wired to this cluster's first host by an underlay, for VXLAN between them:
+    /// the first host's underlay address is `first_ip` (set up, and its netplugin restarted
+    /// with it as VTEP, on the first call; later calls must give the same address), the new
+    /// host's is `ip` (all in one /24). Each host holds its underlay address on an OVS bridge
+    /// `br-phy` (the userspace datapath tunnels through it); the new host's end of a veth is on
+    /// its `br-phy`, the other end on the first host's, which switches between the hosts.
+    pub fn add_wired_host(&mut self, first_ip: &str, ip: &str) -> Result<ExtraHost> {
+        let (if_first, if_new) = (unique_name("v"), unique_name("v"));
+        let host = self.add_host(ip, |ns, ovs| {
+            self.host.exec(&[
+                "ip",
+                "link",
+                "add",
+                &if_first,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &if_new,
+                "netns",
+                ns.name(),
+            ])?;
+            underlay(ns, ovs, &if_new, Some(ip))
+        })?;
+        if self.vtep_ip == first_ip {
+            underlay(&self.host, &self.ovs, &if_first, None)?;
+        } else {
+            underlay(&self.host, &self.ovs, &if_first, Some(first_ip))?;
+            self.stop_netplugin();
+            self.vtep_ip = first_ip.to_string();
+            self.start_netplugin()?;
+        }
+        // OVS learns underlay neighbours by snooping ARP on br-phy.
+        self.host.exec(&["ping", "-c", "1", "-W", "2", ip])?;
+        host.netns.exec(&["ping", "-c", "1", "-W", "2", first_ip])?;
+        Ok(host)
     }
 
     /// SIGKILL netplugin, as a crash would.
@@ -759,8 +859,10 @@ impl Cluster {
 /// `app=web` that serve TCP port 8080, a service load balancer `web-svc` (VIP
 /// [`DEMO_VIP`]`:80` → the `app=web` pods' port 8080) and a client pod.
 pub struct Demo {
-    /// The providers, then the client.
+    /// The first host's pods: the providers, then the client.
     pods: Vec<CniPod>,
+    /// Hosts 2..N, wired to the first by an underlay, each with one provider pod.
+    remote: Vec<(ExtraHost, CniPod)>,
     /// `nc -lk 8080` in each provider, left running by `up`, stopped by `down`.
     listeners: Listeners,
     cluster: Cluster,
@@ -781,6 +883,21 @@ impl Drop for Listeners {
 
 /// The demo service's address (inside `demo-net`, so clients reach it by ARP).
 pub const DEMO_VIP: &str = "10.36.0.100";
+
+/// The underlay /24 of a multi-host demo: host `n` (from 1) is `192.168.88.n`.
+const DEMO_UNDERLAY: &str = "192.168.88";
+
+/// The most hosts `testbed up --hosts` brings up (the underlay is one /24).
+pub const DEMO_MAX_HOSTS: usize = 200;
+
+/// What [`Demo::up`] brings up.
+#[derive(Debug, Clone, Default)]
+pub struct DemoOptions {
+    pub etcd: EtcdOptions,
+    /// Emulated hosts (0 is taken as 1): the first runs two providers and the client, each
+    /// other one provider; all share the netmaster and reach each other over VXLAN.
+    pub hosts: usize,
+}
 
 /// What `up` started, as recorded for `down` and `status`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -808,14 +925,31 @@ pub struct PodState {
 
 impl Demo {
     /// Start everything and create the pods through the CNI plugin.
-    pub fn up(bins: Binaries, etcd: EtcdOptions) -> Result<Demo> {
-        let cluster = Cluster::start_with(
+    pub fn up(bins: Binaries, options: DemoOptions) -> Result<Demo> {
+        if options.hosts > DEMO_MAX_HOSTS {
+            return Err(Error::Command {
+                command: "testbed up".into(),
+                status: "refused".into(),
+                stderr: format!(
+                    "{} hosts: the demo's underlay holds at most {DEMO_MAX_HOSTS}",
+                    options.hosts
+                ),
+            });
+        }
+        let mut cluster = Cluster::start_with(
             bins,
             ClusterOptions {
-                etcd,
+                etcd: options.etcd,
                 ..ClusterOptions::default()
             },
         )?;
+        let mut hosts = Vec::new();
+        for n in 2..=options.hosts {
+            hosts.push(cluster.add_wired_host(
+                &format!("{DEMO_UNDERLAY}.1"),
+                &format!("{DEMO_UNDERLAY}.{n}"),
+            )?);
+        }
         cluster.netctl(&[
             "net",
             "create",
@@ -844,17 +978,27 @@ impl Demo {
         let providers =
             cluster.conflist_with_labels("demo", "demo-net", "web", &[("app", "web")])?;
         let clients = cluster.conflist("demo-client", "demo-net", "web")?;
-        let mut pods = Vec::new();
-        for conflist in [&providers, &providers, &clients] {
-            let pod = cluster.add_pod(conflist).map_err(|e| Error::Command {
+        let add = |conflist: &Path| {
+            cluster.add_pod(conflist).map_err(|e| Error::Command {
                 command: "cnirun add".into(),
                 status: "failed".into(),
                 stderr: e,
-            })?;
-            pods.push(pod);
+            })
+        };
+        let mut pods = Vec::new();
+        for conflist in [&providers, &providers, &clients] {
+            pods.push(add(conflist)?);
+        }
+        let mut remote = Vec::new();
+        for host in hosts {
+            let conflist =
+                host.conflist_with_labels("demo", "demo-net", "web", &[("app", "web")])?;
+            let pod = add(&conflist)?;
+            remote.push((host, pod));
         }
         let mut listeners = Listeners(Vec::new());
-        for provider in &pods[..2] {
+        let providers = pods[..2].iter().chain(remote.iter().map(|(_, pod)| pod));
+        for provider in providers {
             let child = std::process::Command::new("ip")
                 .args(["netns", "exec", provider.netns.name(), "nc", "-lk", "8080"])
                 .stdin(std::process::Stdio::null())
@@ -870,6 +1014,7 @@ impl Demo {
         }
         Ok(Demo {
             pods,
+            remote,
             listeners,
             cluster,
         })
@@ -907,7 +1052,7 @@ impl Demo {
             "service:   web-svc {DEMO_VIP}:80 -> port 8080 of the pods labelled app=web (netctl service inspect web-svc)"
         );
         for (n, pod) in self.pods.iter().enumerate() {
-            let role = if n < self.listeners.0.len() {
+            let role = if n < 2 {
                 "provider, app=web, nc -lk 8080"
             } else {
                 "client"
@@ -915,6 +1060,23 @@ impl Demo {
             let _ = writeln!(
                 s,
                 "pod:       {} in namespace {} (container {}; {role})",
+                pod.ip,
+                pod.netns.name(),
+                pod.container_id
+            );
+        }
+        for (host, pod) in &self.remote {
+            let _ = writeln!(
+                s,
+                "host:      namespace {} (underlay {}) running OVS (ovsdb {}), netplugin debug http://{}/inspect/driver",
+                host.netns.name(),
+                host.vtep_ip,
+                host.ovs.db_target(),
+                host.debug_addr
+            );
+            let _ = writeln!(
+                s,
+                "pod:       {} in namespace {} (container {}; provider, app=web, nc -lk 8080)",
                 pod.ip,
                 pod.netns.name(),
                 pod.container_id
@@ -929,7 +1091,20 @@ impl Demo {
                 b.ip,
                 if reach { "ok" } else { "FAILED" }
             );
-            // The first connection goes through the controller, which picks a provider.
+            for (host, pod) in &self.remote {
+                let _ = writeln!(
+                    s,
+                    "ping {} -> {} (host {}): {}",
+                    a.ip,
+                    pod.ip,
+                    host.vtep_ip,
+                    if a.reaches_within(&pod.ip, Duration::from_secs(10)) {
+                        "ok"
+                    } else {
+                        "FAILED"
+                    }
+                );
+            }
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
             let service = loop {
                 let ok = client
@@ -966,7 +1141,21 @@ impl Demo {
     /// Leave everything running and return the record needed to tear it down later.
     pub fn detach(mut self) -> DemoState {
         let listeners = std::mem::take(&mut self.listeners.0);
+        let remote = std::mem::take(&mut self.remote);
         let mut state = self.cluster.detach(self.pods);
+        for (host, pod) in remote {
+            let (pids, namespace, directories) = host.detach();
+            state.pids.extend(pids);
+            state.namespaces.push(namespace);
+            state.directories.extend(directories);
+            let pod = PodState {
+                netns: pod.netns.detach(),
+                ip: pod.ip,
+                port: pod.container_id,
+            };
+            state.namespaces.push(pod.netns.clone());
+            state.pods.push(pod);
+        }
         state
             .pids
             .extend(listeners.iter().map(std::process::Child::id));

@@ -31,6 +31,7 @@ mod ovs;
 mod pod;
 mod process;
 pub mod require;
+mod silence;
 
 pub use command::run;
 pub use error::Error;
@@ -41,6 +42,7 @@ pub use ovs::{Datapath, DumpedFlow, Ovs, OvsOptions};
 pub use pod::{PingStats, Pod, PodOptions};
 pub use process::pid_alive;
 pub use require::Need;
+pub use silence::SilencedPort;
 
 /// Result type of every sandbox operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -28,6 +28,8 @@ pub enum Need {
     Iperf3,
     /// `prometheus` (Debian's package), the real scraper of the metrics test.
     Prometheus,
+    /// `iptables`, to silence a port for a while.
+    Iptables,
 }
 
 const OVS_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
@@ -54,6 +56,7 @@ impl Need {
             Need::Etcdctl => &["etcdctl"],
             Need::Iperf3 => &["iperf3"],
             Need::Prometheus => &["prometheus"],
+            Need::Iptables => &["iptables"],
         };
         let package = match self {
             Need::Root => "",
@@ -65,6 +68,7 @@ impl Need {
             Need::Etcdctl => "etcd-client",
             Need::Iperf3 => "iperf3",
             Need::Prometheus => "prometheus",
+            Need::Iptables => "iptables",
         };
         let absent: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
         if !absent.is_empty() {

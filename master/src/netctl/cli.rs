@@ -93,8 +93,8 @@ pub struct TraceArgs {
     #[arg(long, default_value_t = 40000)]
     pub sport: u16,
     /// The netplugin debug listeners to ask for their tables (`http://host:9090`), one per
-    /// host; comma-separated or repeated.
-    #[arg(long, env = "NETPLUGINS", value_delimiter = ',', required = true)]
+    /// host; comma-separated or repeated. Default: every host registered with netmaster.
+    #[arg(long, env = "NETPLUGINS", value_delimiter = ',')]
     pub netplugin: Vec<String>,
     /// The bridge: vxlan or vlan.
     #[arg(long, default_value = "vxlan")]

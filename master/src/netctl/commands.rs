@@ -92,7 +92,7 @@ pub async fn run(cli: &Cli) -> Out {
         Command::Bgp(cmd) => bgp(&c, cmd).await,
         Command::AppProfile(cmd) => app_profile(&c, cmd).await,
         Command::Service(cmd) => service(&c, cmd).await,
-        Command::Trace(args) => super::trace::run(args).await,
+        Command::Trace(args) => super::trace::run(&c, args).await,
     }
 }
 

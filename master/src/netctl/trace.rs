@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::cli::TraceArgs;
 use super::commands::{NetctlError, Out, json};
-use crate::client::ClientError;
+use crate::client::{Client, ClientError};
 use ofnet::trace::explain::parse_target;
 use ofnet::trace::packet::ct;
 use ofnet::trace::{
@@ -102,7 +102,22 @@ async fn pod_address(
     Ok(None)
 }
 
-pub async fn run(args: &TraceArgs) -> Out {
+/// The debug listeners of every netplugin registered with netmaster (`/debug/netplugins`).
+async fn registered_netplugins(client: &Client) -> Result<Vec<String>, NetctlError> {
+    let hosts = client.netplugins().await?;
+    let urls: Vec<String> = hosts
+        .iter()
+        .filter_map(|h| h["debugUrl"].as_str().map(str::to_string))
+        .collect();
+    if urls.is_empty() {
+        return Err(NetctlError::Usage(
+            "no netplugin has registered its debug listener with netmaster; name the hosts with --netplugin http://<host>:9090,...".into(),
+        ));
+    }
+    Ok(urls)
+}
+
+pub async fn run(client: &Client, args: &TraceArgs) -> Out {
     let usage = |m: String| NetctlError::Usage(m);
     let proto: Proto = args.proto.parse().map_err(usage)?;
     let (dst, dport) = parse_target(&args.to).ok_or_else(|| {
@@ -119,10 +134,15 @@ pub async fn run(args: &TraceArgs) -> Out {
             ))
         })?);
     }
+    let netplugins = if args.netplugin.is_empty() {
+        registered_netplugins(client).await?
+    } else {
+        args.netplugin.clone()
+    };
     let http = reqwest::Client::new();
     let mut hosts = Vec::new();
     let mut diffs = Vec::new();
-    for base in &args.netplugin {
+    for base in &netplugins {
         let reply = fetch(&http, base, &args.bridge).await?;
         let tables = TableSet::from_json(&reply.desired).map_err(|e| ClientError::Decode {
             url: base.clone(),
@@ -135,13 +155,13 @@ pub async fn run(args: &TraceArgs) -> Out {
     let from_ip: Option<IpAddr> = args.from.parse().ok();
     let from_ip = match (from_ip, args.from.split_once('/')) {
         (None, Some((namespace, name))) => Some(
-            pod_address(&http, &args.netplugin, namespace, name)
+            pod_address(&http, &netplugins, namespace, name)
                 .await?
                 .ok_or_else(|| {
                     usage(format!(
                         "--from {:?}: no pod {name} in namespace {namespace} has an endpoint on any of the {} netplugins asked",
                         args.from,
-                        args.netplugin.len()
+                        netplugins.len()
                     ))
                 })?,
         ),

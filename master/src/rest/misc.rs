@@ -23,6 +23,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         web::delete().to(epcleanup),
     );
     cfg.route("/debug/ofnet", web::get().to(debug_ofnet));
+    cfg.route("/debug/netplugins", web::get().to(debug_netplugins));
     cfg.route("/metrics", web::get().to(metrics));
 }
 
@@ -46,6 +47,40 @@ async fn debug_ofnet(state: web::Data<AppState>) -> HttpResponse {
     match master.inspect().await {
         Ok(export) => HttpResponse::Ok().json(export),
         Err(e) => HttpResponse::ServiceUnavailable().body(e.to_string()),
+    }
+}
+
+/// The netplugin hosts registered now: `[{"host", "debugUrl", "rpc", "vtep"}]`, one per host
+/// name (from the `netplugin.debug`, `netplugin` and `netplugin.vtep` registrations), so tools
+/// such as `netctl trace` find every host's debug listener through netmaster.
+async fn debug_netplugins(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
+    let mut hosts: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
+    for (name, field) in [
+        (registry::NETPLUGIN_DEBUG, "debugUrl"),
+        (registry::NETPLUGIN, "rpc"),
+        (registry::NETPLUGIN_VTEP, "vtep"),
+    ] {
+        for info in registry::list(state.db.store(), name).await? {
+            let value = match field {
+                "debugUrl" => format!("http://{}", host_port(&info.HostAddr, info.Port)),
+                "rpc" => host_port(&info.HostAddr, info.Port),
+                _ => info.HostAddr.clone(),
+            };
+            let entry = hosts
+                .entry(info.Hostname.clone())
+                .or_insert_with(|| json!({ "host": info.Hostname }));
+            entry[field] = json!(value);
+        }
+    }
+    Ok(HttpResponse::Ok().json(hosts.into_values().collect::<Vec<_>>()))
+}
+
+/// `addr:port`, bracketing an IPv6 address.
+fn host_port(addr: &str, port: u16) -> String {
+    if addr.contains(':') {
+        format!("[{addr}]:{port}")
+    } else {
+        format!("{addr}:{port}")
     }
 }
 

@@ -206,6 +206,15 @@ impl Driver {
                 .await
                 .map_err(|e| PluginError::agent(kind, e))?;
         }
+        // One line per batch (a 10,000-rule policy is one line), naming a few rules so an
+        // operator can match it with `netctl trace` and the REST log.
+        let named: Vec<&str> = add
+            .iter()
+            .map(|r| r.rule_id.as_str())
+            .chain(remove.iter().map(String::as_str))
+            .take(3)
+            .collect();
+        tracing::info!(added = add.len(), removed = remove.len(), rules = ?named, "policy rules applied to both bridges");
         Ok(())
     }
 

@@ -7,7 +7,7 @@
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-use testbed::demo::{Binaries, Demo, DemoState};
+use testbed::demo::{Binaries, DEMO_MAX_HOSTS, Demo, DemoOptions, DemoState};
 
 #[derive(Parser)]
 #[command(about = "Real sandboxes: a demo cluster, cleanup of interrupted test runs")]
@@ -25,8 +25,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start etcd, netmaster, one emulated host (OVS + netplugin), a VXLAN network, an
-    /// endpoint group and two pods created through the CNI plugin.
+    /// Start etcd, netmaster, emulated hosts (OVS + netplugin each; one unless `--hosts`), a
+    /// VXLAN network, an endpoint group, a service and pods created through the CNI plugin.
     Up {
         /// Use release builds of the daemons.
         #[arg(long)]
@@ -37,6 +37,10 @@ enum Command {
         /// Serve etcd over TLS only, with client certificates generated into the run directory.
         #[arg(long)]
         etcd_tls: bool,
+        /// Emulated hosts sharing the netmaster, wired by an underlay (VXLAN between them);
+        /// every host gets a pod, and `up` checks the first host's pod reaches each of them.
+        #[arg(long, default_value_t = 1)]
+        hosts: usize,
     },
     /// Stop and remove everything `up` started.
     Down,
@@ -146,12 +150,16 @@ fn main() -> Result<()> {
             release,
             etcd_members,
             etcd_tls,
+            hosts,
         } => up(
             &cli.state,
             release,
-            testbed::EtcdOptions {
-                members: etcd_members,
-                tls: etcd_tls,
+            DemoOptions {
+                etcd: testbed::EtcdOptions {
+                    members: etcd_members,
+                    tls: etcd_tls,
+                },
+                hosts,
             },
         ),
         Command::Down => down(&cli.state),
@@ -227,11 +235,17 @@ fn main() -> Result<()> {
     }
 }
 
-fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions) -> Result<()> {
-    if etcd.members == 0 || etcd.members.is_multiple_of(2) {
+fn up(state: &PathBuf, release: bool, options: DemoOptions) -> Result<()> {
+    let members = options.etcd.members;
+    if members == 0 || members.is_multiple_of(2) {
         bail!(
-            "--etcd-members {}: use an odd number of members (1, 3, 5) so a majority survives a loss",
-            etcd.members
+            "--etcd-members {members}: use an odd number of members (1, 3, 5) so a majority survives a loss"
+        );
+    }
+    if options.hosts == 0 || options.hosts > DEMO_MAX_HOSTS {
+        bail!(
+            "--hosts {}: give 1 to {DEMO_MAX_HOSTS} hosts (the demo's underlay is one /24)",
+            options.hosts
         );
     }
     if state.exists() {
@@ -250,7 +264,7 @@ fn up(state: &PathBuf, release: bool, etcd: testbed::EtcdOptions) -> Result<()> 
         bail!("cannot bring the demo up: {why}");
     }
     let bins = Binaries::build(release).context("building netmaster, netplugin and contivk8s")?;
-    let demo = Demo::up(bins, etcd).context("bringing the demo up")?;
+    let demo = Demo::up(bins, options).context("bringing the demo up")?;
     print!("{}", demo.describe());
     let recorded = demo.detach();
     if let Some(dir) = state.parent() {
