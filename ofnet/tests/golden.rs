@@ -111,6 +111,28 @@ const VLAN_GOLDEN: &[&str] = &[
     "table=5, priority=13,udp,nw_dst=10.2.0.1,tp_src=53 actions=goto_table:6",
     "table=5, priority=11,tcp,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
     "table=5, priority=11,tcp6,metadata=0xa/0xfffe,tcp_flags=+syn-ack actions=drop",
+    // The uplink gives each network's VLAN its VRF.
+    "table=1, priority=101,in_port=1,dl_vlan=10 actions=write_metadata:0x100000000/0xff00000000,goto_table:6",
+    "table=1, priority=101,in_port=1,dl_vlan=20 actions=write_metadata:0x100000000/0xff00000000,goto_table:6",
+    // Rules exist: policy is stateful.
+    "table=3, priority=200,ct_state=-trk,ip actions=ct(table=3,zone=OXM_OF_METADATA[32..47],nat)",
+    "table=3, priority=200,ct_state=-trk,ipv6 actions=ct(table=3,zone=OXM_OF_METADATA[32..47],nat)",
+    "table=5, priority=65535,ct_state=+est+rpl+trk,ct_label=0/0x1 actions=goto_table:6",
+    "table=5, priority=65535,ct_state=+rel+rpl+trk,ct_label=0/0x1 actions=goto_table:6",
+    "table=6, priority=200,ct_state=-trk,ip actions=ct(table=6,zone=OXM_OF_METADATA[32..47],nat)",
+    "table=6, priority=200,ct_state=-trk,ipv6 actions=ct(table=6,zone=OXM_OF_METADATA[32..47],nat)",
+    "table=7, priority=200,ct_state=+est+rpl+trk,ct_label=0/0x1 actions=goto_table:9",
+    "table=7, priority=200,ct_state=+rel+rpl+trk,ct_label=0/0x1 actions=goto_table:9",
+    "table=7, priority=200,ct_state=+rpl+trk,ct_label=0x1/0x1 actions=drop",
+    "table=7, priority=200,icmp6,icmp_type=133 actions=goto_table:9",
+    "table=7, priority=200,icmp6,icmp_type=134 actions=goto_table:9",
+    "table=7, priority=200,icmp6,icmp_type=135 actions=goto_table:9",
+    "table=7, priority=200,icmp6,icmp_type=136 actions=goto_table:9",
+    "table=7, priority=200,icmp6,icmp_type=137 actions=goto_table:9",
+    "table=8, priority=2,ct_state=+est-rpl+trk,ct_label=0x1/0x1,ip actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0/0x1->ct_label)),goto_table:9",
+    "table=8, priority=2,ct_state=+est-rpl+trk,ct_label=0x1/0x1,ipv6 actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0/0x1->ct_label)),goto_table:9",
+    "table=8, priority=1,ct_state=+new+trk,ip actions=ct(commit,zone=OXM_OF_METADATA[32..47]),goto_table:9",
+    "table=8, priority=1,ct_state=+new+trk,ipv6 actions=ct(commit,zone=OXM_OF_METADATA[32..47]),goto_table:9",
 ];
 
 #[actix_rt::test]
@@ -328,5 +350,130 @@ async fn flow_table_comes_back_after_an_ovs_restart() {
     assert_eq!(
         dumped_flows(&ovs, "br0").await.len(),
         before.len() + PER_ENDPOINT
+    );
+}
+
+/// NetworkPolicy flows (tables 7 and 8, cookie category 9) for two policies on a VXLAN bridge:
+/// conjunctions of pod, peer and port clauses, a port range as masks, an ipBlock with an
+/// exception, an IPv6 peer, an unrestricted rule, isolation and the shared stateful flows.
+const NETPOL_GOLDEN: &[&str] = &[
+    // Shared: reply bypass, revoked replies, neighbour discovery, commits.
+    "table=7, priority=200,ct_state=+est+rpl+trk,ct_label=0/0x1 actions=goto_table:9",
+    "table=7, priority=200,ct_state=+rel+rpl+trk,ct_label=0/0x1 actions=goto_table:9",
+    "table=7, priority=200,ct_state=+rpl+trk,ct_label=0x1/0x1 actions=drop",
+    "table=7, priority=200,icmp6,icmp_type=133 actions=goto_table:9",
+    "table=7, priority=200,icmp6,icmp_type=134 actions=goto_table:9",
+    "table=7, priority=200,icmp6,icmp_type=135 actions=goto_table:9",
+    "table=7, priority=200,icmp6,icmp_type=136 actions=goto_table:9",
+    "table=7, priority=200,icmp6,icmp_type=137 actions=goto_table:9",
+    "table=8, priority=2,ct_state=+est-rpl+trk,ct_label=0x1/0x1,ip actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0/0x1->ct_label)),goto_table:9",
+    "table=8, priority=2,ct_state=+est-rpl+trk,ct_label=0x1/0x1,ipv6 actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0/0x1->ct_label)),goto_table:9",
+    "table=8, priority=1,ct_state=+new+trk,ip actions=ct(commit,zone=OXM_OF_METADATA[32..47]),goto_table:9",
+    "table=8, priority=1,ct_state=+new+trk,ipv6 actions=ct(commit,zone=OXM_OF_METADATA[32..47]),goto_table:9",
+    // ns/web ingress to 10.1.1.2 and fd00::2: rule 1 (conjunction 1) from 10.1.1.3 on TCP 80
+    // and 8080..8087, rule 2 (conjunction 2) from 10.9.0.0/16 except 10.9.128.0/17 and from
+    // fd00::3, on UDP 53.
+    "table=8, priority=100,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.2 actions=conjunction(1,1/3),conjunction(2,1/3)",
+    "table=8, priority=100,ipv6,metadata=0x100000000/0xff00000000,ipv6_dst=fd00::2 actions=conjunction(2,1/3)",
+    "table=8, priority=100,ip,metadata=0x100000000/0xff00000000,nw_src=10.1.1.3 actions=conjunction(1,2/3)",
+    "table=8, priority=100,ip,metadata=0x100000000/0xff00000000,nw_src=10.9.0.0/17 actions=conjunction(2,2/3)",
+    "table=8, priority=100,ipv6,metadata=0x100000000/0xff00000000,ipv6_src=fd00::3 actions=conjunction(2,2/3)",
+    "table=8, priority=100,tcp,metadata=0x100000000/0xff00000000,tp_dst=80 actions=conjunction(1,3/3)",
+    "table=8, priority=100,tcp,metadata=0x100000000/0xff00000000,tp_dst=0x1f90/0xfff8 actions=conjunction(1,3/3)",
+    "table=8, priority=100,udp,metadata=0x100000000/0xff00000000,tp_dst=53 actions=conjunction(2,3/3)",
+    "table=8, priority=100,udp6,metadata=0x100000000/0xff00000000,tp_dst=53 actions=conjunction(2,3/3)",
+    "table=8, priority=100,conj_id=1,ip actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0/0x1->ct_label)),goto_table:9",
+    "table=8, priority=100,conj_id=2,ip actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0/0x1->ct_label)),goto_table:9",
+    "table=8, priority=100,conj_id=2,ipv6 actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0/0x1->ct_label)),goto_table:9",
+    "table=8, priority=11,ct_state=+est-rpl+trk,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.2 actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0x1/0x1->ct_label))",
+    "table=8, priority=11,ct_state=+est-rpl+trk,ipv6,metadata=0x100000000/0xff00000000,ipv6_dst=fd00::2 actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0x1/0x1->ct_label))",
+    "table=8, priority=10,ip,metadata=0x100000000/0xff00000000,nw_dst=10.1.1.2 actions=drop",
+    "table=8, priority=10,ipv6,metadata=0x100000000/0xff00000000,ipv6_dst=fd00::2 actions=drop",
+    // ns/out egress of 10.1.1.2: rule 1 (conjunction 3) to anywhere, every port: one allow flow.
+    "table=7, priority=110,ip,metadata=0x100000000/0xff00000000,nw_src=10.1.1.2 actions=goto_table:8",
+    "table=7, priority=11,ct_state=+est-rpl+trk,ip,metadata=0x100000000/0xff00000000,nw_src=10.1.1.2 actions=ct(commit,zone=OXM_OF_METADATA[32..47],exec(set_field:0x1/0x1->ct_label))",
+    "table=7, priority=10,ip,metadata=0x100000000/0xff00000000,nw_src=10.1.1.2 actions=drop",
+];
+
+#[actix_rt::test]
+async fn network_policy_flows_match_golden_and_ovs() {
+    use ofnet::NetworkPolicy;
+    use ofnet::netpol::{Peer, Port, Protocol, Rule};
+    testbed::require!(Root, Ovs);
+    init_tracing();
+    let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
+    ovs.add_bridge("br0").unwrap();
+    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vxlan, "br0"));
+    let _listener = connect(&ovs, "br0", &agent).await;
+    agent
+        .add_network(Network {
+            vlan: 2,
+            vni: 5000,
+            gateway: None,
+            vrf: "t1".into(),
+        })
+        .await
+        .unwrap();
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let net = |s: &str| s.parse::<ipnet::IpNet>().unwrap();
+    let mut web = NetworkPolicy::new("ns/web", "t1", vec![ip("10.1.1.2"), ip("fd00::2")]);
+    web.ingress = Some(vec![
+        Rule {
+            peers: vec![Peer::Pods(vec![ip("10.1.1.3")])],
+            ports: vec![
+                Port::one(Protocol::Tcp, 80),
+                Port::range(Protocol::Tcp, 8080, 8087),
+            ],
+            applied_to: None,
+        },
+        Rule {
+            peers: vec![
+                Peer::IpBlock {
+                    cidr: net("10.9.0.0/16"),
+                    except: vec![net("10.9.128.0/17")],
+                },
+                Peer::Pods(vec![ip("fd00::3")]),
+            ],
+            ports: vec![Port::one(Protocol::Udp, 53)],
+            applied_to: None,
+        },
+    ]);
+    let mut out = NetworkPolicy::new("ns/out", "t1", vec![ip("10.1.1.2")]);
+    out.egress = Some(vec![Rule::default()]);
+    let refused = agent
+        .set_network_policies(vec![web, out], vec![])
+        .await
+        .unwrap();
+    assert!(refused.is_empty());
+    let of_tables = |flows: Vec<String>| -> Vec<String> {
+        flows
+            .into_iter()
+            .filter(|f| f.starts_with("table=7, priority=") || f.starts_with("table=8, priority="))
+            .filter(|f| !f.contains("priority=0 "))
+            .collect()
+    };
+    let want = ofnet::text::sorted(NETPOL_GOLDEN.iter().map(|s| s.to_string()).collect());
+    let (computed, _) = agent.installed_flows().await.unwrap();
+    assert_eq!(
+        of_tables(ofnet::text::sorted(computed)),
+        want,
+        "computed flows"
+    );
+    assert_eq!(
+        of_tables(dumped_flows(&ovs, "br0").await),
+        want,
+        "flows on the bridge"
+    );
+    // Every NetworkPolicy flow but the Contiv table's carries cookie category 9.
+    let by_cookie = ovs
+        .ofctl(&[
+            "dump-flows",
+            "br0",
+            "cookie=0x0000090000000000/0x0000ff0000000000",
+        ])
+        .unwrap();
+    assert_eq!(
+        by_cookie.lines().filter(|l| l.starts_with(' ')).count(),
+        NETPOL_GOLDEN.len()
     );
 }

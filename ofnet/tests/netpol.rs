@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::netpol::{Server, Session, dual_stack_pod, probe, reach};
+use common::netpol::{Server, Session, dual_stack_pod, reach};
 use common::vxlan_hosts::{VxlanHost, exchange, two_hosts};
 use common::{dumped_flows, init_tracing, settle};
 use ipnet::IpNet;

@@ -1,6 +1,6 @@
 //! The trace evaluator agrees with Open vSwitch: a few hundred randomized packets over a
 //! realistic state (two VXLAN hosts, three networks in two VRFs, endpoint groups, allow and
-//! deny rules, a load-balanced service), each evaluated offline from the agent's desired
+//! deny rules, NetworkPolicies with conjunctions, a load-balanced service), each evaluated offline from the agent's desired
 //! tables and traced by `ovs-appctl ofproto/trace` on the real bridge. The output ports (local
 //! ports, the VTEP, the controller; none = dropped) must be equal for every packet, and so
 //! must the sequence of table lookups (table and priority) of the first pass.
@@ -10,6 +10,7 @@ mod common;
 
 use common::init_tracing;
 use common::vxlan_hosts::{VxlanHost, two_hosts};
+use ofnet::netpol::{Peer, Port, Protocol, Rule};
 use ofnet::trace::eval::Egress;
 use ofnet::trace::ovs::{parse_dpif_show, parse_trace};
 use ofnet::trace::{CtAssumptions, PacketSpec, Proto, TableSet, diff, evaluate, trace_hosts};
@@ -191,6 +192,64 @@ async fn trace_agrees_with_ofproto_trace_on_randomized_packets() {
             h.agent.add_rule(r.clone()).await.unwrap();
         }
     }
+    // NetworkPolicies (conjunctions in tables 7 and 8): db admits web on TCP 5432 and
+    // 8000..8003 and the red network but 10.1.1.14 on UDP 53; the green pod on host A may
+    // only talk to the green pod on host B.
+    let mut db = ofnet::NetworkPolicy::new(
+        "default/db",
+        "t1",
+        vec![IpAddr::V4(eps[1].ip), IpAddr::V4(eps[5].ip)],
+    );
+    db.ingress = Some(vec![
+        Rule {
+            peers: vec![Peer::Pods(vec![
+                IpAddr::V4(eps[0].ip),
+                IpAddr::V4(eps[4].ip),
+            ])],
+            ports: vec![
+                Port::one(Protocol::Tcp, 5432),
+                Port::range(Protocol::Tcp, 8000, 8003),
+            ],
+            applied_to: None,
+        },
+        Rule {
+            peers: vec![Peer::IpBlock {
+                cidr: "10.1.1.0/24".parse().unwrap(),
+                except: vec!["10.1.1.14/32".parse().unwrap()],
+            }],
+            ports: vec![Port::one(Protocol::Udp, 53)],
+            applied_to: None,
+        },
+    ]);
+    let mut green = ofnet::NetworkPolicy::new("t2/lock", "t2", vec![IpAddr::V4(eps[3].ip)]);
+    green.egress = Some(vec![Rule {
+        peers: vec![Peer::Pods(vec![IpAddr::V4(eps[7].ip)])],
+        ports: vec![],
+        applied_to: None,
+    }]);
+    // Every t1 pod admits every t1 pod on TCP 80 and 443 and UDP 53.
+    let t1: Vec<IpAddr> = [0, 1, 2, 4, 5, 6]
+        .iter()
+        .map(|i| IpAddr::V4(eps[*i].ip))
+        .collect();
+    let mut web_ports = ofnet::NetworkPolicy::new("default/web", "t1", t1.clone());
+    web_ports.ingress = Some(vec![Rule {
+        peers: vec![Peer::Pods(t1)],
+        ports: vec![
+            Port::one(Protocol::Tcp, 80),
+            Port::one(Protocol::Tcp, 443),
+            Port::one(Protocol::Udp, 53),
+        ],
+        applied_to: None,
+    }]);
+    for h in hosts {
+        let refused = h
+            .agent
+            .set_network_policies(vec![db.clone(), green.clone(), web_ports.clone()], vec![])
+            .await
+            .unwrap();
+        assert!(refused.is_empty());
+    }
     // A service in t1 with providers on both hosts, and one without providers.
     let vip: Ipv4Addr = "10.254.0.10".parse().unwrap();
     let empty_vip: Ipv4Addr = "10.254.0.11".parse().unwrap();
@@ -281,6 +340,7 @@ async fn trace_agrees_with_ofproto_trace_on_randomized_packets() {
     let n = 300;
     let mut mismatches = Vec::new();
     let mut select_groups = 0;
+    let mut conj_hits = 0;
     for i in 0..n {
         let src = rng.pick(&eps).clone();
         let h = src.host;
@@ -305,7 +365,7 @@ async fn trace_agrees_with_ofproto_trace_on_randomized_packets() {
             dst: IpAddr::V4(dst_ip),
             proto,
             tp_src: 40000 + (rng.next() % 1000) as u16,
-            tp_dst: *rng.pick(&[80, 8001, 5432, 53, 443]),
+            tp_dst: *rng.pick(&[80, 8001, 8002, 5432, 53, 443]),
             tcp_flags: *rng.pick(&[0x002, 0x010, 0x012]),
         };
         if rng.chance(8) {
@@ -328,6 +388,13 @@ async fn trace_agrees_with_ofproto_trace_on_randomized_packets() {
             original_tuple: false,
         };
         let eval = evaluate(&tables[h], &spec.fields(), &ct);
+        if eval.paths.iter().any(|p| {
+            p.steps
+                .iter()
+                .any(|s| s.flow.as_deref().is_some_and(|f| f.contains("conj_id=")))
+        }) {
+            conj_hits += 1;
+        }
 
         let mut args = vec!["ofproto/trace".to_string(), "br0".into(), spec.ovs_flow()];
         for s in &ct_next {
@@ -408,13 +475,17 @@ async fn trace_agrees_with_ofproto_trace_on_randomized_packets() {
         *verdicts.entry(kind).or_default() += 1;
     }
     eprintln!(
-        "verdicts over {n} packets: {verdicts:?}; {select_groups} ended in a dp_hash select group"
+        "verdicts over {n} packets: {verdicts:?}; {select_groups} ended in a dp_hash select group; {conj_hits} completed a conjunction"
     );
     assert!(
         mismatches.is_empty(),
         "{} of {n} packets disagree with ofproto/trace; first:\n{}",
         mismatches.len(),
         mismatches[0]
+    );
+    assert!(
+        conj_hits >= 5,
+        "only {conj_hits} packets completed a NetworkPolicy conjunction"
     );
     // The sample covers the interesting outcomes.
     for kind in ["delivered", "dropped", "controller"] {

@@ -188,7 +188,11 @@ fn netpol_changes(op: &AgentOp, before: &Policies, after: &Policies) -> Vec<Owne
         if old == new {
             continue;
         }
-        out.extend(old.keys().chain(new.keys()).map(Owner::Netpol));
+        out.extend(
+            old.keys()
+                .chain(new.keys())
+                .map(|o| Owner::Netpol(Box::new(o))),
+        );
     }
     out.into_iter().collect()
 }
@@ -356,7 +360,83 @@ mod tests {
         }
     }
 
+    fn random_policy(r: &mut Lcg, id: String) -> crate::netpol::NetworkPolicy {
+        use crate::netpol::{NetworkPolicy, Peer, Port, Protocol, Rule};
+        use std::net::IpAddr;
+        let addr = |r: &mut Lcg| IpAddr::V4(Ipv4Addr::new(10, 1, 1, r.next(8) as u8));
+        let vrf = if r.next(4) == 0 { "t2" } else { "t1" };
+        let applied = (0..1 + r.next(2)).map(|_| addr(r)).collect();
+        let mut p = NetworkPolicy::new(id, vrf, applied);
+        let rules = |r: &mut Lcg| -> Option<Vec<Rule>> {
+            if r.next(3) == 0 {
+                return None;
+            }
+            Some(
+                (0..r.next(3))
+                    .map(|_| Rule {
+                        peers: (0..r.next(3))
+                            .map(|_| {
+                                if r.next(3) == 0 {
+                                    Peer::IpBlock {
+                                        cidr: "10.1.1.0/29"
+                                            .parse()
+                                            .unwrap_or_else(|_| unreachable!()),
+                                        except: vec![ipnet::IpNet::from(addr(r))]
+                                            .into_iter()
+                                            .filter(|n| {
+                                                n.addr() < IpAddr::V4(Ipv4Addr::new(10, 1, 1, 8))
+                                            })
+                                            .collect(),
+                                    }
+                                } else {
+                                    Peer::Pods((0..r.next(3)).map(|_| addr(r)).collect())
+                                }
+                            })
+                            .collect(),
+                        ports: (0..r.next(3))
+                            .map(|_| match r.next(3) {
+                                0 => Port::range(Protocol::Tcp, 80, 80 + r.next(20) as u16),
+                                1 => Port::one(Protocol::Udp, 53),
+                                _ => Port::one(Protocol::Tcp, 80 + r.next(2) as u16),
+                            })
+                            .collect(),
+                        applied_to: None,
+                    })
+                    .collect(),
+            )
+        };
+        p.ingress = rules(r);
+        p.egress = rules(r);
+        p
+    }
+
+    fn random_netpol_op(r: &mut Lcg) -> AgentOp {
+        let id = format!("ns/p{}", r.next(4));
+        match r.next(6) {
+            0 => AgentOp::SetNetworkPolicies {
+                upsert: Vec::new(),
+                delete: vec![id],
+            },
+            1 => AgentOp::ReplaceNetworkPolicies {
+                policies: (0..r.next(3))
+                    .map(|_| {
+                        let id = format!("ns/p{}", r.next(4));
+                        random_policy(r, id)
+                    })
+                    .collect(),
+                keep: Vec::new(),
+            },
+            _ => AgentOp::SetNetworkPolicies {
+                upsert: vec![random_policy(r, id)],
+                delete: Vec::new(),
+            },
+        }
+    }
+
     fn random_op(r: &mut Lcg) -> AgentOp {
+        if r.next(5) == 0 {
+            return random_netpol_op(r);
+        }
         let vteps = [
             Ipv4Addr::new(192, 168, 77, 2),
             Ipv4Addr::new(192, 168, 77, 3),
@@ -480,6 +560,7 @@ mod tests {
                 .unwrap();
             let mut applied = 0;
             let mut groups = 0;
+            let mut netpol_flows = 0;
             for step in 0..600 {
                 let op = random_op(&mut r);
                 let before = table.clone();
@@ -521,6 +602,13 @@ mod tests {
                 settings = s;
                 applied += 1;
                 groups += installed.groups().count();
+                netpol_flows += installed
+                    .flows()
+                    .filter(|f| {
+                        matches!(f.key.table, id::NETPOL_EGRESS | id::NETPOL_INGRESS)
+                            && f.key.priority == crate::priority::NETPOL_RULE
+                    })
+                    .count();
                 let topo = Topology {
                     endpoints: &table,
                     settings: &settings,
@@ -541,6 +629,10 @@ mod tests {
             }
             assert!(applied > 200, "only {applied} ops applied");
             assert!(groups > 10, "only {groups} groups seen");
+            assert!(
+                netpol_flows > 100,
+                "only {netpol_flows} NetworkPolicy rule flows seen"
+            );
         }
     }
 }

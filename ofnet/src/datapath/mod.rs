@@ -111,7 +111,7 @@ pub enum Owner {
     /// services' shared hairpin flows and the stateful policy's shared flows.
     Conntrack,
     /// NetworkPolicy flows (by match, isolated pod or rule conjunction).
-    Netpol(FlowOwner),
+    Netpol(Box<FlowOwner>),
 }
 
 impl std::fmt::Display for Owner {
@@ -546,7 +546,7 @@ pub fn netpol_owners(netpols: &Policies) -> impl Iterator<Item = Owner> + '_ {
         }))
         .chain(index.isolated.keys().cloned().map(FlowOwner::Isolation))
         .chain(index.conjs.keys().map(|c| FlowOwner::Conj(*c)))
-        .map(Owner::Netpol)
+        .map(|o| Owner::Netpol(Box::new(o)))
 }
 
 /// The destination-group flows of an endpoint whose VRF exists on this bridge.

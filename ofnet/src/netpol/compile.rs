@@ -135,6 +135,18 @@ fn peer_nets(rule: &Rule) -> Option<BTreeSet<IpNet>> {
     Some(out)
 }
 
+/// A clause naming an address or prefix.
+type MakeClause = fn(IpNet) -> Clause;
+
+/// How a rule of `dir` names its pods and its peers: ingress pods are destinations, egress
+/// pods sources.
+fn clause_makers(dir: Direction) -> (MakeClause, MakeClause) {
+    match dir {
+        Direction::Ingress => (Clause::Dst, Clause::Src),
+        Direction::Egress => (Clause::Src, Clause::Dst),
+    }
+}
+
 fn is_v6(n: &IpNet) -> bool {
     matches!(n, IpNet::V6(_))
 }
@@ -180,11 +192,7 @@ pub fn contribution(p: &NetworkPolicy, ids: &Policies) -> Contribution {
                 .filter(|a| families.contains(&a.is_ipv6()))
                 .collect();
             let mut dims: Vec<Vec<Clause>> = Vec::new();
-            let (target_clause, peer_clause): (fn(IpNet) -> Clause, fn(IpNet) -> Clause) = match dir
-            {
-                Direction::Ingress => (Clause::Dst, Clause::Src),
-                Direction::Egress => (Clause::Src, Clause::Dst),
-            };
+            let (target_clause, peer_clause) = clause_makers(dir);
             dims.push(targets.iter().map(|a| target_clause(host(*a))).collect());
             if let Some(ps) = &peers {
                 dims.push(
