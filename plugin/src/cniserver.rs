@@ -29,16 +29,50 @@ use crate::driver::{Driver, LocalEndpointInfo, PodAttach, PodDetach};
 use crate::error::PluginError;
 use crate::http::{Handler, Request, Response};
 use crate::kubeapi::{KubeClient, resolve_labels};
+use crate::kubenetpol::{self, PolicyHandle};
 use crate::netlink::pod_interface;
+use k8s_openapi::api::core::v1::Pod;
 
-/// The request handler for [`crate::http::serve_unix`]; `kube` is the Kubernetes API when
-/// one is configured.
-pub fn handler(driver: Arc<Driver>, kube: Option<Arc<KubeClient>>) -> Handler {
+/// What the CNI server works with in kubernetes mode: the API, and the NetworkPolicy
+/// controller.
+#[derive(Debug, Clone, Default)]
+pub struct Kube {
+    pub client: Option<Arc<KubeClient>>,
+    pub policies: Option<PolicyHandle>,
+}
+
+/// The request handler for [`crate::http::serve_unix`].
+pub fn handler(driver: Arc<Driver>, kube: Kube) -> Handler {
     Rc::new(move |req: Request| {
         let driver = driver.clone();
         let kube = kube.clone();
-        Box::pin(async move { handle(&driver, kube.as_deref(), req).await })
+        Box::pin(async move { handle(&driver, &kube, req).await })
     })
+}
+
+/// The pod object of the request, when an API is configured and the request names a pod.
+pub async fn pod_object(
+    kube: Option<&KubeClient>,
+    pod: &PodRequest,
+) -> Result<Option<Pod>, PluginError> {
+    let Some(kube) = kube else {
+        return Ok(None);
+    };
+    if pod.pod_name.is_empty() || pod.pod_namespace.is_empty() {
+        tracing::debug!(
+            container = %pod.container_id,
+            "no K8S_POD_NAMESPACE/K8S_POD_NAME in the request; labels from the CNI config only"
+        );
+        return Ok(None);
+    }
+    Ok(Some(kube.pod(&pod.pod_namespace, &pod.pod_name).await?))
+}
+
+/// The labels the pod's network is chosen by: the request's, overridden by the pod's
+/// Kubernetes labels (`object`, see [`pod_object`]).
+fn labels_of(pod: &PodRequest, object: Option<&Pod>) -> BTreeMap<String, String> {
+    let from_kube = object.map(|o| o.metadata.labels.clone().unwrap_or_default());
+    resolve_labels(&pod.labels, from_kube.as_ref())
 }
 
 /// The labels the pod's network is chosen by: the request's, overridden by the pod's
@@ -47,18 +81,8 @@ pub async fn pod_labels(
     kube: Option<&KubeClient>,
     pod: &PodRequest,
 ) -> Result<BTreeMap<String, String>, PluginError> {
-    let Some(kube) = kube else {
-        return Ok(pod.labels.clone());
-    };
-    if pod.pod_name.is_empty() || pod.pod_namespace.is_empty() {
-        tracing::debug!(
-            container = %pod.container_id,
-            "no K8S_POD_NAMESPACE/K8S_POD_NAME in the request; labels from the CNI config only"
-        );
-        return Ok(pod.labels.clone());
-    }
-    let from_kube = kube.pod_labels(&pod.pod_namespace, &pod.pod_name).await?;
-    Ok(resolve_labels(&pod.labels, Some(&from_kube)))
+    let object = pod_object(kube, pod).await?;
+    Ok(labels_of(pod, object.as_ref()))
 }
 
 fn error_reply(status: u16, reply: &PodReply) -> Response {
@@ -128,7 +152,7 @@ pub fn parse(req: &Request) -> Result<(Operation, PodRequest), Response> {
     Ok((op, pod))
 }
 
-async fn handle(driver: &Driver, kube: Option<&KubeClient>, req: Request) -> Response {
+async fn handle(driver: &Driver, kube: &Kube, req: Request) -> Response {
     let start = std::time::Instant::now();
     let (command, reply) = match parse(&req) {
         Err(reply) => return reply,
@@ -190,9 +214,9 @@ pub fn reply_for(info: &LocalEndpointInfo) -> PodReply {
     }
 }
 
-async fn add_pod(driver: &Driver, kube: Option<&KubeClient>, pod: &PodRequest) -> Response {
-    let labels = match pod_labels(kube, pod).await {
-        Ok(labels) => labels,
+async fn add_pod(driver: &Driver, kube: &Kube, pod: &PodRequest) -> Response {
+    let object = match pod_object(kube.client.as_deref(), pod).await {
+        Ok(object) => object,
         Err(e) => {
             return plugin_error(
                 &format!(
@@ -203,6 +227,7 @@ async fn add_pod(driver: &Driver, kube: Option<&KubeClient>, pod: &PodRequest) -
             );
         }
     };
+    let labels = labels_of(pod, object.as_ref());
     let net = PodNetwork::from_labels(&labels);
     let attach = PodAttach {
         tenant: net.tenant,
@@ -216,25 +241,57 @@ async fn add_pod(driver: &Driver, kube: Option<&KubeClient>, pod: &PodRequest) -
         labels,
         ..PodAttach::default()
     };
-    match driver.attach(&attach).await {
-        Ok(info) => Response::json(200, &reply_for(&info)),
-        Err(e) => plugin_error(
+    let info = match driver.attach(&attach).await {
+        Ok(info) => info,
+        Err(e) => {
+            return plugin_error(
+                &format!(
+                    "cannot attach pod {} to network {} of tenant {}",
+                    attach.container_id, attach.network, attach.tenant
+                ),
+                &e,
+            );
+        }
+    };
+    // The pod's NetworkPolicies are in the switch before the runtime starts its containers.
+    if let Some(policies) = &kube.policies
+        && let Err(e) = policies
+            .local_pods(kubenetpol::local_pods(driver), object)
+            .await
+    {
+        let detach = PodDetach {
+            tenant: attach.tenant.clone(),
+            network: attach.network.clone(),
+            container_id: attach.container_id.clone(),
+            netns: Some(attach.netns.clone()),
+            ifname: attach.ifname.clone(),
+        };
+        if let Err(undo) = driver.detach(&detach).await {
+            tracing::warn!(error = %undo, container = %attach.container_id, "undoing the attach");
+        }
+        let _ = policies
+            .local_pods(kubenetpol::local_pods(driver), None)
+            .await;
+        return plugin_error(
             &format!(
-                "cannot attach pod {} to network {} of tenant {}",
-                attach.container_id, attach.network, attach.tenant
+                "cannot put the network policies of pod {}/{} in place",
+                pod.pod_namespace, pod.pod_name
             ),
-            &e,
-        ),
+            &PluginError::Policy(e),
+        );
     }
+    Response::json(200, &reply_for(&info))
 }
 
-async fn del_pod(driver: &Driver, kube: Option<&KubeClient>, pod: &PodRequest) -> Response {
+async fn del_pod(driver: &Driver, kube: &Kube, pod: &PodRequest) -> Response {
     // The labels only matter when no local state names the endpoint; a pod already gone from
     // Kubernetes must still be deletable.
-    let labels = pod_labels(kube, pod).await.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "DelPod: using the request's labels");
-        pod.labels.clone()
-    });
+    let labels = pod_labels(kube.client.as_deref(), pod)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "DelPod: using the request's labels");
+            pod.labels.clone()
+        });
     let net = PodNetwork::from_labels(&labels);
     let detach = PodDetach {
         tenant: net.tenant,
@@ -243,7 +300,15 @@ async fn del_pod(driver: &Driver, kube: Option<&KubeClient>, pod: &PodRequest) -
         netns: (!pod.netns.is_empty()).then(|| PathBuf::from(&pod.netns)),
         ifname: pod.ifname.clone(),
     };
-    match driver.detach(&detach).await {
+    let detached = driver.detach(&detach).await;
+    if let Some(policies) = &kube.policies
+        && let Err(e) = policies
+            .local_pods(kubenetpol::local_pods(driver), None)
+            .await
+    {
+        tracing::warn!(error = %e, container = %detach.container_id, "network policies after DelPod");
+    }
+    match detached {
         Ok(()) => Response::json(
             200,
             &PodReply {

@@ -6,7 +6,9 @@
 //!    agents (not yet reachable by their switches), VLAN uplinks.
 //! 3. Replay: networks, endpoint groups, global config, then this host's endpoints from
 //!    their oper state (re-adopted, not re-created); in kubernetes mode with an API server,
-//!    the first lists of Services and Endpoints (at most 5 s).
+//!    the first lists of Services and EndpointSlices, and the NetworkPolicies of this host's
+//!    pods resolved from the first lists of NetworkPolicies, Pods and Namespaces (at most
+//!    5 s).
 //! 4. Only now the OpenFlow listeners: the switch's first reconcile then sees the complete
 //!    flow set, so a restart replaces flows in place (ofctrl generations) and pods keep
 //!    their traffic. With `fail_mode=secure` OVS keeps its flows while we are away.
@@ -14,7 +16,8 @@
 //!    `netplugin.vtep`, `netplugin.debug`), the etcd watches, the VXLAN agent's ofnet RPC server and its
 //!    registration with the leader's ofnet master, found and followed through `netmaster.rpc`
 //!    ([`crate::ofnet_rpc`]), and in kubernetes mode with an API server the Kubernetes
-//!    Service/Endpoints watches ([`crate::kubesvc`]).
+//!    Service/EndpointSlice watches ([`crate::kubesvc`]) and the NetworkPolicy controller
+//!    ([`crate::kubenetpol`]).
 //!
 //! [`run`] returns when `shutdown` resolves; ports, veths and flows stay (a restart adopts
 //! them).
@@ -37,7 +40,7 @@ use crate::kubeapi::{self, KubeClient, KubeConfig};
 use crate::metrics::PluginMetrics;
 use crate::ovsdb::OvsdbClient;
 use crate::watch::{self, Topic};
-use crate::{cniserver, debug, docker, http, kubesvc, ofnet_rpc};
+use crate::{cniserver, debug, docker, http, kubenetpol, kubesvc, ofnet_rpc};
 
 /// How often to look for the global config while netmaster has not written it.
 const GLOBAL_POLL: Duration = Duration::from_millis(500);
@@ -182,18 +185,35 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     if !stale_vteps.is_empty() {
         tracing::info!(ports = ?stale_vteps, "deleted VTEP ports no endpoint needs");
     }
-    // Kubernetes services too, before the switches connect (their flows survive a restart).
-    let kube_watcher = match &kube {
+    // Kubernetes services and network policies too, before the switches connect (their
+    // flows survive a restart).
+    let (kube_watcher, policies) = match &kube {
         Some(client) => {
             let mut watcher = kubesvc::Watcher::new(
-                KubeClient::clone(client),
+                client,
                 driver.clone(),
+                &cfg.host,
                 kubesvc::WatchOptions::default(),
             );
-            watcher.prime(KUBE_PRIME_LIMIT).await;
-            Some(watcher)
+            let policies =
+                kubenetpol::start(client, driver.clone(), kubesvc::WatchOptions::default());
+            let prime_policies = async {
+                if let Err(e) = policies
+                    .local_pods(kubenetpol::local_pods(&driver), None)
+                    .await
+                {
+                    tracing::warn!(error = %e, "network policies of the re-adopted pods");
+                }
+                if !policies.wait_synced(KUBE_PRIME_LIMIT).await {
+                    tracing::info!(
+                        "network policies not listed yet; following them in the background"
+                    );
+                }
+            };
+            futures::join!(watcher.prime(KUBE_PRIME_LIMIT), prime_policies);
+            (Some(watcher), Some(policies))
         }
-        None => None,
+        None => (None, None),
     };
 
     let _vxlan = listen(&driver, BridgeKind::Vxlan, &cfg.vxlan_of_listen).await?;
@@ -206,7 +226,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     let kube_services = kube_watcher.map(|w| actix_rt::spawn(w.run()));
     let cni_task = actix_rt::spawn(http::serve_unix(
         cni,
-        cniserver::handler(driver.clone(), kube),
+        cniserver::handler(
+            driver.clone(),
+            cniserver::Kube {
+                client: kube,
+                policies,
+            },
+        ),
     ));
     // Docker mode: the remote network and IPAM driver, on the same endpoint code as CNI.
     let docker_task = if cfg.mode == "docker" {

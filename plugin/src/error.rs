@@ -24,6 +24,8 @@ pub enum PluginError {
     Kube(#[from] KubeError),
     #[error("BGP: {0}")]
     Bgp(#[from] crate::bgp::BgpError),
+    #[error("{0}")]
+    Policy(#[from] crate::kubenetpol::NetpolError),
     #[error("netmaster: {0}")]
     Netmaster(#[from] master::client::ClientError),
     #[error(
@@ -68,7 +70,10 @@ impl PluginError {
             PluginError::UnknownNetwork { .. }
             | PluginError::UnknownGroup { .. }
             | PluginError::Invalid { .. } => 7,
-            PluginError::NoNetmaster | PluginError::Store(_) | PluginError::Etcd(_) => 11,
+            PluginError::NoNetmaster
+            | PluginError::Store(_)
+            | PluginError::Etcd(_)
+            | PluginError::Policy(_) => 11,
             PluginError::Kube(e) => e.cni_code(),
             PluginError::Netmaster(e) if e.status().is_none() || e.status() == Some(503) => 11,
             PluginError::Netmaster(e) if e.status() == Some(404) => 7,

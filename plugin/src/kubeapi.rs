@@ -1,25 +1,23 @@
 //! The Kubernetes API as netplugin uses it in kubernetes mode (reference §7.3, §7.4): read
-//! `ContivConfig` from the config file, and fetch one pod's labels with
-//! `GET <K8S_API_SERVER>/api/v1/namespaces/<ns>/pods/<name>`.
+//! `ContivConfig` from the config file, build a `kube` client from it, and fetch one pod at a
+//! CNI ADD (its labels choose the network; its container ports name ports for policies).
 //!
 //! Contract:
 //! - [`KubeConfig::load`] returns `None` when the file does not exist or names no API server:
 //!   no API is configured, and labels come from the CNI request alone. A file that exists but
 //!   cannot be read or parsed is an error (a typo must not silently change where pods land).
-//! - Authentication: bearer token (`K8S_TOKEN`, a token or the path of a file holding one),
-//!   else a client certificate (`K8S_CERT` + `K8S_KEY`), else the service-account token file
-//!   if it exists. `https` URLs verify the server against `K8S_CA` when given (otherwise
-//!   against the system's roots); plain `http` is accepted as is.
+//! - Authentication: bearer token (`K8S_TOKEN`, a token or the path of a file holding one,
+//!   re-read as `kube` does when it rotates), else a client certificate (`K8S_CERT` +
+//!   `K8S_KEY`), else the service-account token file if it exists. An `https` URL needs
+//!   `K8S_CA`, and the server is verified against that CA only; plain `http` is accepted as
+//!   is (tests).
+//! - [`KubeClient`] is a [`kube::Client`] on our own rustls (ring provider, no aws-lc) HTTP
+//!   stack with `kube`'s base-URI and authorization layers; the watchers
+//!   ([`crate::kubesvc`], [`crate::kubenetpol`]) run `kube::runtime` on it. Build it inside a
+//!   tokio runtime (the client spawns its request buffer there).
 //! - [`resolve_labels`] merges: a Kubernetes label overrides the CNI label of the same key,
 //!   for the three Contiv keys only; §7.3's defaults apply afterwards ([`cni::api::PodNetwork`]).
-//! - [`KubeClient::get`] and [`KubeClient::stream`] serve the Service/Endpoints watcher
-//!   ([`crate::kubesvc`]): a list (status and body), and a watch (status and the body as it
-//!   arrives, never under the request timeout).
 //! - [`service_subnet`]: `SVC_SUBNET` of the config file, `10.254.0.0/16` when it names none.
-//!
-//! A small hyper client rather than the `kube` crate: one GET of one object, two lists and
-//! two line-delimited watch streams need no discovery, kubeconfig or generic watcher
-//! machinery, and it keeps the dependencies and build small. TLS is rustls with the ring provider (no aws-lc C build).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cni::api::{LABEL_GROUP, LABEL_NETWORK, LABEL_TENANT};
+use k8s_openapi::api::core::v1::Pod;
+use kube::client::ConfigExt;
 use serde::Deserialize;
 
 /// Where §7.4's config file lives by default.
@@ -69,6 +69,8 @@ pub enum KubeError {
     Config { path: PathBuf, problem: String },
     #[error("Kubernetes credentials: cannot read {path}: {problem}")]
     Credentials { path: PathBuf, problem: String },
+    #[error("Kubernetes client for {server}: {problem}")]
+    Client { server: String, problem: String },
     #[error(
         "Kubernetes API server {server} is unreachable while reading pod {namespace}/{pod}: {problem}; check K8S_API_SERVER and that the API server runs"
     )]
@@ -96,13 +98,9 @@ pub enum KubeError {
         status: u16,
         problem: String,
     },
-    #[error("Kubernetes API server {server} unreachable for {path}: {problem}")]
-    Request {
-        server: String,
-        path: String,
-        problem: String,
-    },
-    #[error("Kubernetes API server {server} sent pod {namespace}/{pod} without {problem}")]
+    #[error(
+        "Kubernetes API server {server} sent pod {namespace}/{pod} that is not a pod: {problem}"
+    )]
     BadPod {
         server: String,
         namespace: String,
@@ -129,6 +127,14 @@ fn config_error(path: &Path, problem: impl ToString) -> KubeError {
     }
 }
 
+/// Where the bearer token comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Value(String),
+    /// A file, re-read when it changes (projected service-account tokens rotate).
+    File(PathBuf),
+}
+
 impl KubeConfig {
     /// Read the config file; `None` when it does not exist or names no API server.
     pub fn load(path: &Path) -> Result<Option<KubeConfig>, KubeError> {
@@ -145,11 +151,12 @@ impl KubeConfig {
         Ok(Some(cfg))
     }
 
-    /// The bearer token to send, if any (see the module contract for the order).
-    fn bearer_token(&self) -> Result<Option<String>, KubeError> {
-        let read = |path: &Path| {
+    /// The bearer token to send, if any (see the module contract for the order). A token
+    /// file must be readable now: a typo is reported at start, not at the first request.
+    fn bearer_token(&self) -> Result<Option<Token>, KubeError> {
+        let readable = |path: &Path| {
             std::fs::read_to_string(path)
-                .map(|t| t.trim().to_string())
+                .map(|_| Token::File(path.to_path_buf()))
                 .map_err(|e| KubeError::Credentials {
                     path: path.to_path_buf(),
                     problem: e.to_string(),
@@ -159,9 +166,9 @@ impl KubeConfig {
         if !token.is_empty() {
             // Tokens never start with '/', so an absolute path names a token file.
             return if token.starts_with('/') {
-                read(Path::new(token)).map(Some)
+                readable(Path::new(token)).map(Some)
             } else {
-                Ok(Some(token.to_string()))
+                Ok(Some(Token::Value(token.to_string())))
             };
         }
         if !self.cert.is_empty() {
@@ -169,7 +176,7 @@ impl KubeConfig {
         }
         let default = Path::new(SERVICE_ACCOUNT_TOKEN);
         if default.exists() {
-            return read(default).map(Some);
+            return readable(default).map(Some);
         }
         Ok(None)
     }
@@ -201,17 +208,11 @@ pub fn service_subnet(path: &Path) -> Result<ipnet::Ipv4Net, KubeError> {
         })
 }
 
-type HttpsClient = hyper_util::client::legacy::Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    http_body_util::Empty<hyper::body::Bytes>,
->;
-
-/// A client for one API server.
+/// A client for one API server: `kube`'s, on our TLS stack.
 #[derive(Clone)]
 pub struct KubeClient {
     server: String,
-    token: Option<String>,
-    http: HttpsClient,
+    client: kube::Client,
 }
 
 impl std::fmt::Debug for KubeClient {
@@ -223,18 +224,6 @@ impl std::fmt::Debug for KubeClient {
     }
 }
 
-/// Only the part of a pod object we read.
-#[derive(Deserialize)]
-struct Pod {
-    metadata: Option<PodMetadata>,
-}
-
-#[derive(Deserialize)]
-struct PodMetadata {
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-}
-
 fn pem_error(path: &str, e: impl ToString) -> KubeError {
     KubeError::Credentials {
         path: PathBuf::from(path),
@@ -242,8 +231,8 @@ fn pem_error(path: &str, e: impl ToString) -> KubeError {
     }
 }
 
-/// rustls with ring, the CA file as the only root (system roots are not used when a CA is
-/// given: the cluster's CA is what signs the API server), and the client certificate if any.
+/// rustls with ring, the CA file as the only root (system roots are not used: the cluster's
+/// CA is what signs the API server), and the client certificate if any.
 fn tls_config(cfg: &KubeConfig) -> Result<rustls::ClientConfig, KubeError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -276,8 +265,37 @@ fn tls_config(cfg: &KubeConfig) -> Result<rustls::ClientConfig, KubeError> {
         .map_err(|e| pem_error(&cfg.cert, e))
 }
 
+/// A request with `Authorization: Bearer <token>`, the token read from `path` for each
+/// request (trimmed: files written by hand end in a newline), so a rotated token is used at
+/// once. An unreadable file sends no token (the API server's 401 is then logged).
+fn bearer_from(
+    path: PathBuf,
+) -> impl Fn(hyper::Request<kube::client::Body>) -> hyper::Request<kube::client::Body> + Clone {
+    move |mut req| {
+        match std::fs::read_to_string(&path) {
+            Ok(token) => {
+                match hyper::header::HeaderValue::try_from(format!("Bearer {}", token.trim())) {
+                    Ok(mut value) => {
+                        value.set_sensitive(true);
+                        req.headers_mut()
+                            .insert(hyper::header::AUTHORIZATION, value);
+                    }
+                    Err(_) => {
+                        tracing::warn!(path = %path.display(), "the token file holds no valid token")
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read the token file")
+            }
+        }
+        req
+    }
+}
+
 impl KubeClient {
-    /// Build a client; fails when a credential or CA file cannot be read.
+    /// Build a client; fails when the URL is not http(s), or a credential or CA file cannot
+    /// be read. Must be called inside a tokio runtime.
     pub fn new(cfg: &KubeConfig) -> Result<KubeClient, KubeError> {
         let server = cfg.api_server.trim().trim_end_matches('/').to_string();
         let tls = if server.starts_with("https://") {
@@ -303,6 +321,20 @@ impl KubeClient {
                 format!("K8S_API_SERVER {server:?} must be an http:// or https:// URL"),
             ));
         };
+        let url: hyper::Uri = server
+            .parse()
+            .map_err(|e| config_error(&cfg.source, format!("K8S_API_SERVER {server:?}: {e}")))?;
+        let mut config = kube::Config::new(url);
+        let mut token_file = None;
+        match cfg.bearer_token()? {
+            Some(Token::Value(token)) => config.auth_info.token = Some(token.into()),
+            Some(Token::File(path)) => token_file = Some(path),
+            None => {}
+        }
+        let client_error = |problem: String| KubeError::Client {
+            server: server.clone(),
+            problem,
+        };
         let mut tcp = hyper_util::client::legacy::connect::HttpConnector::new();
         tcp.enforce_http(false);
         tcp.set_connect_timeout(Some(REQUEST_TIMEOUT));
@@ -313,14 +345,22 @@ impl KubeClient {
             .https_or_http()
             .enable_http1()
             .wrap_connector(tcp);
-        let http =
+        let http: hyper_util::client::legacy::Client<_, kube::client::Body> =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .build(connector);
-        Ok(KubeClient {
-            server,
-            token: cfg.bearer_token()?,
-            http,
-        })
+        let auth = config
+            .auth_layer()
+            .map_err(|e| client_error(error_chain(&e)))?;
+        let service = tower::ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .option_layer(auth)
+            .option_layer(
+                token_file.map(|path| tower::util::MapRequestLayer::new(bearer_from(path))),
+            )
+            .map_err(tower::BoxError::from)
+            .service(http);
+        let client = kube::Client::new(service, config.default_namespace);
+        Ok(KubeClient { server, client })
     }
 
     /// The API server URL, as errors name it.
@@ -328,62 +368,49 @@ impl KubeClient {
         &self.server
     }
 
-    /// Send a GET of `path_and_query`; the response head within [`REQUEST_TIMEOUT`].
-    async fn send(
-        &self,
-        path_and_query: &str,
-    ) -> Result<hyper::Response<hyper::body::Incoming>, KubeError> {
-        let url = format!("{}{path_and_query}", self.server);
-        let failed = |problem: String| KubeError::Request {
+    /// The `kube` client, for `Api`s and watchers.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// Pod `namespace/name` as the API server has it now.
+    pub async fn pod(&self, namespace: &str, name: &str) -> Result<Pod, KubeError> {
+        let api: kube::Api<Pod> = kube::Api::namespaced(self.client.clone(), namespace);
+        let unreachable = |problem: String| KubeError::Unreachable {
             server: self.server.clone(),
-            path: path_and_query.to_string(),
+            namespace: namespace.to_string(),
+            pod: name.to_string(),
             problem,
         };
-        let mut req = hyper::Request::get(&url).header(hyper::header::ACCEPT, "application/json");
-        if let Some(token) = &self.token {
-            req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
-        }
-        let req = req
-            .body(http_body_util::Empty::new())
-            .map_err(|e| failed(format!("bad request URL {url}: {e}")))?;
-        tokio::time::timeout(REQUEST_TIMEOUT, self.http.request(req))
+        let got = tokio::time::timeout(REQUEST_TIMEOUT, api.get(name))
             .await
-            .map_err(|_| failed(format!("no answer within {REQUEST_TIMEOUT:?}")))?
-            .map_err(|e| failed(error_chain(&e)))
-    }
-
-    /// GET `path_and_query` (e.g. a list): the status and the whole body.
-    pub async fn get(&self, path_and_query: &str) -> Result<(u16, hyper::body::Bytes), KubeError> {
-        let exchange = async {
-            let resp = self.send(path_and_query).await?;
-            let status = resp.status().as_u16();
-            let body = http_body_util::BodyExt::collect(resp.into_body())
-                .await
-                .map_err(|e| KubeError::Request {
-                    server: self.server.clone(),
-                    path: path_and_query.to_string(),
-                    problem: error_chain(&e),
-                })?
-                .to_bytes();
-            Ok((status, body))
-        };
-        tokio::time::timeout(REQUEST_TIMEOUT, exchange)
-            .await
-            .map_err(|_| KubeError::Request {
+            .map_err(|_| unreachable(format!("no answer within {REQUEST_TIMEOUT:?}")))?;
+        match got {
+            Ok(pod) => Ok(pod),
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(KubeError::PodNotFound {
                 server: self.server.clone(),
-                path: path_and_query.to_string(),
-                problem: format!("no complete answer within {REQUEST_TIMEOUT:?}"),
-            })?
-    }
-
-    /// GET `path_and_query` (a watch): the status and the body, read as it arrives for as
-    /// long as the server keeps the response open.
-    pub async fn stream(
-        &self,
-        path_and_query: &str,
-    ) -> Result<(u16, hyper::body::Incoming), KubeError> {
-        let resp = self.send(path_and_query).await?;
-        Ok((resp.status().as_u16(), resp.into_body()))
+                namespace: namespace.to_string(),
+                pod: name.to_string(),
+            }),
+            Err(kube::Error::Api(status)) => Err(KubeError::Status {
+                server: self.server.clone(),
+                namespace: namespace.to_string(),
+                pod: name.to_string(),
+                status: status.code,
+                problem: if status.message.is_empty() {
+                    status.reason.clone()
+                } else {
+                    status.message.clone()
+                },
+            }),
+            Err(kube::Error::SerdeError(e)) => Err(KubeError::BadPod {
+                server: self.server.clone(),
+                namespace: namespace.to_string(),
+                pod: name.to_string(),
+                problem: e.to_string(),
+            }),
+            Err(e) => Err(unreachable(error_chain(&e))),
+        }
     }
 
     /// The labels of pod `namespace/name`.
@@ -392,43 +419,12 @@ impl KubeClient {
         namespace: &str,
         name: &str,
     ) -> Result<BTreeMap<String, String>, KubeError> {
-        let path = format!("/api/v1/namespaces/{namespace}/pods/{name}");
-        // The pod lookup names the pod in its errors (the CNI ADD reports them to kubelet).
-        let (status, body) = self.get(&path).await.map_err(|e| match e {
-            KubeError::Request { problem, .. } => KubeError::Unreachable {
-                server: self.server.clone(),
-                namespace: namespace.to_string(),
-                pod: name.to_string(),
-                problem,
-            },
-            other => other,
-        })?;
-        if status == 404 {
-            return Err(KubeError::PodNotFound {
-                server: self.server.clone(),
-                namespace: namespace.to_string(),
-                pod: name.to_string(),
-            });
-        }
-        if status != 200 {
-            return Err(KubeError::Status {
-                server: self.server.clone(),
-                namespace: namespace.to_string(),
-                pod: name.to_string(),
-                status,
-                problem: String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
-            });
-        }
-        let bad = |problem: String| KubeError::BadPod {
-            server: self.server.clone(),
-            namespace: namespace.to_string(),
-            pod: name.to_string(),
-            problem,
-        };
-        let pod: Pod =
-            serde_json::from_slice(&body).map_err(|e| bad(format!("valid JSON ({e})")))?;
-        let meta = pod.metadata.ok_or_else(|| bad("metadata".into()))?;
-        Ok(meta.labels)
+        Ok(self
+            .pod(namespace, name)
+            .await?
+            .metadata
+            .labels
+            .unwrap_or_default())
     }
 }
 
@@ -522,14 +518,17 @@ mod tests {
         .unwrap();
         let cfg = KubeConfig::load(&path).unwrap().unwrap();
         assert_eq!(cfg.api_server, "http://127.0.0.1:8080");
-        assert_eq!(cfg.bearer_token().unwrap().as_deref(), Some("abc"));
+        assert_eq!(
+            cfg.bearer_token().unwrap(),
+            Some(Token::Value("abc".into()))
+        );
         std::fs::write(&path, "{not json").unwrap();
         let err = KubeConfig::load(&path).unwrap_err().to_string();
         assert!(err.contains("contiv.json"), "{err}");
     }
 
-    #[test]
-    fn token_may_be_a_file_and_https_needs_a_ca() {
+    #[tokio::test]
+    async fn token_may_be_a_file_and_https_needs_a_ca() {
         let dir = tempfile::tempdir().unwrap();
         let token = dir.path().join("token");
         std::fs::write(&token, "from-file\n").unwrap();
@@ -538,7 +537,17 @@ mod tests {
             token: token.display().to_string(),
             ..KubeConfig::default()
         };
-        assert_eq!(cfg.bearer_token().unwrap().as_deref(), Some("from-file"));
+        assert_eq!(
+            cfg.bearer_token().unwrap(),
+            Some(Token::File(token.clone()))
+        );
+        let missing = KubeConfig {
+            api_server: "http://10.0.0.1:8080".into(),
+            token: dir.path().join("nope").display().to_string(),
+            ..cfg.clone()
+        };
+        let err = KubeClient::new(&missing).unwrap_err().to_string();
+        assert!(err.contains("nope"), "{err}");
         let err = KubeClient::new(&cfg).unwrap_err().to_string();
         assert!(err.contains("K8S_CA"), "{err}");
         let bad_ca = dir.path().join("ca.pem");

@@ -10,8 +10,10 @@
 //! - [`cniserver`]: AddPod/DelPod/CheckPod/Status on the unix socket (§7).
 //! - [`docker`]: Docker's remote network and IPAM driver (`--mode docker`, §7.6).
 //! - [`dns`]: the inline DNS (`--dns-enable`, §4.4).
-//! - [`kubeapi`]: pod labels from the Kubernetes API (§7.3, §7.4).
-//! - [`kubesvc`]: Kubernetes Services and Endpoints onto the agents, the pods' service route (§7.5).
+//! - [`kubeapi`]: the `kube` client from the §7.4 config file; pods at ADD (§7.3).
+//! - [`kubewatch`]: one resource followed with `kube::runtime`'s watcher.
+//! - [`kubenetpol`]: Kubernetes NetworkPolicies of this host's pods onto the agents.
+//! - [`kubesvc`]: Kubernetes Services and EndpointSlices onto the agents, the pods' service route (§7.5).
 //! - [`debug`]: the debug REST (§4.3).
 //! - [`http`]: the small HTTP/1.1 server both APIs use.
 //! - [`oper`]: the endpoint oper state kept in etcd.
@@ -33,7 +35,9 @@ pub mod error;
 pub mod hostnet;
 pub mod http;
 pub mod kubeapi;
+pub mod kubenetpol;
 pub mod kubesvc;
+pub mod kubewatch;
 pub mod metrics;
 pub mod netlink;
 pub mod ofnet_rpc;

@@ -932,16 +932,15 @@ fn service_vip_reaches_labelled_providers() {
 }
 
 /// Kubernetes mode against a handcrafted API server (a real one cannot run here): netplugin
-/// reads the pods from it, lists and watches its Services and Endpoints, and gives pods an
-/// on-link route to the service subnet. A client pod completes a TCP handshake with a
-/// Service's cluster IP on port 80, answered by the provider pod (the Endpoints' address)
+/// reads the pods from it, lists and watches its Services and EndpointSlices, and gives pods
+/// an on-link route to the service subnet. A client pod completes a TCP handshake with a
+/// Service's cluster IP on port 80, answered by the provider pod (the slice's endpoint)
 /// listening on 8080, also after a netplugin restart. After the Service's DELETED event the
 /// cluster IP is closed and its flows are gone.
 #[test]
 fn kubernetes_cluster_ip_reaches_the_endpoints() {
     testbed::require!(Root, Ovs, Etcd, Ip, Netcat);
     let api = fake_kube::FakeKube::start();
-    api.set_pod_labels(&[("app", "web")]);
     let dir = tempfile::tempdir().unwrap();
     let kube_config = dir.path().join("contiv.json");
     std::fs::write(
@@ -961,9 +960,15 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
     api.wait_watching("services", Duration::from_secs(10));
     create_network(&c, "k8snet", "vxlan", "10.55.0.0/24", "10.55.0.1");
     let conf = c.conflist("k8s", "k8snet", "").unwrap();
-    let provider = c.add_pod(&conf).unwrap();
-    let client = c.add_pod(&conf).unwrap();
-    let pod_get = format!("/api/v1/namespaces/default/pods/{}", client.container_id);
+    for name in ["web-1", "client"] {
+        api.put(
+            "pods",
+            fake_kube::pod("default", name, &[("app", name)], &c.host_label, &[], ""),
+        );
+    }
+    let provider = c.add_named_pod(&conf, "default", "web-1").unwrap();
+    let client = c.add_named_pod(&conf, "default", "client").unwrap();
+    let pod_get = "/api/v1/namespaces/default/pods/client".to_string();
     assert!(
         api.requests().contains(&pod_get),
         "netplugin did not read the pod from the API: {:?}",
@@ -990,11 +995,12 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
         ),
     );
     api.put(
-        "endpoints",
-        fake_kube::endpoints(
+        "endpointslices",
+        fake_kube::endpoint_slice(
             "default",
             "web",
-            &[&provider.ip],
+            "web-abcde",
+            json!([fake_kube::endpoint(&provider.ip, &c.host_label)]),
             json!([{"name": "http", "port": 8080, "protocol": "TCP"}]),
         ),
     );
@@ -1055,6 +1061,155 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
             flows(&c, VXLAN_BRIDGE)
         );
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Kubernetes Service semantics through libcni pods on real OVS: a Service with two ports, one
+/// a named targetPort resolved through the EndpointSlice; a not-ready endpoint gets no
+/// connection (it does not listen: 10 of 10 connections succeed only if it is left out); a
+/// Service without endpoints refuses at once (TCP reset); `internalTrafficPolicy: Local` with
+/// its only endpoint on another node refuses, and serves once the endpoint is on this node.
+#[test]
+fn kubernetes_service_semantics_ports_readiness_local_and_reject() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Netcat);
+    let api = fake_kube::FakeKube::start();
+    let dir = tempfile::tempdir().unwrap();
+    let kube_config = dir.path().join("contiv.json");
+    std::fs::write(
+        &kube_config,
+        json!({"K8S_API_SERVER": api.url, "K8S_TOKEN": fake_kube::TOKEN}).to_string(),
+    )
+    .unwrap();
+    let c = Cluster::start_with(
+        binaries(),
+        ClusterOptions {
+            netplugin_mode: Some("kubernetes".into()),
+            kube_config: Some(kube_config),
+            ..ClusterOptions::default()
+        },
+    )
+    .unwrap();
+    create_network(&c, "k8ssvc", "vxlan", "10.57.0.0/24", "10.57.0.1");
+    let conf = c.conflist("k8ssvc", "k8ssvc", "").unwrap();
+    let node = c.host_label.clone();
+    let mut pods = Vec::new();
+    for name in ["web-1", "web-2", "client"] {
+        api.put(
+            "pods",
+            fake_kube::pod("default", name, &[("app", name)], &node, &[], ""),
+        );
+        pods.push(c.add_named_pod(&conf, "default", name).unwrap());
+    }
+    let (ready, not_ready, client) = (&pods[0], &pods[1], &pods[2]);
+    let _http = Listener::start(ready, 8080);
+    let _alt = Listener::start(ready, 9090);
+    let endpoint = |pod: &CniPod, ready: bool, node: &str| {
+        let mut e = fake_kube::endpoint(&pod.ip, node);
+        e["conditions"] = json!({"ready": ready, "serving": ready, "terminating": false});
+        e
+    };
+    let vip = "10.254.0.20";
+    api.put(
+        "services",
+        fake_kube::service(
+            "default",
+            "web",
+            vip,
+            json!([{"name": "http", "port": 80, "targetPort": "http"},
+                   {"name": "alt", "port": 81, "targetPort": 9090}]),
+        ),
+    );
+    api.put(
+        "endpointslices",
+        fake_kube::endpoint_slice(
+            "default",
+            "web",
+            "web-x1",
+            json!([
+                endpoint(ready, true, &node),
+                endpoint(not_ready, false, &node)
+            ]),
+            json!([{"name": "http", "port": 8080}, {"name": "alt", "port": 9090}]),
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !tcp_connects(client, vip, 80) {
+        assert!(
+            Instant::now() < deadline,
+            "{vip}:80 never reached web-1:8080 (the named port)\n{}",
+            c.netplugin_log()
+        );
+    }
+    let ok = (0..10).filter(|_| tcp_connects(client, vip, 80)).count();
+    assert_eq!(ok, 10, "the not-ready endpoint got connections");
+    assert!(
+        tcp_connects(client, vip, 81),
+        "{vip}:81 → 9090 (second port)"
+    );
+
+    // No endpoints: refused at once, not a time-out.
+    let empty = "10.254.0.21";
+    api.put(
+        "services",
+        fake_kube::service("default", "empty", empty, json!([{"port": 80}])),
+    );
+    let refused_fast = |vip: &str| {
+        let started = Instant::now();
+        !tcp_connects(client, vip, 80) && started.elapsed() < Duration::from_millis(1500)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !refused_fast(empty) {
+        assert!(
+            Instant::now() < deadline,
+            "{empty}:80 (no endpoints) was not refused at once"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Local: the only endpoint on another node serves while the policy is Cluster, is refused
+    // here once it is Local, and serves again once the endpoint is on this node.
+    let local = "10.254.0.22";
+    let svc = |policy: &str| {
+        let mut svc = fake_kube::service(
+            "default",
+            "local",
+            local,
+            json!([{"port": 80, "targetPort": 8080}]),
+        );
+        svc["spec"]["internalTrafficPolicy"] = json!(policy);
+        svc
+    };
+    let slice = |node: &str| {
+        fake_kube::endpoint_slice(
+            "default",
+            "local",
+            "local-x1",
+            json!([endpoint(ready, true, node)]),
+            json!([{"port": 8080}]),
+        )
+    };
+    api.put("services", svc("Cluster"));
+    api.put("endpointslices", slice("another-node"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !tcp_connects(client, local, 80) {
+        assert!(Instant::now() < deadline, "{local}:80 (Cluster) not served");
+    }
+    api.put("services", svc("Local"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !refused_fast(local) {
+        assert!(
+            Instant::now() < deadline,
+            "{local}:80 (Local) served by an endpoint of another node"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    api.put("endpointslices", slice(&node));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !tcp_connects(client, local, 80) {
+        assert!(
+            Instant::now() < deadline,
+            "{local}:80 not served by this node's endpoint"
+        );
     }
 }
 

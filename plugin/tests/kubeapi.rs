@@ -1,6 +1,7 @@
-//! The Kubernetes label lookup against a handcrafted API server on 127.0.0.1 (a real
-//! Kubernetes API server cannot run here): a real HTTP connection, the pod JSON an API
-//! server returns, the bearer token checked, 404 for unknown pods.
+//! The Kubernetes label lookup (the `kube` client on our TLS stack) against a handcrafted API
+//! server on 127.0.0.1 (a real Kubernetes API server cannot run here): a real HTTP
+//! connection, the pod JSON an API server returns, the bearer token checked, 404 for unknown
+//! pods.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -73,7 +74,11 @@ async fn respond(mut conn: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + U
     } else if path == "/api/v1/namespaces/shop/pods/web-1" {
         ("200 OK", POD_JSON.to_string())
     } else if path == "/api/v1/namespaces/shop/pods/bare" {
-        ("200 OK", r#"{"kind":"Pod"}"#.to_string())
+        (
+            "200 OK",
+            r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"bare","labels":["x"]}}"#
+                .to_string(),
+        )
     } else {
         (
             "404 Not Found",
@@ -320,7 +325,10 @@ async fn unknown_pod_wrong_token_and_missing_metadata_are_clear_errors() {
     );
 
     let err = kube.pod_labels("shop", "bare").await.unwrap_err();
-    assert!(err.to_string().contains("without metadata"), "{err}");
+    assert!(
+        matches!(err, KubeError::BadPod { .. }) && err.to_string().contains("shop/bare"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

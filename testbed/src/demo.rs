@@ -486,6 +486,9 @@ fn write_conflist(
 /// A pod created through libcni.
 pub struct CniPod {
     pub container_id: String,
+    /// `K8S_POD_NAMESPACE` and `K8S_POD_NAME` of its requests.
+    pub pod_namespace: String,
+    pub pod_name: String,
     /// The address netmaster assigned (without prefix length).
     pub ip: String,
     /// The runtime's result JSON.
@@ -807,7 +810,8 @@ impl Cluster {
         )
     }
 
-    /// Run `cnirun <command> conflist container netns` as a runtime would.
+    /// Run `cnirun <command> conflist container netns` as a runtime would, for pod
+    /// `default/<container>`.
     pub fn cnirun(
         &self,
         command: &str,
@@ -815,12 +819,32 @@ impl Cluster {
         container_id: &str,
         netns: &Path,
     ) -> std::result::Result<String, String> {
+        self.cnirun_as(
+            command,
+            conflist,
+            container_id,
+            netns,
+            "default",
+            container_id,
+        )
+    }
+
+    /// [`Cluster::cnirun`] for pod `namespace/name` (`K8S_POD_NAMESPACE`, `K8S_POD_NAME`).
+    pub fn cnirun_as(
+        &self,
+        command: &str,
+        conflist: &Path,
+        container_id: &str,
+        netns: &Path,
+        namespace: &str,
+        name: &str,
+    ) -> std::result::Result<String, String> {
         let out = Command::new(&self.bins.cnirun)
             .args([command, &conflist.to_string_lossy(), container_id])
             .arg(netns)
             .env("CNI_PATH", &self.bins.cni_dir)
-            .env("POD_NS", "default")
-            .env("POD_NAME", container_id)
+            .env("POD_NS", namespace)
+            .env("POD_NAME", name)
             .output()
             .map_err(|e| e.to_string())?;
         if out.status.success() {
@@ -834,11 +858,39 @@ impl Cluster {
         }
     }
 
-    /// Create a pod namespace and ADD it through libcni.
+    /// Create a pod namespace and ADD it through libcni (pod `default/<container id>`).
     pub fn add_pod(&self, conflist: &Path) -> std::result::Result<CniPod, String> {
-        let netns = Netns::new("p").map_err(|e| e.to_string())?;
         let container_id = format!("c{}", unique_name(""));
-        let out = self.cnirun("add", conflist, &container_id, &netns.path())?;
+        self.add_pod_as(conflist, "default", &container_id.clone(), container_id)
+    }
+
+    /// Create a pod namespace and ADD it through libcni as Kubernetes pod `namespace/name`
+    /// (the pod is expected to exist in the API server, as kubelet's pods do).
+    pub fn add_named_pod(
+        &self,
+        conflist: &Path,
+        namespace: &str,
+        name: &str,
+    ) -> std::result::Result<CniPod, String> {
+        self.add_pod_as(conflist, namespace, name, format!("c{}", unique_name("")))
+    }
+
+    fn add_pod_as(
+        &self,
+        conflist: &Path,
+        namespace: &str,
+        name: &str,
+        container_id: String,
+    ) -> std::result::Result<CniPod, String> {
+        let netns = Netns::new("p").map_err(|e| e.to_string())?;
+        let out = self.cnirun_as(
+            "add",
+            conflist,
+            &container_id,
+            &netns.path(),
+            namespace,
+            name,
+        )?;
         let result: Value = serde_json::from_str(out.trim()).map_err(|e| format!("{e}: {out}"))?;
         let ip = result["ips"][0]["address"]
             .as_str()
@@ -847,6 +899,8 @@ impl Cluster {
             .to_string();
         Ok(CniPod {
             container_id,
+            pod_namespace: namespace.to_string(),
+            pod_name: name.to_string(),
             ip,
             result,
             conflist: conflist.to_path_buf(),
@@ -856,8 +910,15 @@ impl Cluster {
 
     /// DEL a pod through libcni.
     pub fn del_pod(&self, pod: &CniPod) -> std::result::Result<(), String> {
-        self.cnirun("del", &pod.conflist, &pod.container_id, &pod.netns.path())
-            .map(|_| ())
+        self.cnirun_as(
+            "del",
+            &pod.conflist,
+            &pod.container_id,
+            &pod.netns.path(),
+            &pod.pod_namespace,
+            &pod.pod_name,
+        )
+        .map(|_| ())
     }
 
     /// Give up ownership of everything; returns what `down` needs.

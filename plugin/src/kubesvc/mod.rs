@@ -1,12 +1,12 @@
-//! Kubernetes Services for pods (reference §7.5): the API server's `Service` and `Endpoints`
-//! objects become load-balanced services on both ofnet agents, and pods get a route to the
-//! service subnet so they reach cluster IPs.
+//! Kubernetes Services for pods (reference §7.5): the API server's `Service` and
+//! `EndpointSlice` objects become load-balanced services on both ofnet agents, and pods get a
+//! route to the service subnet so they reach cluster IPs.
 //!
 //! Layout:
-//! - [`objects`]: the objects as read, and their mapping to a `ServiceSpec` and providers
-//!   (pure, unit tested).
-//! - [`watcher`]: list + watch of both resources, re-list on a broken or expired watch, and
-//!   the reconciler that keeps a [`ServiceSink`] (the `Driver`) equal to them.
+//! - [`objects`]: the objects as read, and their mapping to a `ServiceSpec` and providers for
+//!   this node (pure, unit tested).
+//! - [`watcher`]: the reconciler that keeps a [`ServiceSink`] (the `Driver`) equal to both
+//!   resources as [`crate::kubewatch`] follows them.
 //! - [`route`]: the pod's on-link route for `SVC_SUBNET`.
 //!
 //! Started by [`crate::daemon`] in `--mode kubernetes` when `--kube-config` names an API
@@ -16,5 +16,6 @@ pub mod objects;
 pub mod route;
 pub mod watcher;
 
+pub use crate::kubewatch::WatchOptions;
 pub use objects::{AgentService, ObjectKey};
-pub use watcher::{Resource, ServiceSink, WatchOptions, Watcher, run};
+pub use watcher::{ServiceSink, Watcher, run};

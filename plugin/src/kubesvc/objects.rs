@@ -1,40 +1,44 @@
-//! Kubernetes `Service` and `Endpoints` objects as netplugin reads them, and what the agents
-//! get from them: a [`ServiceSpec`] (cluster IP, ports) and the provider addresses.
+//! Kubernetes `Service` and `EndpointSlice` (`discovery.k8s.io/v1`) objects as netplugin reads
+//! them, and what the agents get from them: a [`ServiceSpec`] (cluster IP, ports) and the
+//! provider addresses.
 //!
 //! Contract of [`desired`]:
 //! - A service with an IPv4 `clusterIP` (types ClusterIP, NodePort and LoadBalancer all have
 //!   one; pods reach it the same way) becomes a spec; headless (`None`), ExternalName and
-//!   services without a cluster IP do not (said in a note, never an error).
+//!   services without a cluster IP do not (said in a note, never an error). A dual-stack
+//!   service's IPv6 `clusterIPs` entry is the spec's second VIP.
 //! - Each port: protocol TCP or UDP (absent = TCP; SCTP is skipped with a note),
 //!   `svc_port = port`, `prov_port = targetPort` (absent = `port`). A named targetPort is
-//!   resolved through the Endpoints' ports: the endpoints controller lists each resolved
-//!   port under the service port's name, so the Endpoints port of the same name and protocol
-//!   gives the number. Subsets that resolve a name to another number than the largest
-//!   subset are left out (the datapath has one provider port per service port), with a note.
-//! - Providers: every IPv4 `subsets[].addresses[].ip` (not `notReadyAddresses`), sorted,
-//!   each once.
+//!   resolved per endpoint: the EndpointSlice controller lists, in each slice, the number the
+//!   slice's pods give that name, under the *service port's* name and protocol.
+//! - Endpoints: those of the service's IPv4 slices (label `kubernetes.io/service-name`),
+//!   first address of each. With `internalTrafficPolicy: Local`, only endpoints whose
+//!   `nodeName` is this node. Of those, the ready ones (`conditions.ready`, absent = ready);
+//!   when none is ready, the ones still serving while terminating (`serving` and
+//!   `terminating`), as kube-proxy does, so a rolling update does not drop connections while
+//!   the new pods start. An address in two slices counts once.
+//! - The datapath has one provider port per service port: when endpoints resolve a named
+//!   port to different numbers, the numbers most endpoints use win and the others are left
+//!   out, with a note. A named port no endpoint resolves is left out while endpoints exist;
+//!   without any endpoint it stays (no provider, so new connections are refused, as for any
+//!   service without endpoints).
 //! - `sessionAffinity: ClientIP` becomes the spec's affinity timeout
 //!   (`sessionAffinityConfig.clientIP.timeoutSeconds`, default 10800 s).
 //! - Nothing here panics or fails on odd input: what cannot be used is skipped and named in
 //!   the notes the caller logs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use k8s_openapi::api::core::v1::{Service, ServicePort as KubeServicePort};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use ofnet::{ServicePort, ServiceProtocol, ServiceSpec};
-use serde::{Deserialize, Deserializer};
-use serde_json::Value;
 
-/// `null` where a list or object is expected means empty (the API server omits most empty
-/// fields, but clients must not rely on it).
-fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
-}
+/// The label an EndpointSlice names its Service with.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// `namespace/name` of an object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -50,98 +54,80 @@ impl fmt::Display for ObjectKey {
 }
 
 impl ObjectKey {
+    /// The key of an object's metadata (namespace `default` when it names none).
+    pub fn of(meta: &ObjectMeta) -> ObjectKey {
+        ObjectKey {
+            namespace: meta
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "default".into()),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+
     /// The agents' service name: `k8s:<namespace>/<name>`, never a netctl id
     /// (`<service>:<tenant>` has no `/`).
     pub fn agent_name(&self) -> String {
         format!("k8s:{self}")
     }
 
-    /// The key of a raw object, for naming it in messages and for DELETED events (only the
-    /// metadata is needed). `None` if it has no name.
-    pub fn of_value(object: &Value) -> Option<ObjectKey> {
-        let meta = object.get("metadata")?;
-        let name = meta.get("name")?.as_str()?;
-        if name.is_empty() {
+    /// The Service an EndpointSlice belongs to; `None` when it names none.
+    pub fn service_of(slice: &EndpointSlice) -> Option<ObjectKey> {
+        let service = slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
+        if service.is_empty() {
             return None;
         }
         Some(ObjectKey {
-            namespace: meta
-                .get("namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("default")
-                .to_string(),
-            name: name.to_string(),
+            name: service.clone(),
+            ..ObjectKey::of(&slice.metadata)
         })
     }
-
-    /// How a raw object is named in a message: its key, or what it is if it has none.
-    pub fn describe(object: &Value) -> String {
-        ObjectKey::of_value(object)
-            .map_or_else(|| "an object without a name".into(), |k| k.to_string())
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct ObjectMeta {
-    pub name: String,
-    #[serde(default, deserialize_with = "nullable")]
-    pub namespace: String,
-}
-
-impl ObjectMeta {
-    pub fn key(&self) -> ObjectKey {
-        ObjectKey {
-            namespace: if self.namespace.is_empty() {
-                "default".into()
-            } else {
-                self.namespace.clone()
-            },
-            name: self.name.clone(),
-        }
-    }
-}
-
-/// A `v1/Service`, the fields used.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Service {
-    pub metadata: ObjectMeta,
-    #[serde(default, deserialize_with = "nullable")]
-    pub spec: ServiceObjectSpec,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct ServiceObjectSpec {
-    #[serde(rename = "type", default, deserialize_with = "nullable")]
-    pub kind: String,
-    #[serde(rename = "clusterIP", default, deserialize_with = "nullable")]
-    pub cluster_ip: String,
-    /// Dual-stack: the cluster IPs of every family (`clusterIP` first).
-    #[serde(rename = "clusterIPs", default, deserialize_with = "nullable")]
-    pub cluster_ips: Vec<String>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub ports: Vec<ServiceObjectPort>,
-    /// `None` (default) or `ClientIP`.
-    #[serde(rename = "sessionAffinity", default, deserialize_with = "nullable")]
-    pub session_affinity: String,
-    #[serde(
-        rename = "sessionAffinityConfig",
-        default,
-        deserialize_with = "nullable"
-    )]
-    pub session_affinity_config: Value,
 }
 
 /// Kubernetes' default `sessionAffinityConfig.clientIP.timeoutSeconds` (3 hours).
 pub const DEFAULT_AFFINITY_TIMEOUT: u16 = 10_800;
 
+/// What the agents get for one service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentService {
+    pub spec: ServiceSpec,
+    pub providers: Vec<Ipv4Addr>,
+}
+
+fn protocol(text: Option<&str>) -> Option<ServiceProtocol> {
+    match text.unwrap_or_default().to_ascii_uppercase().as_str() {
+        "" | "TCP" => Some(ServiceProtocol::Tcp),
+        "UDP" => Some(ServiceProtocol::Udp),
+        _ => None,
+    }
+}
+
+fn port_number(n: i32) -> Option<u16> {
+    u16::try_from(n).ok().filter(|p| *p != 0)
+}
+
+/// How a service port is named in notes: `name` or the number.
+fn port_label(p: &KubeServicePort) -> String {
+    match p.name.as_deref() {
+        None | Some("") => format!("port {}", p.port),
+        Some(name) => format!("port {} ({name})", p.port),
+    }
+}
+
 /// The session affinity timeout of a Service: `Some` for `sessionAffinity: ClientIP` (its
 /// `timeoutSeconds`, default 3 h; above 65535 s, the most an OpenFlow idle timeout holds, cut
 /// with a note), `None` otherwise.
-fn affinity_timeout(spec: &ServiceObjectSpec, notes: &mut Vec<String>) -> Option<u16> {
-    if spec.session_affinity != "ClientIP" {
+fn affinity_timeout(service: &Service, notes: &mut Vec<String>) -> Option<u16> {
+    let spec = service.spec.as_ref()?;
+    if spec.session_affinity.as_deref() != Some("ClientIP") {
         return None;
     }
-    let secs = spec.session_affinity_config["clientIP"]["timeoutSeconds"].as_i64();
+    let secs = spec
+        .session_affinity_config
+        .as_ref()
+        .and_then(|c| c.client_ip.as_ref())
+        .and_then(|c| c.timeout_seconds);
     Some(match secs {
         None => DEFAULT_AFFINITY_TIMEOUT,
         Some(n) if n < 1 => {
@@ -159,120 +145,27 @@ fn affinity_timeout(spec: &ServiceObjectSpec, notes: &mut Vec<String>) -> Option
     })
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct ServiceObjectPort {
-    #[serde(default, deserialize_with = "nullable")]
-    pub name: String,
-    #[serde(default, deserialize_with = "nullable")]
-    pub protocol: String,
-    pub port: i64,
-    #[serde(rename = "targetPort", default)]
-    pub target_port: Option<IntOrString>,
-}
-
-/// Kubernetes' `IntOrString`: a port number or a port name.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum IntOrString {
-    Int(i64),
-    String(String),
-}
-
-/// A `v1/Endpoints`, the fields used.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Endpoints {
-    pub metadata: ObjectMeta,
-    #[serde(default, deserialize_with = "nullable")]
-    pub subsets: Vec<EndpointSubset>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct EndpointSubset {
-    #[serde(default, deserialize_with = "nullable")]
-    pub addresses: Vec<EndpointAddress>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub ports: Vec<EndpointPort>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct EndpointAddress {
-    pub ip: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct EndpointPort {
-    #[serde(default, deserialize_with = "nullable")]
-    pub name: String,
-    pub port: i64,
-    #[serde(default, deserialize_with = "nullable")]
-    pub protocol: String,
-}
-
-/// What the agents get for one service.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentService {
-    pub spec: ServiceSpec,
-    pub providers: Vec<Ipv4Addr>,
-}
-
-fn protocol(text: &str) -> Option<ServiceProtocol> {
-    match text.to_ascii_uppercase().as_str() {
-        "" | "TCP" => Some(ServiceProtocol::Tcp),
-        "UDP" => Some(ServiceProtocol::Udp),
-        _ => None,
-    }
-}
-
-fn port_number(n: i64) -> Option<u16> {
-    u16::try_from(n).ok().filter(|p| *p != 0)
-}
-
-/// How a service port is named in notes: `name` or the number.
-fn port_label(p: &ServiceObjectPort) -> String {
-    if p.name.is_empty() {
-        format!("port {}", p.port)
-    } else {
-        format!("port {} ({})", p.port, p.name)
-    }
-}
-
 /// A service port before its provider port is known.
 struct Pending {
     protocol: ServiceProtocol,
     svc_port: u16,
-    /// Resolved number, or the Endpoints port name to look up.
-    target: Result<u16, String>,
+    /// The service port's name (what slices list the resolved number under).
+    name: String,
+    /// `Some`: the number for every endpoint; `None`: named, resolved per endpoint.
+    target: Option<u16>,
 }
 
-/// A subset's IPv4 ready addresses (notes name the others).
-fn subset_providers(subset: &EndpointSubset, notes: &mut Vec<String>) -> Vec<Ipv4Addr> {
-    subset
-        .addresses
-        .iter()
-        .filter_map(|a| match a.ip.parse::<Ipv4Addr>() {
-            Ok(ip) => Some(ip),
-            Err(_) => {
-                notes.push(format!("endpoint address {:?} is not IPv4; skipped", a.ip));
-                None
-            }
-        })
-        .collect()
-}
-
-/// The spec and providers for `service` given its Endpoints (see the module contract);
-/// `None` when it is not a service the agents can balance. `notes` say what was skipped.
-pub fn desired(
-    service: &Service,
-    endpoints: Option<&Endpoints>,
-    notes: &mut Vec<String>,
-) -> Option<AgentService> {
-    let spec = &service.spec;
-    if spec.kind == "ExternalName" {
+/// The VIPs of a service, or why it has none the agents can use.
+fn vips(service: &Service, notes: &mut Vec<String>) -> Option<(Ipv4Addr, Option<Ipv6Addr>)> {
+    let spec = service.spec.as_ref();
+    if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
         notes.push("an ExternalName service has no cluster IP; not balanced".into());
         return None;
     }
-    let vip6;
-    let vip = match spec.cluster_ip.as_str() {
+    let cluster_ip = spec
+        .and_then(|s| s.cluster_ip.as_deref())
+        .unwrap_or_default();
+    match cluster_ip {
         "" => {
             notes.push("no clusterIP; not balanced".into());
             return None;
@@ -281,48 +174,59 @@ pub fn desired(
             notes.push("headless (clusterIP None); not balanced".into());
             return None;
         }
-        _ => {
-            // A dual-stack Service lists both families in `clusterIPs`; its IPv6 VIP balances
-            // over the IPv6 addresses of the same (IPv4-named) providers.
-            let all: Vec<IpAddr> = std::iter::once(&spec.cluster_ip)
-                .chain(&spec.cluster_ips)
-                .filter_map(|ip| ip.parse().ok())
-                .collect();
-            let v4 = all.iter().find_map(|ip| match ip {
-                IpAddr::V4(a) => Some(*a),
-                IpAddr::V6(_) => None,
-            });
-            vip6 = all.iter().find_map(|ip| match ip {
-                IpAddr::V6(a) => Some(*a),
-                IpAddr::V4(_) => None,
-            });
-            match v4 {
-                Some(vip) => vip,
-                None if vip6.is_some() => {
-                    notes.push(format!(
-                        "clusterIP {:?}: an IPv6-only service is not balanced (dual-stack services with an IPv4 clusterIP are)",
-                        spec.cluster_ip
-                    ));
-                    return None;
-                }
-                None => {
-                    notes.push(format!(
-                        "clusterIP {:?} is not an IP address; not balanced",
-                        spec.cluster_ip
-                    ));
-                    return None;
-                }
-            }
+        _ => {}
+    }
+    // A dual-stack Service lists both families in `clusterIPs`; its IPv6 VIP balances over
+    // the IPv6 addresses of the same (IPv4-named) providers.
+    let all: Vec<IpAddr> = std::iter::once(cluster_ip)
+        .chain(
+            spec.and_then(|s| s.cluster_ips.as_deref())
+                .unwrap_or_default()
+                .iter()
+                .map(String::as_str),
+        )
+        .filter_map(|ip| ip.parse().ok())
+        .collect();
+    let v4 = all.iter().find_map(|ip| match ip {
+        IpAddr::V4(a) => Some(*a),
+        IpAddr::V6(_) => None,
+    });
+    let v6 = all.iter().find_map(|ip| match ip {
+        IpAddr::V6(a) => Some(*a),
+        IpAddr::V4(_) => None,
+    });
+    match v4 {
+        Some(vip) => Some((vip, v6)),
+        None if v6.is_some() => {
+            notes.push(format!(
+                "clusterIP {cluster_ip:?}: an IPv6-only service is not balanced (dual-stack services with an IPv4 clusterIP are)"
+            ));
+            None
         }
-    };
+        None => {
+            notes.push(format!(
+                "clusterIP {cluster_ip:?} is not an IP address; not balanced"
+            ));
+            None
+        }
+    }
+}
+
+/// The service's ports, before named targetPorts are resolved.
+fn pending_ports(service: &Service, notes: &mut Vec<String>) -> Vec<Pending> {
     let mut pending = Vec::new();
     let mut seen = BTreeSet::new();
-    for p in &spec.ports {
-        let Some(proto) = protocol(&p.protocol) else {
+    let ports = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_deref())
+        .unwrap_or_default();
+    for p in ports {
+        let Some(proto) = protocol(p.protocol.as_deref()) else {
             notes.push(format!(
                 "{}: protocol {} is not supported (TCP and UDP are); skipped",
                 port_label(p),
-                p.protocol
+                p.protocol.as_deref().unwrap_or_default()
             ));
             continue;
         };
@@ -331,9 +235,9 @@ pub fn desired(
             continue;
         };
         let target = match &p.target_port {
-            None => Ok(svc_port),
+            None => Some(svc_port),
             Some(IntOrString::Int(n)) => match port_number(*n) {
-                Some(t) => Ok(t),
+                Some(t) => Some(t),
                 None => {
                     notes.push(format!(
                         "{}: targetPort {n} is not a port number; skipped",
@@ -342,9 +246,8 @@ pub fn desired(
                     continue;
                 }
             },
-            // The endpoints controller files the resolved number under the service port's
-            // name, not under the container port's name.
-            Some(IntOrString::String(_)) => Err(p.name.clone()),
+            // A container port's name, resolved per endpoint.
+            Some(IntOrString::String(_)) => None,
         };
         if !seen.insert((proto, svc_port)) {
             notes.push(format!(
@@ -356,67 +259,167 @@ pub fn desired(
         pending.push(Pending {
             protocol: proto,
             svc_port,
+            name: p.name.clone().unwrap_or_default(),
             target,
         });
     }
-    let subsets = endpoints.map_or(&[][..], |e| &e.subsets[..]);
-    // Each subset's numbers for the named ports (None: it does not list one of them).
-    let resolve = |subset: &EndpointSubset| -> Option<Vec<u16>> {
-        pending
+    pending
+}
+
+/// An endpoint the service may use.
+struct Candidate {
+    ip: Ipv4Addr,
+    ready: bool,
+    serving_terminating: bool,
+    /// The number of each named port of `Pending` (in order), as the endpoint's slice has it.
+    named: Vec<Option<u16>>,
+}
+
+fn conditions(endpoint: &Endpoint) -> (bool, bool) {
+    let c = endpoint.conditions.as_ref();
+    let ready = c.and_then(|c| c.ready).unwrap_or(true);
+    let serving = c.and_then(|c| c.serving).unwrap_or(ready);
+    let terminating = c.and_then(|c| c.terminating).unwrap_or(false);
+    (ready, serving && terminating)
+}
+
+/// The spec and providers for `service` given its EndpointSlices, as seen by node `node`
+/// (see the module contract); `None` when it is not a service the agents can balance.
+/// `notes` say what was skipped.
+pub fn desired(
+    service: &Service,
+    slices: &[&EndpointSlice],
+    node: &str,
+    notes: &mut Vec<String>,
+) -> Option<AgentService> {
+    let (vip, vip6) = vips(service, notes)?;
+    let pending = pending_ports(service, notes);
+    let local_only = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.internal_traffic_policy.as_deref())
+        == Some("Local");
+    let named_ports: Vec<&Pending> = pending.iter().filter(|p| p.target.is_none()).collect();
+
+    // Every usable endpoint once (by address), with what its slice says of the named ports.
+    let mut candidates: BTreeMap<Ipv4Addr, Candidate> = BTreeMap::new();
+    let mut elsewhere = 0usize;
+    for slice in slices {
+        match slice.address_type.as_str() {
+            "IPv4" => {}
+            // Providers are named by their IPv4 address; their IPv6 one is the endpoint DB's.
+            "IPv6" => continue,
+            other => {
+                notes.push(format!(
+                    "EndpointSlice {}: addressType {other} is not used; skipped",
+                    slice.metadata.name.as_deref().unwrap_or_default()
+                ));
+                continue;
+            }
+        }
+        let slice_ports = slice.ports.as_deref().unwrap_or_default();
+        let named: Vec<Option<u16>> = named_ports
             .iter()
-            .filter_map(|p| p.target.as_ref().err().map(|name| (p.protocol, name)))
-            .map(|(proto, name)| {
-                subset
-                    .ports
+            .map(|p| {
+                slice_ports
                     .iter()
-                    .find(|ep| &ep.name == name && protocol(&ep.protocol) == Some(proto))
-                    .and_then(|ep| port_number(ep.port))
+                    .find(|sp| {
+                        sp.name.as_deref().unwrap_or_default() == p.name
+                            && protocol(sp.protocol.as_deref()) == Some(p.protocol)
+                    })
+                    .and_then(|sp| sp.port.and_then(port_number))
             })
-            .collect()
-    };
-    let mut candidates: Vec<(Vec<u16>, Vec<Ipv4Addr>)> = Vec::new();
-    for subset in subsets {
-        let ips = subset_providers(subset, notes);
-        match resolve(subset) {
-            Some(numbers) => candidates.push((numbers, ips)),
-            None if !ips.is_empty() => notes.push(format!(
-                "providers {ips:?} do not list every named port; skipped"
-            )),
-            None => {}
+            .collect();
+        for endpoint in &slice.endpoints {
+            if local_only && endpoint.node_name.as_deref() != Some(node) {
+                elsewhere += 1;
+                continue;
+            }
+            let Some(first) = endpoint.addresses.first() else {
+                continue;
+            };
+            let Ok(ip) = first.parse::<Ipv4Addr>() else {
+                notes.push(format!("endpoint address {first:?} is not IPv4; skipped"));
+                continue;
+            };
+            let (ready, serving_terminating) = conditions(endpoint);
+            let candidate = candidates.entry(ip).or_insert(Candidate {
+                ip,
+                ready: false,
+                serving_terminating: false,
+                named: named.clone(),
+            });
+            // Two slices may list an address while it moves between them: ready in either
+            // is ready, and the ready slice's ports are the ones that count.
+            if ready && !candidate.ready {
+                candidate.named = named.clone();
+            }
+            candidate.ready |= ready;
+            candidate.serving_terminating |= serving_terminating;
         }
     }
-    // The numbers of the largest subset decide; others must agree.
-    let chosen = candidates
+    if elsewhere > 0 {
+        notes.push(format!(
+            "internalTrafficPolicy Local: {elsewhere} endpoints on other nodes are not used"
+        ));
+    }
+    let mut usable: Vec<&Candidate> = candidates.values().filter(|c| c.ready).collect();
+    if usable.is_empty() {
+        usable = candidates
+            .values()
+            .filter(|c| c.serving_terminating)
+            .collect();
+        if !usable.is_empty() {
+            notes.push(format!(
+                "no ready endpoint; {} serving while terminating are used",
+                usable.len()
+            ));
+        }
+    }
+
+    // The named ports' numbers most endpoints use decide (ties: the lowest numbers).
+    let mut by_numbers: BTreeMap<&[Option<u16>], Vec<Ipv4Addr>> = BTreeMap::new();
+    for c in &usable {
+        by_numbers.entry(&c.named[..]).or_default().push(c.ip);
+    }
+    let chosen: Option<&[Option<u16>]> = by_numbers
         .iter()
+        .rev()
         .max_by_key(|(_, ips)| ips.len())
-        .map(|(numbers, _)| numbers.clone());
+        .map(|(numbers, _)| *numbers);
     let mut providers = Vec::new();
-    for (numbers, ips) in &candidates {
-        if Some(numbers) == chosen.as_ref() {
+    for (numbers, ips) in &by_numbers {
+        if Some(*numbers) == chosen {
             providers.extend(ips.iter().copied());
         } else {
             notes.push(format!(
-                "providers {ips:?} serve the named ports on {numbers:?}, others on {chosen:?}; skipped"
+                "endpoints {ips:?} serve the named ports on {numbers:?}, more endpoints on {chosen:?}; skipped"
             ));
         }
     }
     providers.sort();
-    providers.dedup();
-    let mut named = chosen.unwrap_or_default().into_iter();
+
     let mut ports = Vec::new();
-    for p in pending {
+    let mut named_index = 0usize;
+    for p in &pending {
         let prov_port = match p.target {
-            Ok(n) => n,
-            Err(name) => match named.next() {
-                Some(n) => n,
-                None => {
-                    notes.push(format!(
-                        "port {}: named targetPort of service port {name:?} unresolved until the Endpoints list it; skipped",
-                        p.svc_port
-                    ));
-                    continue;
+            Some(n) => n,
+            None => {
+                let resolved = chosen.and_then(|c| c.get(named_index).copied().flatten());
+                named_index += 1;
+                match resolved {
+                    Some(n) => n,
+                    // Nobody to send to: the port refuses, whatever its number.
+                    None if providers.is_empty() => p.svc_port,
+                    None => {
+                        notes.push(format!(
+                            "port {}: the endpoints' EndpointSlices do not resolve the named targetPort of service port {:?}; skipped",
+                            p.svc_port, p.name
+                        ));
+                        continue;
+                    }
                 }
-            },
+            }
         };
         ports.push(ServicePort {
             protocol: p.protocol,
@@ -432,85 +435,39 @@ pub fn desired(
         spec: ServiceSpec {
             vip,
             ports,
-            affinity_timeout: affinity_timeout(spec, notes),
+            affinity_timeout: affinity_timeout(service, notes),
             vip6,
         },
         providers,
     })
 }
 
-/// One line of a watch stream, before its object is read as a Service or Endpoints.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RawWatchEvent {
-    #[serde(rename = "type")]
-    pub kind: String,
-    #[serde(default)]
-    pub object: Value,
-}
-
-/// A watch event, classified.
-#[derive(Debug, Clone, PartialEq)]
-pub enum WatchEvent {
-    /// ADDED or MODIFIED: the object as it is now.
-    Put(Value),
-    /// DELETED: which object.
-    Deleted(ObjectKey),
-    /// BOOKMARK: nothing changed.
-    Bookmark,
-    /// ERROR: the `Status` object's code (410: the resourceVersion is too old) and message.
-    Error { code: u16, message: String },
-}
-
-/// A watch stream line that is not a usable event.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EventError {
-    #[error("not a watch event ({0})")]
-    NotJson(String),
-    #[error("unknown watch event type {0:?}")]
-    UnknownType(String),
-    #[error("DELETED event for {0}, which has no metadata.name")]
-    Unnamed(String),
-}
-
-/// Classify one line of a watch stream.
-pub fn parse_event(line: &[u8]) -> Result<WatchEvent, EventError> {
-    let raw: RawWatchEvent =
-        serde_json::from_slice(line).map_err(|e| EventError::NotJson(e.to_string()))?;
-    match raw.kind.as_str() {
-        "ADDED" | "MODIFIED" => Ok(WatchEvent::Put(raw.object)),
-        "DELETED" => ObjectKey::of_value(&raw.object)
-            .map(WatchEvent::Deleted)
-            .ok_or_else(|| EventError::Unnamed(raw.object.to_string())),
-        "BOOKMARK" => Ok(WatchEvent::Bookmark),
-        "ERROR" => Ok(WatchEvent::Error {
-            code: raw
-                .object
-                .get("code")
-                .and_then(Value::as_u64)
-                .and_then(|c| u16::try_from(c).ok())
-                .unwrap_or(0),
-            message: raw
-                .object
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        }),
-        other => Err(EventError::UnknownType(other.to_string())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn service(value: Value) -> Service {
         serde_json::from_value(value).unwrap()
     }
 
-    fn endpoints(value: Value) -> Endpoints {
+    fn slice(value: Value) -> EndpointSlice {
         serde_json::from_value(value).unwrap()
+    }
+
+    /// An IPv4 slice of service `web` with these endpoints and ports.
+    fn web_slice(name: &str, endpoints: Value, ports: Value) -> EndpointSlice {
+        slice(json!({
+            "metadata": {"name": name, "namespace": "shop",
+                         "labels": {SERVICE_NAME_LABEL: "web"}},
+            "addressType": "IPv4",
+            "endpoints": endpoints,
+            "ports": ports,
+        }))
+    }
+
+    fn ready(ip: &str) -> Value {
+        json!({"addresses": [ip], "conditions": {"ready": true}, "nodeName": "n1"})
     }
 
     fn tcp(svc_port: u16, prov_port: u16) -> ServicePort {
@@ -521,8 +478,12 @@ mod tests {
         }
     }
 
+    fn ips(list: &[&str]) -> Vec<Ipv4Addr> {
+        list.iter().map(|a| a.parse().unwrap()).collect()
+    }
+
     #[test]
-    fn cluster_ip_service_maps_ports_and_ready_providers() {
+    fn cluster_ip_service_maps_ports_and_ready_endpoints() {
         let svc = service(json!({
             "metadata": {"name": "web", "namespace": "shop"},
             "spec": {"type": "ClusterIP", "clusterIP": "10.254.0.10", "ports": [
@@ -530,17 +491,19 @@ mod tests {
                 {"name": "dns", "protocol": "UDP", "port": 53},
             ]}
         }));
-        let eps = endpoints(json!({
-            "metadata": {"name": "web", "namespace": "shop"},
-            "subsets": [
-                {"addresses": [{"ip": "10.1.0.3"}, {"ip": "10.1.0.2"}],
-                 "notReadyAddresses": [{"ip": "10.1.0.9"}],
-                 "ports": [{"name": "http", "port": 8080}]},
-                {"addresses": [{"ip": "10.1.0.2"}, {"ip": "fd00::1"}]},
-            ]
-        }));
+        let a = web_slice(
+            "web-a",
+            json!([ready("10.1.0.3"), ready("10.1.0.2"),
+                   {"addresses": ["10.1.0.9"], "conditions": {"ready": false}},
+                   {"addresses": ["10.1.0.8"]}]),
+            json!([{"name": "http", "port": 8080}, {"name": "dns", "port": 53, "protocol": "UDP"}]),
+        );
+        // The same address in a second slice counts once; an IPv6 slice is not providers.
+        let b = web_slice("web-b", json!([ready("10.1.0.2")]), json!([]));
+        let mut v6 = web_slice("web-c", json!([ready("fd00::1")]), json!([]));
+        v6.address_type = "IPv6".into();
         let mut notes = Vec::new();
-        let got = desired(&svc, Some(&eps), &mut notes).unwrap();
+        let got = desired(&svc, &[&a, &b, &v6], "n1", &mut notes).unwrap();
         assert_eq!(got.spec.vip, Ipv4Addr::new(10, 254, 0, 10));
         assert_eq!(
             got.spec.ports,
@@ -553,28 +516,92 @@ mod tests {
                 }
             ]
         );
+        // No conditions at all is ready (the API's default).
+        assert_eq!(got.providers, ips(&["10.1.0.2", "10.1.0.3", "10.1.0.8"]));
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(ObjectKey::of(&svc.metadata).agent_name(), "k8s:shop/web");
         assert_eq!(
-            got.providers,
-            [Ipv4Addr::new(10, 1, 0, 2), Ipv4Addr::new(10, 1, 0, 3)]
+            ObjectKey::service_of(&a),
+            Some(ObjectKey {
+                namespace: "shop".into(),
+                name: "web".into()
+            })
         );
-        assert!(notes.iter().any(|n| n.contains("fd00::1")), "{notes:?}");
-        assert_eq!(svc.metadata.key().agent_name(), "k8s:shop/web");
-        // Without Endpoints the service is there, with no providers.
-        let got = desired(&svc, None, &mut notes).unwrap();
+        // Without EndpointSlices the service is there, with no providers (it refuses).
+        let got = desired(&svc, &[], "n1", &mut notes).unwrap();
         assert!(got.providers.is_empty());
     }
 
     #[test]
-    fn a_dual_stack_service_gets_its_ipv6_cluster_ip_and_an_ipv6_only_one_a_note() {
-        let eps = endpoints(json!({
+    fn terminating_endpoints_serve_only_when_none_is_ready() {
+        let svc = service(json!({
             "metadata": {"name": "web", "namespace": "shop"},
-            "subsets": [{"addresses": [{"ip": "10.1.0.2"}], "ports": [{"port": 8080}]}]
+            "spec": {"clusterIP": "10.254.0.10", "ports": [{"port": 80}]}
         }));
+        let going = json!({"addresses": ["10.1.0.5"],
+            "conditions": {"ready": false, "serving": true, "terminating": true}});
+        let gone = json!({"addresses": ["10.1.0.6"],
+            "conditions": {"ready": false, "serving": false, "terminating": true}});
+        let starting = json!({"addresses": ["10.1.0.7"],
+            "conditions": {"ready": false, "serving": false, "terminating": false}});
+        let s = web_slice(
+            "web-a",
+            json!([going, gone, starting, ready("10.1.0.2")]),
+            json!([]),
+        );
+        let mut notes = Vec::new();
+        let got = desired(&svc, &[&s], "n1", &mut notes).unwrap();
+        assert_eq!(got.providers, ips(&["10.1.0.2"]));
+        let s = web_slice("web-a", json!([going, gone, starting]), json!([]));
+        let got = desired(&svc, &[&s], "n1", &mut notes).unwrap();
+        assert_eq!(got.providers, ips(&["10.1.0.5"]));
+        assert!(notes.iter().any(|n| n.contains("terminating")), "{notes:?}");
+        let s = web_slice("web-a", json!([gone, starting]), json!([]));
+        let got = desired(&svc, &[&s], "n1", &mut notes).unwrap();
+        assert!(got.providers.is_empty());
+    }
+
+    #[test]
+    fn internal_traffic_policy_local_keeps_this_nodes_endpoints() {
+        let svc = service(json!({
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"clusterIP": "10.254.0.10", "ports": [{"port": 80}],
+                     "internalTrafficPolicy": "Local"}
+        }));
+        let s = web_slice(
+            "web-a",
+            json!([ready("10.1.0.2"),
+                   {"addresses": ["10.1.0.3"], "nodeName": "n2"},
+                   {"addresses": ["10.1.0.4"]}]),
+            json!([]),
+        );
+        let mut notes = Vec::new();
+        assert_eq!(
+            desired(&svc, &[&s], "n1", &mut notes).unwrap().providers,
+            ips(&["10.1.0.2"])
+        );
+        assert!(notes.iter().any(|n| n.contains("2 endpoints")), "{notes:?}");
+        assert_eq!(
+            desired(&svc, &[&s], "n2", &mut notes).unwrap().providers,
+            ips(&["10.1.0.3"])
+        );
+        // None here: the service refuses on this node.
+        assert!(
+            desired(&svc, &[&s], "n3", &mut notes)
+                .unwrap()
+                .providers
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_dual_stack_service_gets_its_ipv6_cluster_ip_and_an_ipv6_only_one_a_note() {
+        let s = web_slice("web-a", json!([ready("10.1.0.2")]), json!([]));
         let with = |spec: Value| {
             let svc =
                 service(json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": spec}));
             let mut notes = Vec::new();
-            let got = desired(&svc, Some(&eps), &mut notes);
+            let got = desired(&svc, &[&s], "n1", &mut notes);
             (got, notes)
         };
         let (got, notes) = with(json!({"clusterIP": "10.254.0.10",
@@ -583,7 +610,7 @@ mod tests {
         let got = got.unwrap();
         assert_eq!(got.spec.vip, Ipv4Addr::new(10, 254, 0, 10));
         assert_eq!(got.spec.vip6, Some("fd00:254::10".parse().unwrap()));
-        assert_eq!(got.providers, vec![Ipv4Addr::new(10, 1, 0, 2)]);
+        assert_eq!(got.providers, ips(&["10.1.0.2"]));
         assert!(notes.is_empty(), "{notes:?}");
         let (got, notes) = with(json!({"clusterIP": "fd00:254::10",
             "clusterIPs": ["fd00:254::10", "10.254.0.10"],
@@ -614,7 +641,7 @@ mod tests {
             let svc =
                 service(json!({"metadata": {"name": "web", "namespace": "shop"}, "spec": spec}));
             let mut notes = Vec::new();
-            let got = desired(&svc, None, &mut notes).unwrap();
+            let got = desired(&svc, &[], "n1", &mut notes).unwrap();
             (got.spec.affinity_timeout, notes)
         };
         assert_eq!(with(json!({})).0, None);
@@ -636,39 +663,52 @@ mod tests {
     }
 
     #[test]
-    fn named_target_port_resolves_through_the_endpoints_ports() {
+    fn named_target_ports_resolve_per_endpoint_through_its_slice() {
         let svc = service(json!({
-            "metadata": {"name": "api", "namespace": "default"},
+            "metadata": {"name": "web", "namespace": "shop"},
             "spec": {"clusterIP": "10.254.1.1", "ports": [
                 {"name": "web", "port": 80, "targetPort": "http-alt"},
                 {"name": "metrics", "port": 9100, "targetPort": 9100},
             ]}
         }));
         let mut notes = Vec::new();
-        // No endpoints yet: the named port waits, the numeric one is there.
-        let got = desired(&svc, None, &mut notes).unwrap();
-        assert_eq!(got.spec.ports, [tcp(9100, 9100)]);
-        assert!(notes.iter().any(|n| n.contains("unresolved")), "{notes:?}");
-
-        let eps = endpoints(json!({
-            "metadata": {"name": "api"},
-            "subsets": [
-                {"addresses": [{"ip": "10.1.0.5"}, {"ip": "10.1.0.6"}],
-                 "ports": [{"name": "web", "port": 8081, "protocol": "TCP"},
-                           {"name": "metrics", "port": 9100}]},
-                {"addresses": [{"ip": "10.1.0.7"}],
-                 "ports": [{"name": "web", "port": 9999}, {"name": "metrics", "port": 9100}]},
-            ]
-        }));
-        let mut notes = Vec::new();
-        let got = desired(&svc, Some(&eps), &mut notes).unwrap();
-        assert_eq!(got.spec.ports, [tcp(80, 8081), tcp(9100, 9100)]);
-        // The minority subset disagrees on the number: left out, and said so.
-        assert_eq!(
-            got.providers,
-            [Ipv4Addr::new(10, 1, 0, 5), Ipv4Addr::new(10, 1, 0, 6)]
+        // No endpoints: every port is there, the named one refusing like the others.
+        let got = desired(&svc, &[], "n1", &mut notes).unwrap();
+        assert_eq!(got.spec.ports, [tcp(80, 80), tcp(9100, 9100)]);
+        // Two slices give the name two numbers: the one of more endpoints wins.
+        let a = web_slice(
+            "web-a",
+            json!([ready("10.1.0.5"), ready("10.1.0.6")]),
+            json!([{"name": "web", "port": 8081, "protocol": "TCP"},
+                   {"name": "metrics", "port": 9100}]),
         );
+        let b = web_slice(
+            "web-b",
+            json!([ready("10.1.0.7")]),
+            json!([{"name": "web", "port": 9999}, {"name": "metrics", "port": 9100}]),
+        );
+        let mut notes = Vec::new();
+        let got = desired(&svc, &[&b, &a], "n1", &mut notes).unwrap();
+        assert_eq!(got.spec.ports, [tcp(80, 8081), tcp(9100, 9100)]);
+        assert_eq!(got.providers, ips(&["10.1.0.5", "10.1.0.6"]));
         assert!(notes.iter().any(|n| n.contains("10.1.0.7")), "{notes:?}");
+        // Only the minority's endpoints ready: their number is used.
+        let mut a_down = a.clone();
+        for e in &mut a_down.endpoints {
+            e.conditions = serde_json::from_value(json!({"ready": false})).unwrap();
+        }
+        let got = desired(&svc, &[&a_down, &b], "n1", &mut Vec::new()).unwrap();
+        assert_eq!(got.spec.ports[0], tcp(80, 9999));
+        assert_eq!(got.providers, ips(&["10.1.0.7"]));
+        // Endpoints whose slice does not name the port: the port is left out.
+        let c = web_slice("web-c", json!([ready("10.1.0.8")]), json!([]));
+        let mut notes = Vec::new();
+        let got = desired(&svc, &[&c], "n1", &mut notes).unwrap();
+        assert_eq!(got.spec.ports, [tcp(9100, 9100)]);
+        assert!(
+            notes.iter().any(|n| n.contains("do not resolve")),
+            "{notes:?}"
+        );
     }
 
     #[test]
@@ -695,7 +735,7 @@ mod tests {
         ] {
             notes.clear();
             let svc = service(json!({"metadata": {"name": "x"}, "spec": spec}));
-            assert_eq!(desired(&svc, None, &mut notes), None, "{why}");
+            assert_eq!(desired(&svc, &[], "n1", &mut notes), None, "{why}");
             assert!(notes.iter().any(|n| n.contains(why)), "{why}: {notes:?}");
         }
         // SCTP next to TCP: only the TCP port.
@@ -706,69 +746,33 @@ mod tests {
                       {"port": 82, "targetPort": 70000}]
         }}));
         notes.clear();
-        let got = desired(&svc, None, &mut notes).unwrap();
+        let got = desired(&svc, &[], "n1", &mut notes).unwrap();
         assert_eq!(got.spec.ports, [tcp(81, 81)]);
         assert_eq!(notes.len(), 3, "{notes:?}");
+        // A slice of an unknown address type is named.
+        let mut fqdn = web_slice("web-f", json!([ready("a.example")]), json!([]));
+        fqdn.address_type = "FQDN".into();
+        notes.clear();
+        desired(&svc, &[&fqdn], "n1", &mut notes);
+        assert!(notes.iter().any(|n| n.contains("FQDN")), "{notes:?}");
     }
 
     #[test]
-    fn malformed_objects_do_not_parse_and_are_named() {
-        let bad = json!({"metadata": {"name": "web", "namespace": "shop"},
-                         "spec": {"clusterIP": "10.254.0.1", "ports": [{"port": "eighty"}]}});
-        assert!(serde_json::from_value::<Service>(bad.clone()).is_err());
-        assert_eq!(ObjectKey::describe(&bad), "shop/web");
-        assert_eq!(
-            ObjectKey::describe(&json!({"spec": {}})),
-            "an object without a name"
-        );
+    fn objects_without_namespace_or_with_nulls_read() {
         let nulls = json!({"metadata": {"name": "web", "namespace": null},
                            "spec": {"clusterIP": "10.254.0.1", "ports": null}});
         let svc: Service = serde_json::from_value(nulls).unwrap();
-        assert_eq!(svc.metadata.key().to_string(), "default/web");
-        let eps: Endpoints =
-            serde_json::from_value(json!({"metadata": {"name": "web"}, "subsets": null})).unwrap();
-        assert!(eps.subsets.is_empty());
-    }
-
-    #[test]
-    fn watch_events_are_classified() {
-        let put = br#"{"type":"MODIFIED","object":{"metadata":{"name":"a"}}}"#;
-        assert_eq!(
-            parse_event(put).unwrap(),
-            WatchEvent::Put(json!({"metadata": {"name": "a"}}))
+        assert_eq!(ObjectKey::of(&svc.metadata).to_string(), "default/web");
+        let mut notes = Vec::new();
+        assert_eq!(desired(&svc, &[], "n1", &mut notes), None);
+        assert!(
+            notes.iter().any(|n| n.contains("no usable port")),
+            "{notes:?}"
         );
-        let del = br#"{"type":"DELETED","object":{"metadata":{"name":"a","namespace":"n"}}}"#;
-        assert_eq!(
-            parse_event(del).unwrap(),
-            WatchEvent::Deleted(ObjectKey {
-                namespace: "n".into(),
-                name: "a".into()
-            })
-        );
-        let gone = br#"{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old resource version: 5 (90)"}}"#;
-        assert_eq!(
-            parse_event(gone).unwrap(),
-            WatchEvent::Error {
-                code: 410,
-                message: "too old resource version: 5 (90)".into()
-            }
-        );
-        assert_eq!(
-            parse_event(br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#)
-                .unwrap(),
-            WatchEvent::Bookmark
-        );
-        assert!(matches!(
-            parse_event(b"{not json"),
-            Err(EventError::NotJson(_))
-        ));
-        assert!(matches!(
-            parse_event(br#"{"type":"WHATEVER","object":{}}"#),
-            Err(EventError::UnknownType(t)) if t == "WHATEVER"
-        ));
-        assert!(matches!(
-            parse_event(br#"{"type":"DELETED","object":{"metadata":{}}}"#),
-            Err(EventError::Unnamed(_))
-        ));
+        let s: EndpointSlice = serde_json::from_value(
+            json!({"metadata": {"name": "web-x"}, "addressType": "IPv4", "endpoints": []}),
+        )
+        .unwrap();
+        assert_eq!(ObjectKey::service_of(&s), None);
     }
 }
