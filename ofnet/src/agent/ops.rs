@@ -730,9 +730,9 @@ mod tests {
             }
             if datapath.pipeline().has_netpol() {
                 assert!(
-                netpol_flows > 100,
-                "only {netpol_flows} NetworkPolicy rule flows seen"
-            );
+                    netpol_flows > 100,
+                    "only {netpol_flows} NetworkPolicy rule flows seen"
+                );
             }
         }
     }

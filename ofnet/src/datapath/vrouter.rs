@@ -208,9 +208,7 @@ impl Datapath for VrouterBridge {
             Owner::RemoteEndpoint(rid) => self.remote_part(topo, rid),
             Owner::Network(vlan) => self.network_part(topo, *vlan),
             Owner::Rule(rid) => rule_part(self.pipeline(), topo, rid),
-            Owner::Service(_) | Owner::Conntrack => {
-                service_part(self.pipeline(), topo, owner)
-            }
+            Owner::Service(_) | Owner::Conntrack => service_part(self.pipeline(), topo, owner),
             Owner::Uplink(_) | Owner::Router | Owner::Route(_) | Owner::Netpol(_) => {
                 Ok(Part::default())
             }

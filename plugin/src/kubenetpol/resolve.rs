@@ -210,10 +210,13 @@ impl<'a> View<'a> {
     }
 }
 
+/// A pod the API server knows, with its key.
+type KnownPod<'a> = (&'a ObjectKey, &'a PodInfo);
+
 /// A rule's peers, resolved: for each peer, its address peer and (selectors) its pods.
 struct Peers<'a> {
     /// `None`: no peers given, every address.
-    list: Option<Vec<(Peer, Vec<(&'a ObjectKey, &'a PodInfo)>)>>,
+    list: Option<Vec<(Peer, Vec<KnownPod<'a>>)>>,
 }
 
 fn peers<'a>(
@@ -450,7 +453,8 @@ pub fn resolve(
         .collect();
 
     // This host's pods the policy applies to, grouped by bridge and VRF.
-    let mut groups: BTreeMap<(u8, &str), Vec<(&ObjectKey, &PodInfo, &LocalPod)>> = BTreeMap::new();
+    type Targets<'b> = Vec<(&'b ObjectKey, &'b PodInfo, &'b LocalPod)>;
+    let mut groups: BTreeMap<(u8, &str), Targets<'_>> = BTreeMap::new();
     for (pod, local) in view.local {
         if pod.namespace != key.namespace {
             continue;
