@@ -17,7 +17,7 @@ mod common;
 
 use common::services::{
     Server, groups_on_bridge, ip, service_flows_of_agent, service_flows_on_bridge, spec, tally_to,
-    tools_missing,
+    tally_within, tools_missing,
 };
 use common::{init_tracing, ofport, settle};
 use ofnet::{AgentConfig, AgentHandle, BridgeKind, LocalEndpoint, MacAddr, Network};
@@ -186,9 +186,9 @@ async fn a_dual_stack_service_balances_over_ipv6_and_ipv4() {
     // Without providers: refused at once over IPv6 too.
     agent.set_service_providers("web", vec![]).await.unwrap();
     settle(ovs);
-    let tcp = tally_to(c, "tcp", VIP6, 80, 3).await;
+    let tcp = tally_within(c, "tcp", VIP6, 80, 3, 5.0).await;
     assert_eq!(tcp.get("refused"), Some(&3), "{tcp:?}");
-    let udp = tally_to(c, "udp", VIP6, 53, 3).await;
+    let udp = tally_within(c, "udp", VIP6, 53, 3, 5.0).await;
     assert_eq!(udp.get("refused"), Some(&3), "{udp:?}");
 
     agent.remove_service("web").await.unwrap();

@@ -21,7 +21,7 @@ mod common;
 
 use common::services::{
     Connection, Probe, Server, VIP, VLAN, attach, groups_on_bridge, ip, now,
-    service_flows_of_agent, service_flows_on_bridge, spec, tally, tools_missing,
+    service_flows_of_agent, service_flows_on_bridge, spec, tally, tally_within, tools_missing,
 };
 use common::{init_tracing, settle};
 use ofnet::{AgentConfig, AgentHandle, BridgeKind, Network};
@@ -177,9 +177,9 @@ async fn a_service_without_providers_rejects_and_a_new_provider_serves_at_once()
     let c = client.netns().name();
     agent.add_service("web", spec()).await.unwrap();
     settle(ovs);
-    let tcp = tally(c, "tcp", 80, 3).await;
+    let tcp = tally_within(c, "tcp", VIP, 80, 3, 5.0).await;
     assert_eq!(tcp.get("refused"), Some(&3), "{tcp:?}");
-    let udp = tally(c, "udp", 53, 3).await;
+    let udp = tally_within(c, "udp", VIP, 53, 3, 5.0).await;
     assert_eq!(udp.get("refused"), Some(&3), "{udp:?}");
     let export = serde_json::to_value(agent.inspect().await.unwrap()).unwrap();
     assert_eq!(export["Stats"]["SvcRejectSent"], 6, "{}", export["Stats"]);

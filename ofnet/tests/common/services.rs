@@ -132,12 +132,25 @@ impl Probe {
         count: u32,
         interval: f64,
     ) -> Probe {
+        Probe::start_with_timeout(ns, proto, host, port, count, interval, 1.0)
+    }
+
+    /// [`Probe::start_to`] waiting up to `timeout` seconds for each answer.
+    pub fn start_with_timeout(
+        ns: &str,
+        proto: &str,
+        host: &str,
+        port: u16,
+        count: u32,
+        interval: f64,
+        timeout: f64,
+    ) -> Probe {
         let child = Command::new("ip")
             .args(["netns", "exec", ns, "python3", "-c", PROBE, proto, host])
             .arg(port.to_string())
             .arg(count.to_string())
             .arg(interval.to_string())
-            .arg("1")
+            .arg(timeout.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -189,8 +202,22 @@ pub async fn tally_to(
     port: u16,
     count: u32,
 ) -> std::collections::BTreeMap<String, u32> {
+    tally_within(ns, proto, host, port, count, 1.0).await
+}
+
+/// [`tally_to`] waiting up to `timeout` seconds for each answer. A reject comes from the
+/// agent (a packet-in answered with a packet-out), so on a loaded machine it can take longer
+/// than a provider's answer; checks that expect `refused` give it more time.
+pub async fn tally_within(
+    ns: &str,
+    proto: &str,
+    host: &str,
+    port: u16,
+    count: u32,
+    timeout: f64,
+) -> std::collections::BTreeMap<String, u32> {
     let mut out = std::collections::BTreeMap::new();
-    for (_, answer) in Probe::start_to(ns, proto, host, port, count, 0.0)
+    for (_, answer) in Probe::start_with_timeout(ns, proto, host, port, count, 0.0, timeout)
         .finish()
         .await
     {
