@@ -820,6 +820,10 @@ fn network_policy_truth_table() {
                         s.c.ovs.appctl(&["dpctl/dump-conntrack"])
                     );
                     eprintln!(
+                        "host A datapath flows {:?}",
+                        s.c.ovs.appctl(&["dpctl/dump-flows"])
+                    );
+                    eprintln!(
                         "host B flows:\n{}",
                         s._host_b
                             .ovs
