@@ -841,6 +841,18 @@ fn network_policy_truth_table() {
                     );
                 }
                 eprintln!("case {:2} FAILED: {}{diff}", i + 1, c.name);
+                if std::env::var("NETPOL_PURGE").is_ok() {
+                    // Diagnosis: with the datapath's cached flows dropped, is the matrix right?
+                    for ovs in [&s.c.ovs, &s._host_b.ovs] {
+                        let _ = ovs.appctl(&["revalidator/purge"]);
+                    }
+                    match s.check(&c.expect) {
+                        Ok(took) => {
+                            eprintln!("case {:2} ok after revalidator/purge in {took:?}", i + 1)
+                        }
+                        Err(_) => eprintln!("case {:2} still wrong after revalidator/purge", i + 1),
+                    }
+                }
                 failures.push(c.name);
             }
         }
