@@ -563,9 +563,12 @@ pub async fn run_with_store(
         _ = &mut duties => shutdown.await,
     }
     tracing::info!("netmaster shutting down");
-    handle.stop(true).await;
+    // Hand leadership over first (the lease is revoked, so a standby takes over at once), then
+    // drain the REST server: its graceful stop waits up to 5 s for open connections, which
+    // would otherwise hold the lock that long.
     cancel.cancel();
     let _ = election.await;
+    handle.stop(true).await;
     let _ = ofnet_duties.await;
     let _ = counting.await;
     match serving.await {
