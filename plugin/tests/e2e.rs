@@ -762,35 +762,6 @@ fn a_killed_netplugins_endpoints_leave_the_other_host_after_the_grace() {
     drop(host_b);
 }
 
-/// A TCP listener (`nc -lk`) in a pod, killed on drop.
-struct Listener(std::process::Child);
-
-impl Listener {
-    fn start(pod: &CniPod, port: u16) -> Listener {
-        let child = Command::new("ip")
-            .args(["netns", "exec", pod.netns.name(), "nc", "-lk"])
-            .arg(port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Listener(child)
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn tcp_connects(from: &CniPod, ip: &str, port: u16) -> bool {
-    from.netns
-        .exec(&["nc", "-z", "-w", "2", ip, &port.to_string()])
-        .is_ok()
-}
-
 /// A policy attached to a group (netctl) reaches the datapath through the policy-rule watch:
 /// denied TCP port closed, others open; removing the rule opens it again.
 #[test]

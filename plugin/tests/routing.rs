@@ -42,36 +42,6 @@ fn neighbour(pod: &CniPod, ip: &str) -> Option<String> {
     words.get(i + 1).map(|s| s.to_string())
 }
 
-/// A TCP listener in `pod`'s namespace (`nc -lk`), killed on drop.
-struct Listener(std::process::Child);
-
-impl Listener {
-    fn start(pod: &CniPod, port: u16) -> Listener {
-        let child = std::process::Command::new("ip")
-            .args(["netns", "exec", pod.netns.name(), "nc", "-lk"])
-            .arg(port.to_string())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(200));
-        Listener(child)
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn tcp_connects(from: &CniPod, ip: &str, port: u16) -> bool {
-    from.netns
-        .exec(&["nc", "-z", "-w", "2", ip, &port.to_string()])
-        .is_ok()
-}
-
 #[test]
 fn vxlan_pods_on_two_hosts_are_routed_with_the_router_mac() {
     testbed::require!(Root, Ovs, Etcd, Ip, Ping);

@@ -259,6 +259,17 @@ pub(super) fn apply_settings(
             })
         }
     };
+    // Routing pipelines have no NetworkPolicy tables (their table 7 routes); removing is fine.
+    let netpols_here = |none_added: bool| {
+        if none_added || datapath.pipeline().has_netpol() {
+            Ok(())
+        } else {
+            Err(AgentError::WrongBridge {
+                what: "a Kubernetes NetworkPolicy (routing mode has no NetworkPolicy tables)",
+                kind: datapath.name(),
+            })
+        }
+    };
     match op {
         AgentOp::AddUplink(p) => {
             only(BridgeKind::Vlan, "an uplink")?;
@@ -342,12 +353,7 @@ pub(super) fn apply_settings(
             s.neighbors.insert(*ip, *mac);
         }
         AgentOp::SetNetworkPolicies { upsert, delete } => {
-            if !upsert.is_empty() && !datapath.pipeline().has_netpol() {
-                return Err(AgentError::WrongBridge {
-                    what: "a Kubernetes NetworkPolicy (routing mode has no NetworkPolicy tables)",
-                    kind: datapath.name(),
-                });
-            }
+            netpols_here(upsert.is_empty())?;
             for p in upsert {
                 p.check()?;
             }
@@ -359,12 +365,7 @@ pub(super) fn apply_settings(
             }
         }
         AgentOp::ReplaceNetworkPolicies { policies, keep } => {
-            if !policies.is_empty() && !datapath.pipeline().has_netpol() {
-                return Err(AgentError::WrongBridge {
-                    what: "a Kubernetes NetworkPolicy (routing mode has no NetworkPolicy tables)",
-                    kind: datapath.name(),
-                });
-            }
+            netpols_here(policies.is_empty())?;
             for p in policies {
                 p.check()?;
             }

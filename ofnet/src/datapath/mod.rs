@@ -596,6 +596,35 @@ pub fn netpol_owners(netpols: &Policies) -> impl Iterator<Item = Owner> + '_ {
         .map(|o| Owner::Netpol(Box::new(o)))
 }
 
+/// A local endpoint's classification (table 1: spoof guard, VRF, group, DSCP, DNS punt; then
+/// table 3) and its destination-group flows (table 4), the same on every datapath but for the
+/// VLAN pushed on ingress (VXLAN bridge only).
+fn local_class_flows(
+    p: &'static Pipeline,
+    topo: &Topology<'_>,
+    ep: &Endpoint,
+    vrf_id: u8,
+    push_vlan: Option<u16>,
+) -> Result<Vec<Flow>, DatapathError> {
+    let mut flows = flows::port_class(
+        p.table(id::VLAN)?,
+        &flows::PortClass {
+            port: ep.port_no,
+            mac: ep.mac.octets(),
+            ipv4: ep.ip_addr,
+            ipv6: ep.ipv6_addr,
+            vrf_id,
+            epg: ep.endpoint_group,
+            push_vlan,
+            dscp: ep.dscp,
+            next: id::SERVICE_DNAT,
+            dns_punt: topo.settings.dns_punt,
+        },
+    )?;
+    flows.extend(dst_group_flows(p, topo, ep)?);
+    Ok(flows)
+}
+
 /// The destination-group flows of an endpoint whose VRF exists on this bridge.
 fn dst_group_flows(
     p: &'static Pipeline,

@@ -8,9 +8,9 @@
 
 use super::{
     Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    meter_part, netpol_part, pick_by_mac, rule_part, service_part,
+    local_class_flows, meter_part, netpol_part, pick_by_mac, rule_part, service_part,
 };
-use crate::flows::{self, PortClass, category, push_vlan};
+use crate::flows::{self, category, push_vlan};
 use crate::model::{ArpMode, BridgeKind, Endpoint};
 use crate::pipeline::{Pipeline, VLAN_PIPELINE, id};
 use crate::priority;
@@ -109,23 +109,7 @@ impl Datapath for VlanBridge {
                 let Some(vrf_id) = topo.vrf_of(ep) else {
                     return Ok(Part::default());
                 };
-                let mut out = flows::port_class(
-                    p.table(id::VLAN)?,
-                    &PortClass {
-                        port: ep.port_no,
-                        mac: ep.mac.octets(),
-                        ipv4: ep.ip_addr,
-                        ipv6: ep.ipv6_addr,
-                        vrf_id,
-                        epg: ep.endpoint_group,
-                        push_vlan: None,
-                        dscp: ep.dscp,
-                        next: id::SERVICE_DNAT,
-                        dns_punt: topo.settings.dns_punt,
-                    },
-                )?;
-                out.extend(dst_group_flows(p, topo, ep)?);
-                out
+                local_class_flows(p, topo, ep, vrf_id, None)?
             }
             Owner::RemoteEndpoint(rid) => match topo.endpoints.endpoint(rid) {
                 Some(ep) if !ep.is_local() => dst_group_flows(p, topo, ep)?,

@@ -14,9 +14,9 @@
 
 use super::{
     Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    meter_part, rule_part, service_part,
+    local_class_flows, meter_part, rule_part, service_part,
 };
-use crate::flows::{self, ETH_ARP, ETH_IPV4, ETH_IPV6, NO_BUFFER, PortClass, category};
+use crate::flows::{self, ETH_ARP, ETH_IPV4, ETH_IPV6, NO_BUFFER, category};
 use crate::model::{BridgeKind, Endpoint, ROUTER_MAC};
 use crate::pipeline::{Pipeline, VLROUTER_PIPELINE, id};
 use crate::priority;
@@ -63,22 +63,7 @@ impl VlrouterBridge {
         let Some(vrf_id) = topo.vrf_of(ep) else {
             return Ok(Part::default());
         };
-        let mut flows = flows::port_class(
-            p.table(id::VLAN)?,
-            &PortClass {
-                port: ep.port_no,
-                mac: ep.mac.octets(),
-                ipv4: ep.ip_addr,
-                ipv6: ep.ipv6_addr,
-                vrf_id,
-                epg: ep.endpoint_group,
-                push_vlan: None,
-                dscp: ep.dscp,
-                next: id::SERVICE_DNAT,
-                dns_punt: topo.settings.dns_punt,
-            },
-        )?;
-        flows.extend(dst_group_flows(p, topo, ep)?);
+        let mut flows = local_class_flows(p, topo, ep, vrf_id, None)?;
         let t7 = p.table(id::IP)?;
         let deliver = vec![Instruction::ApplyActions(vec![
             set_eth(FieldId::ETH_SRC, ROUTER_MAC.octets()),

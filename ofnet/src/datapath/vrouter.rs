@@ -11,9 +11,9 @@
 
 use super::{
     Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    meter_part, rule_part, service_part,
+    local_class_flows, meter_part, rule_part, service_part,
 };
-use crate::flows::{self, ETH_IPV4, ETH_IPV6, PortClass, category, object_of, set_tun_id};
+use crate::flows::{self, ETH_IPV4, ETH_IPV6, category, object_of, set_tun_id};
 use crate::metadata;
 use crate::model::{BridgeKind, Endpoint, ROUTER_MAC};
 use crate::pipeline::{Pipeline, VROUTER_PIPELINE, id};
@@ -111,22 +111,7 @@ impl VrouterBridge {
         let Some(vrf_id) = topo.vrf_of(ep) else {
             return Ok(Part::default());
         };
-        let mut flows = flows::port_class(
-            p.table(id::VLAN)?,
-            &PortClass {
-                port: ep.port_no,
-                mac: ep.mac.octets(),
-                ipv4: ep.ip_addr,
-                ipv6: ep.ipv6_addr,
-                vrf_id,
-                epg: ep.endpoint_group,
-                push_vlan: None,
-                dscp: ep.dscp,
-                next: id::SERVICE_DNAT,
-                dns_punt: topo.settings.dns_punt,
-            },
-        )?;
-        flows.extend(dst_group_flows(p, topo, ep)?);
+        let mut flows = local_class_flows(p, topo, ep, vrf_id, None)?;
         flows.extend(routes_to(
             p.table(id::IP)?,
             ep,

@@ -9,9 +9,9 @@
 
 use super::{
     Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    meter_part, netpol_part, rule_part, service_part,
+    local_class_flows, meter_part, netpol_part, rule_part, service_part,
 };
-use crate::flows::{self, PortClass, VID_PRESENT, category, object_of, push_vlan, set_tun_id};
+use crate::flows::{self, VID_PRESENT, category, object_of, push_vlan, set_tun_id};
 use crate::metadata;
 use crate::model::{ArpMode, BridgeKind, Endpoint};
 use crate::pipeline::{Pipeline, VXLAN_PIPELINE, id};
@@ -151,22 +151,7 @@ impl VxlanBridge {
         let Some(vrf_id) = topo.vrf_of(ep) else {
             return Ok(Part::default());
         };
-        let mut flows = flows::port_class(
-            p.table(id::VLAN)?,
-            &PortClass {
-                port: ep.port_no,
-                mac: ep.mac.octets(),
-                ipv4: ep.ip_addr,
-                ipv6: ep.ipv6_addr,
-                vrf_id,
-                epg: ep.endpoint_group,
-                push_vlan: Some(ep.vlan),
-                dscp: ep.dscp,
-                next: id::SERVICE_DNAT,
-                dns_punt: topo.settings.dns_punt,
-            },
-        )?;
-        flows.extend(dst_group_flows(p, topo, ep)?);
+        let mut flows = local_class_flows(p, topo, ep, vrf_id, Some(ep.vlan))?;
         flows.push(
             p.table(id::MAC_DEST)?
                 .flow(

@@ -268,19 +268,19 @@ fn peers<'a>(
     Ok(Peers { list: Some(list) })
 }
 
-/// The datapath rules of one ingress rule for `targets` (the policy's pods in one group).
-fn ingress_rules(
-    view: &View<'_>,
-    peers: &Peers<'_>,
-    ports: &[PortSpec],
-    targets: &[(&ObjectKey, &PodInfo, &LocalPod)],
-) -> Vec<Rule> {
-    let peer_list: Vec<Peer> = peers
+/// The address peers of a rule's resolved peers (empty: every address).
+fn peer_list(peers: &Peers<'_>) -> Vec<Peer> {
+    peers
         .list
         .iter()
         .flatten()
         .map(|(p, _)| p.clone())
-        .collect();
+        .collect()
+}
+
+/// The rule for `peers` on the numeric `ports` (none: every port), if the rule has numeric
+/// ports or no ports at all; named ports become rules of their own, per port number.
+fn numeric_rule(peers: &[Peer], ports: &[PortSpec]) -> Vec<Rule> {
     let numeric: Vec<Port> = ports
         .iter()
         .filter_map(|p| match p {
@@ -288,14 +288,26 @@ fn ingress_rules(
             PortSpec::Named(..) => None,
         })
         .collect();
-    let mut rules = Vec::new();
     if ports.is_empty() || !numeric.is_empty() {
-        rules.push(Rule {
-            peers: peer_list.clone(),
+        vec![Rule {
+            peers: peers.to_vec(),
             ports: numeric,
             applied_to: None,
-        });
+        }]
+    } else {
+        Vec::new()
     }
+}
+
+/// The datapath rules of one ingress rule for `targets` (the policy's pods in one group).
+fn ingress_rules(
+    view: &View<'_>,
+    peers: &Peers<'_>,
+    ports: &[PortSpec],
+    targets: &[(&ObjectKey, &PodInfo, &LocalPod)],
+) -> Vec<Rule> {
+    let peer_list = peer_list(peers);
+    let mut rules = numeric_rule(&peer_list, ports);
     for p in ports {
         let PortSpec::Named(name, proto) = p else {
             continue;
@@ -323,27 +335,7 @@ fn ingress_rules(
 
 /// The datapath rules of one egress rule.
 fn egress_rules(view: &View<'_>, peers: &Peers<'_>, ports: &[PortSpec]) -> Vec<Rule> {
-    let peer_list: Vec<Peer> = peers
-        .list
-        .iter()
-        .flatten()
-        .map(|(p, _)| p.clone())
-        .collect();
-    let numeric: Vec<Port> = ports
-        .iter()
-        .filter_map(|p| match p {
-            PortSpec::Numeric(port) => Some(*port),
-            PortSpec::Named(..) => None,
-        })
-        .collect();
-    let mut rules = Vec::new();
-    if ports.is_empty() || !numeric.is_empty() {
-        rules.push(Rule {
-            peers: peer_list,
-            ports: numeric,
-            applied_to: None,
-        });
-    }
+    let mut rules = numeric_rule(&peer_list(peers), ports);
     // Named ports are the destinations': the selected pods, or every pod when no peer is
     // given.
     let candidates: Vec<(&ObjectKey, &PodInfo)> = match &peers.list {

@@ -121,3 +121,35 @@ pub fn create_network(c: &Cluster, name: &str, encap: &str, subnet: &str, gatewa
 pub fn reaches(from: &testbed::demo::CniPod, ip: &str) -> bool {
     (0..3).any(|_| from.can_ping(ip, 1))
 }
+
+/// A TCP listener (`nc -lk`) in a pod, killed on drop.
+pub struct Listener(std::process::Child);
+
+impl Listener {
+    pub fn start(pod: &testbed::demo::CniPod, port: u16) -> Listener {
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", pod.netns.name(), "nc", "-lk"])
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Give nc a moment to bind before the first connection.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        Listener(child)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether `from` opens a TCP connection to `ip:port` within 2 s (`nc -z`).
+pub fn tcp_connects(from: &testbed::demo::CniPod, ip: &str, port: u16) -> bool {
+    from.netns
+        .exec(&["nc", "-z", "-w", "2", ip, &port.to_string()])
+        .is_ok()
+}
