@@ -18,7 +18,9 @@
 //! A routing datapath ([`Datapath::router_mac`]) answers differently: only requests from local
 //! endpoints, and only for a target it can route to (an endpoint of the VRF on any host, or
 //! the network's gateway, or an address of a prefix BGP learned), always with the router MAC;
-//! nothing is re-injected.
+//! nothing is re-injected. On the VXLAN router's host NAT port, the host's requests for
+//! addresses of the private subnet (the pods' private addresses) are answered with the router
+//! MAC.
 
 use crate::datapath::{Datapath, PacketOut, Topology};
 use crate::flows::set_tun_id;
@@ -130,6 +132,24 @@ pub fn handle_request(
     }
     if arp.source_protocol_addr == arp.target_protocol_addr {
         return (Vec::new(), Outcome::Gratuitous);
+    }
+    // The host NAT port (VXLAN router): the host asks for the pods' private addresses, all
+    // behind the router.
+    if let (Some(router), Some(nat)) = (datapath.router_mac(), topo.settings.host_nat)
+        && in_port == nat.port
+    {
+        let target = arp.target_protocol_addr;
+        if !nat.subnet.contains(&target) || target == nat.ip {
+            return (Vec::new(), Outcome::NotRoutable);
+        }
+        let reply = frame::arp_reply(&arp, EthernetAddress(router), eth.vlan);
+        return (
+            vec![PacketOut {
+                actions: vec![Action::output(in_port)],
+                data: reply,
+            }],
+            Outcome::Replied,
+        );
     }
     let Some(ingress) = Ingress::of(topo, in_port, tun_id) else {
         return (Vec::new(), Outcome::UnknownPort);

@@ -42,11 +42,11 @@ pub mod timestamp;
 pub mod trace;
 
 pub use agent::{AgentConfig, AgentCounts, AgentError, AgentHandle, AgentOp, DnsQuery};
-pub use datapath::RouterPort;
 pub use datapath::vlan::VlanBridge;
 pub use datapath::vlrouter::VlrouterBridge;
 pub use datapath::vrouter::VrouterBridge;
 pub use datapath::vxlan::VxlanBridge;
+pub use datapath::{HostNatPort, RouterPort};
 pub use master::MasterHandle;
 pub use model::{
     ArpMode, Bandwidth, BridgeKind, Endpoint, FwdMode, LocalEndpoint, MacAddr, Network, Node,

@@ -33,6 +33,11 @@ pub mod id {
     pub const NETPOL_EGRESS: u8 = 7;
     pub const NETPOL_INGRESS: u8 = 8;
     pub const MAC_DEST: u8 = 9;
+    /// VXLAN router: what pods send to the host (or beyond it) out the host NAT port, from
+    /// their private address.
+    pub const HOST_SNAT: u8 = 8;
+    /// VXLAN router: what the host sends in on the host NAT port to a pod's private address.
+    pub const HOST_DNAT: u8 = 9;
 }
 
 /// One table of a pipeline.
@@ -387,6 +392,29 @@ const VROUTER_IP_TABLE: TableDecl = TableDecl {
     miss: Miss::Drop,
 };
 
+/// The VXLAN router's host NAT path (reference: tables 8 and 2; here 8 and 9).
+const HOST_SNAT_TABLE: TableDecl = TableDecl {
+    id: HOST_SNAT,
+    name: "host_snat",
+    purpose: "what no route took, from a local endpoint, goes to the host: source rewritten to the endpoint's private address (pvtSubnet), out the host NAT port (contivh0) to its MAC",
+    matches: &[FieldId::IN_PORT, FieldId::ETH_TYPE],
+    sets: &[FieldId::IPV4_SRC, FieldId::ETH_SRC, FieldId::ETH_DST],
+    writes_metadata: 0,
+    next: &[],
+    miss: Miss::Drop,
+};
+
+const HOST_DNAT_TABLE: TableDecl = TableDecl {
+    id: HOST_DNAT,
+    name: "host_dnat",
+    purpose: "from the host NAT port: a local endpoint's private address rewritten to its own address, out its port with the router MAC as source",
+    matches: &[FieldId::ETH_TYPE, FieldId::IPV4_DST],
+    sets: &[FieldId::IPV4_DST, FieldId::ETH_SRC, FieldId::ETH_DST],
+    writes_metadata: 0,
+    next: &[],
+    miss: Miss::Drop,
+};
+
 /// The VXLAN router (`vrouter`, routing mode): no local VLANs and no MAC table; every
 /// endpoint answers ARP with the router MAC and table 7 routes by destination address,
 /// remote endpoints through the VTEP of their host.
@@ -398,11 +426,11 @@ pub static VROUTER_PIPELINE: Pipeline = Pipeline {
         TableDecl {
             id: VLAN,
             name: "vlan",
-            purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); VTEP traffic by VNI (VRF), skipping policy",
+            purpose: "classifies by ingress port: VRF and source group for endpoints, DSCP marking, spoof guard (own MAC, IPv4, IPv6, ARP/ND claims); VTEP traffic by VNI (VRF), skipping policy; IPv4 from the host NAT port to host_dnat",
             matches: &GUARD_MATCHES_VXLAN,
             sets: &[FieldId::IP_DSCP],
             writes_metadata: metadata::PORT_MASK | metadata::RX_VTEP,
-            next: &[SERVICE_DNAT, SERVICE_SNAT],
+            next: &[SERVICE_DNAT, SERVICE_SNAT, HOST_DNAT],
             miss: Miss::Drop,
         },
         SERVICE_AFFINITY_TABLE,
@@ -414,7 +442,14 @@ pub static VROUTER_PIPELINE: Pipeline = Pipeline {
             miss: Miss::Goto(IP),
             ..SERVICE_SNAT_TABLE
         },
-        VROUTER_IP_TABLE,
+        TableDecl {
+            purpose: "routes by destination address in the VRF: local endpoints out their port (router MAC as source, the endpoint's MAC as destination), other hosts' endpoints through their host's VTEP with the network's VNI (router MAC as destination); private addresses dropped but the host's; anything else to host_snat",
+            next: &[HOST_SNAT],
+            miss: Miss::Goto(HOST_SNAT),
+            ..VROUTER_IP_TABLE
+        },
+        HOST_SNAT_TABLE,
+        HOST_DNAT_TABLE,
     ],
 };
 

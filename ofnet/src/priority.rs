@@ -46,6 +46,11 @@ pub const HAIRPIN_OUT: u16 = 210;
 pub const HAIRPIN_SNAT: u16 = 120;
 /// Per-VLAN flood flows (table 9, VXLAN bridge).
 pub const FLOOD: u16 = 10;
+/// VXLAN router, table 7: a pod's packet to a private address (`pvtSubnet`) is dropped, below
+/// every route ...
+pub const PRIVATE_DROP: u16 = 10;
+/// ... but to the host's own private address it goes to the host (table 8).
+pub const PRIVATE_HOST: u16 = 20;
 /// Exact matches: known destinations, VTEP and uplink ingress, DSCP marking, ARP punting.
 pub const MATCH: u16 = 100;
 /// Table 1: a local endpoint's DNS queries (UDP to port 53 from its own addresses) to the

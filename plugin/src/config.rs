@@ -183,6 +183,15 @@ pub struct Args {
         default_value = "/var/run/contiv/bgp"
     )]
     pub bgp_dir: PathBuf,
+    /// Drop ovs-vswitchd's cached datapath flows after each flow change: `auto` (only on the
+    /// userspace datapath of an Open vSwitch release that can keep a stale cached flow after
+    /// a change: 2.8–2.17.7, 3.0.0–3.0.4, 3.1.0–3.1.2), `always` or `never`.
+    #[arg(long, env = "CONTIV_NETPLUGIN_DATAPATH_FLUSH", default_value = "auto")]
+    pub datapath_flush: String,
+    /// ovs-vswitchd's control socket (what `ovs-appctl -t` takes); default: found next to
+    /// `--ovsdb-socket` (`ovs-vswitchd.ctl`, or `ovs-vswitchd.<pid>.ctl`).
+    #[arg(long, env = "CONTIV_NETPLUGIN_OVS_VSWITCHD_CTL")]
+    pub ovs_vswitchd_ctl: Option<PathBuf>,
 }
 
 /// Where an agent accepts its switch.
@@ -262,6 +271,8 @@ pub struct Config {
     pub json_log: bool,
     pub kube_config: PathBuf,
     pub bgp_dir: PathBuf,
+    pub datapath_flush: crate::vswitchd::FlushPolicy,
+    pub ovs_vswitchd_ctl: Option<PathBuf>,
 }
 
 impl Config {
@@ -402,6 +413,13 @@ impl Args {
             &["system", "netdev"],
             "must be system or netdev",
         )?;
+        let datapath_flush = crate::vswitchd::FlushPolicy::parse(&self.datapath_flush).ok_or(
+            ConfigError::Invalid {
+                flag: "datapath-flush",
+                value: self.datapath_flush.clone(),
+                rule: "must be auto, always or never",
+            },
+        )?;
         let host = match self.host {
             Some(h) if !h.is_empty() => h,
             _ => std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -504,6 +522,8 @@ impl Args {
             json_log: self.use_json_log,
             kube_config: self.kube_config,
             bgp_dir: self.bgp_dir,
+            datapath_flush,
+            ovs_vswitchd_ctl: self.ovs_vswitchd_ctl,
         })
     }
 }

@@ -43,6 +43,7 @@ pub mod netlink;
 pub mod ofnet_rpc;
 pub mod oper;
 pub mod ovsdb;
+pub mod vswitchd;
 pub mod watch;
 
 pub use error::PluginError;

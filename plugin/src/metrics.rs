@@ -46,6 +46,8 @@ pub struct PluginMetrics {
     services: Family<Labels1, Gauge>,
     /// `netplugin_service_providers{bridge}`.
     providers: Family<Labels1, Gauge>,
+    /// `netplugin_datapath_flushes_total`.
+    pub datapath_flushes: Counter,
 }
 
 impl std::fmt::Debug for PluginMetrics {
@@ -220,6 +222,13 @@ impl PluginMetrics {
              ofport, pod_side, flows, oper",
             add_steps.clone(),
         );
+        let datapath_flushes = Counter::default();
+        r.register(
+            "netplugin_datapath_flushes",
+            "purges of ovs-vswitchd's cached datapath flows after a flow change \
+             (--datapath-flush; docs/netplugin.md)",
+            datapath_flushes.clone(),
+        );
         // Every command has its series from the start (0 until the first request).
         for command in ["ADD", "DEL", "CHECK"] {
             let _ = cni_duration.get_or_create_owned(&[("command", command.to_string())]);
@@ -235,6 +244,7 @@ impl PluginMetrics {
             rules,
             services,
             providers,
+            datapath_flushes,
         }
     }
 

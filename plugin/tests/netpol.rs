@@ -286,7 +286,6 @@ impl Suite {
             })
             .collect();
         let mut got = self.probe(&self.all_cells());
-        let mut purged = false;
         loop {
             let wrong: Vec<_> = want
                 .iter()
@@ -303,20 +302,6 @@ impl Suite {
             }
             if started.elapsed() > SETTLE {
                 return Err(self.render(&want, &got));
-            }
-            // Known defect (issue 14): OVS 3.1's userspace datapath can keep a megaflow
-            // translated under the previous policy for as long as probes keep hitting it,
-            // although the OpenFlow tables are right. Past half the settle time, drop the
-            // datapath's cached flows once (said on stderr) so the table checks the flows.
-            if !purged && started.elapsed() > SETTLE / 2 {
-                purged = true;
-                eprintln!(
-                    "  stale datapath flows after {:?}: revalidator/purge",
-                    started.elapsed()
-                );
-                for ovs in [&self.c.ovs, &self._host_b.ovs] {
-                    let _ = ovs.appctl(&["revalidator/purge"]);
-                }
             }
             got.extend(self.probe(&wrong));
         }

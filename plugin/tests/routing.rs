@@ -75,6 +75,55 @@ fn vxlan_pods_on_two_hosts_are_routed_with_the_router_mac() {
     let _l = Listener::start(&b, 8080);
     assert!(tcp_connects(&a, &b.ip, 8080), "TCP across hosts");
 
+    // Host access through contivh0 (pvtSubnet 172.19.0.0/16): A's private address is in the
+    // flow that takes the host's packets back to A.
+    let table = flows(&c, VXLAN_BRIDGE);
+    let private = table
+        .lines()
+        .filter(|l| l.contains("table=9") && l.contains(&format!("set_field:{}->ip_dst", a.ip)))
+        .find_map(|l| {
+            Some(
+                l.split("nw_dst=")
+                    .nth(1)?
+                    .split([' ', ','])
+                    .next()?
+                    .to_string(),
+            )
+        })
+        .unwrap_or_else(|| panic!("no host DNAT flow for {}: {table}", a.ip));
+    assert!(private.starts_with("172.19."), "{private}");
+    let host_addrs = c
+        .host
+        .exec(&["ip", "-4", "addr", "show", "contivh0"])
+        .unwrap();
+    assert!(host_addrs.contains("172.19.255.254/16"), "{host_addrs}");
+    // The host reaches the pod by its private address (ping and TCP)...
+    c.host
+        .exec(&["ping", "-c", "2", "-W", "2", &private])
+        .unwrap_or_else(|e| panic!("host -> {private} (pod A): {e}"));
+    let _in_a = Listener::in_netns(&a.netns, 7070);
+    c.host
+        .exec(&["nc", "-z", "-w", "2", &private, "7070"])
+        .unwrap_or_else(|e| panic!("host -> {private}:7070 (pod A): {e}"));
+    // ...and the pod reaches a listener of its host, through the host NAT port.
+    let _on_host = Listener::in_netns(&c.host, 9099);
+    assert!(
+        tcp_connects(&a, ip_a, 9099),
+        "pod A -> its host {ip_a}:9099"
+    );
+    assert!(a.can_ping(ip_a, 2), "pod A pings its host");
+    // Beyond the host: host B's underlay address, forwarded and masqueraded by host A.
+    let _on_b = Listener::in_netns(&host_b.netns, 9098);
+    assert!(
+        tcp_connects(&a, ip_b, 9098),
+        "pod A -> host B {ip_b}:9098 through host A"
+    );
+    // Private addresses are the host's to use: a pod cannot reach another through one.
+    assert!(
+        !b.can_ping(&private, 1),
+        "B reached A through A's private address"
+    );
+
     // A service load balancer in the routed pipeline: a provider on host B behind a VIP.
     c.netctl(&[
         "service",

@@ -155,6 +155,12 @@ impl AgentHandle {
         self.update(AgentOp::SetRouter(router)).await
     }
 
+    /// The host NAT port, or none (VXLAN router): pods reach the host through it and the host
+    /// reaches each pod by its private address.
+    pub async fn set_host_nat(&self, nat: Option<HostNatPort>) -> Result<(), AgentError> {
+        self.update(AgentOp::SetHostNat(nat)).await
+    }
+
     /// A prefix learned by BGP (or its new next hop): routed out the uplink once the next
     /// hop's MAC is known (VLAN router).
     pub async fn add_route(

@@ -31,7 +31,8 @@ use ops::{apply_settings, endpoint_op, touched};
 
 use crate::arp;
 use crate::datapath::{
-    Datapath, DatapathError, Desired, Owner, PacketOut, Part, RouterPort, Settings, Topology,
+    Datapath, DatapathError, Desired, HostNatPort, Owner, PacketOut, Part, RouterPort, Settings,
+    Topology,
 };
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flows;

@@ -52,6 +52,8 @@ pub enum AgentOp {
     },
     /// The host's router port (VLAN router), or none.
     SetRouter(Option<RouterPort>),
+    /// The host NAT port (VXLAN router), or none.
+    SetHostNat(Option<HostNatPort>),
     /// A prefix the BGP speaker learned, or its new next hop (VLAN router).
     AddRoute {
         prefix: ipnet::Ipv4Net,
@@ -154,6 +156,7 @@ fn endpoint_owners(
         | AgentOp::AddUplink(_)
         | AgentOp::RemoveUplink(_)
         | AgentOp::SetRouter(_)
+        | AgentOp::SetHostNat(_)
         | AgentOp::LearnNeighbor { .. } => return None,
         AgentOp::AddRoute { prefix, .. } | AgentOp::RemoveRoute(prefix) => {
             vec![Owner::Route(prefix.trunc())]
@@ -341,6 +344,16 @@ pub(super) fn apply_settings(
         AgentOp::SetRouter(r) => {
             only(BridgeKind::Vlan, "a router port")?;
             s.router = *r;
+        }
+        AgentOp::SetHostNat(nat) => {
+            only(BridgeKind::Vxlan, "a host NAT port")?;
+            if nat.is_some() && datapath.router_mac().is_none() {
+                return Err(AgentError::WrongBridge {
+                    what: "a host NAT port (routing mode only)",
+                    kind: kind.name(),
+                });
+            }
+            s.host_nat = *nat;
         }
         AgentOp::AddRoute { prefix, next_hop } => {
             only(BridgeKind::Vlan, "a learned route")?;

@@ -59,6 +59,8 @@ pub struct Settings {
     pub netpols: Policies,
     /// Local endpoints' DNS queries go to the controller (inline DNS).
     pub dns_punt: bool,
+    /// The host NAT port (VXLAN router: `contivh0`), or none.
+    pub host_nat: Option<HostNatPort>,
 }
 
 impl Settings {
@@ -76,6 +78,38 @@ pub struct RouterPort {
     pub port: u32,
     pub ip: Ipv4Addr,
     pub mac: MacAddr,
+}
+
+/// The VXLAN router's host NAT port (`contivh0` in the reference): an internal port whose
+/// host-side address is in the private subnet (`pvtSubnet`). Each local endpoint is known to
+/// the host by a private address of that subnet, derived from its OpenFlow port
+/// ([`HostNatPort::private_ip`]), so none is stored or allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostNatPort {
+    pub port: u32,
+    /// The host's address on the port, in `subnet`.
+    pub ip: Ipv4Addr,
+    pub mac: MacAddr,
+    pub subnet: ipnet::Ipv4Net,
+}
+
+impl HostNatPort {
+    /// The private address of the local endpoint on OpenFlow port `port_no`: the subnet's
+    /// address plus the port number (the reference's `<b0>.<b1>.<port>>8>.<port&255>` on a
+    /// /16); `None` when the subnet has no room for it or it would be the host's own.
+    pub fn private_ip(&self, port_no: u32) -> Option<Ipv4Addr> {
+        let host_bits = 32 - u32::from(self.subnet.prefix_len());
+        let room = if host_bits >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << host_bits) - 1
+        };
+        if port_no == 0 || port_no >= room {
+            return None;
+        }
+        let ip = Ipv4Addr::from(u32::from(self.subnet.network()) | port_no);
+        (ip != self.ip).then_some(ip)
+    }
 }
 
 /// Everything a datapath computes flows from.
@@ -146,6 +180,8 @@ pub enum Owner {
     Router,
     /// A prefix learned by BGP (VLAN router).
     Route(ipnet::Ipv4Net),
+    /// The host NAT port's own flows (VXLAN router).
+    HostNat,
 }
 
 impl std::fmt::Display for Owner {
@@ -162,6 +198,7 @@ impl std::fmt::Display for Owner {
             Owner::Netpol(o) => write!(f, "{o}"),
             Owner::Router => write!(f, "the router port"),
             Owner::Route(p) => write!(f, "route {p}"),
+            Owner::HostNat => write!(f, "the host NAT port"),
         }
     }
 }

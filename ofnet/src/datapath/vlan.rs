@@ -123,7 +123,11 @@ impl Datapath for VlanBridge {
             Owner::Service(_) | Owner::Conntrack => {
                 return service_part(p, topo, owner);
             }
-            Owner::Uplink(_) | Owner::Network(_) | Owner::Router | Owner::Route(_) => Vec::new(),
+            Owner::Uplink(_)
+            | Owner::Network(_)
+            | Owner::Router
+            | Owner::Route(_)
+            | Owner::HostNat => Vec::new(),
         };
         let mut part = Part {
             flows,

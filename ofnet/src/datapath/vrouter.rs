@@ -8,10 +8,18 @@
 //! packet's VRF: a local endpoint gets the router MAC as source and its own MAC as
 //! destination, another host's endpoint goes through that host's VTEP with the network's VNI
 //! (its host routes it again, skipping policy: policy is enforced where the packet starts).
+//!
+//! **The host NAT path** ([`HostNatPort`], `contivh0`): what table 7 has no route for, from a
+//! local endpoint, leaves through the host NAT port with the endpoint's private address
+//! (`pvtSubnet` + its port number) as source (table 8), so the host answers it (and masquerades
+//! what it forwards beyond); what the host sends in to a private address gets the endpoint's
+//! own address back and goes out its port (table 9). Pods reach the host and, through it, the
+//! outside; the host reaches each pod by its private address. Private addresses are dropped as
+//! destinations from pods (they are the host's to use).
 
 use super::{
-    Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    local_class_flows, meter_part, rule_part, service_part,
+    Datapath, DatapathError, HostNatPort, Owner, PacketOut, Part, Topology, common_owners,
+    dst_group_flows, local_class_flows, meter_part, rule_part, service_part,
 };
 use crate::flows::{self, ETH_IPV4, ETH_IPV6, category, object_of, set_tun_id};
 use crate::metadata;
@@ -68,7 +76,84 @@ pub(crate) fn routes_to(
     Ok(out)
 }
 
+fn set_ipv4(field: FieldId, ip: std::net::Ipv4Addr) -> Action {
+    Action::set_field(Oxm::new(field, &ip.octets(), None))
+}
+
 impl VrouterBridge {
+    /// The host NAT port's own flows: its IPv4 goes to table 9; pods' packets to private
+    /// addresses other than the host's are dropped in table 7.
+    fn host_nat_part(&self, nat: &HostNatPort) -> Result<Part, DatapathError> {
+        let p = self.pipeline();
+        let object = u64::from(nat.port);
+        let flows = vec![
+            p.table(id::VLAN)?
+                .flow(
+                    priority::MATCH,
+                    Match::new().in_port(nat.port).eth_type(ETH_IPV4),
+                    vec![Instruction::GotoTable(id::HOST_DNAT)],
+                )?
+                .owned_by(category::UPLINK, object),
+            // Private addresses are the host's to use: no pod reaches another through one
+            // (dropped in table 7, below every route); the host's own is taken to table 8.
+            p.table(id::IP)?
+                .flow(
+                    priority::PRIVATE_DROP,
+                    Match::new()
+                        .eth_type(ETH_IPV4)
+                        .ipv4_dst(nat.subnet.network(), Some(nat.subnet.netmask())),
+                    Vec::new(),
+                )?
+                .owned_by(category::UPLINK, object),
+            p.table(id::IP)?
+                .flow(
+                    priority::PRIVATE_HOST,
+                    Match::new().eth_type(ETH_IPV4).ipv4_dst(nat.ip, None),
+                    vec![Instruction::GotoTable(id::HOST_SNAT)],
+                )?
+                .owned_by(category::UPLINK, object),
+        ];
+        Ok(Part {
+            flows,
+            ..Part::default()
+        })
+    }
+
+    /// A local endpoint's two NAT flows (table 8 out to the host, table 9 in from it).
+    fn host_nat_flows(&self, nat: &HostNatPort, ep: &Endpoint) -> Result<Vec<Flow>, DatapathError> {
+        let p = self.pipeline();
+        let (Some(ip), Some(private)) = (ep.ip_addr, nat.private_ip(ep.port_no)) else {
+            return Ok(Vec::new());
+        };
+        let object = u64::from(ep.port_no);
+        Ok(vec![
+            p.table(id::HOST_SNAT)?
+                .flow(
+                    priority::MATCH,
+                    Match::new().in_port(ep.port_no).eth_type(ETH_IPV4),
+                    vec![Instruction::ApplyActions(vec![
+                        set_ipv4(FieldId::IPV4_SRC, private),
+                        set_eth(FieldId::ETH_SRC, ROUTER_MAC.octets()),
+                        set_eth(FieldId::ETH_DST, nat.mac.octets()),
+                        Action::output(nat.port),
+                    ])],
+                )?
+                .owned_by(category::LOCAL_ENDPOINT, object),
+            p.table(id::HOST_DNAT)?
+                .flow(
+                    priority::MATCH,
+                    Match::new().eth_type(ETH_IPV4).ipv4_dst(private, None),
+                    vec![Instruction::ApplyActions(vec![
+                        set_ipv4(FieldId::IPV4_DST, ip),
+                        set_eth(FieldId::ETH_SRC, ROUTER_MAC.octets()),
+                        set_eth(FieldId::ETH_DST, ep.mac.octets()),
+                        Action::output(ep.port_no),
+                    ])],
+                )?
+                .owned_by(category::LOCAL_ENDPOINT, object),
+        ])
+    }
+
     /// Tunnel ingress of a network: per VTEP, its VNI sets the VRF and marks the packet as
     /// from a VTEP; it continues after policy.
     fn network_part(&self, topo: &Topology<'_>, vlan: u16) -> Result<Part, DatapathError> {
@@ -122,6 +207,9 @@ impl VrouterBridge {
                 Action::output(ep.port_no),
             ],
         )?);
+        if let Some(nat) = &topo.settings.host_nat {
+            flows.extend(self.host_nat_flows(nat, ep)?);
+        }
         let mut part = Part {
             flows,
             ..Part::default()
@@ -178,6 +266,9 @@ impl Datapath for VrouterBridge {
                 .filter(|n| n.vni != 0)
                 .map(|n| Owner::Network(n.vlan)),
         );
+        if topo.settings.host_nat.is_some() {
+            out.push(Owner::HostNat);
+        }
         out
     }
 
@@ -194,6 +285,10 @@ impl Datapath for VrouterBridge {
             Owner::Network(vlan) => self.network_part(topo, *vlan),
             Owner::Rule(rid) => rule_part(self.pipeline(), topo, rid),
             Owner::Service(_) | Owner::Conntrack => service_part(self.pipeline(), topo, owner),
+            Owner::HostNat => match &topo.settings.host_nat {
+                Some(nat) => self.host_nat_part(nat),
+                None => Ok(Part::default()),
+            },
             Owner::Uplink(_) | Owner::Router | Owner::Route(_) | Owner::Netpol(_) => {
                 Ok(Part::default())
             }
@@ -251,6 +346,60 @@ mod tests {
             crate::text::sorted(GOLDEN.iter().map(|s| s.to_string()).collect())
         );
         assert_eq!(d.groups().count(), 0, "no flood groups in routing mode");
+    }
+
+    fn host_nat() -> HostNatPort {
+        HostNatPort {
+            port: 20,
+            ip: std::net::Ipv4Addr::new(172, 19, 255, 254),
+            mac: crate::model::MacAddr([2, 2, 0xac, 0x13, 0xff, 0xfe]),
+            subnet: "172.19.0.0/16".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_host_nat_port_gives_each_local_endpoint_a_private_address() {
+        let (t, mut s) = fixture();
+        s.host_nat = Some(host_nat());
+        let d = VrouterBridge
+            .desired(&Topology {
+                endpoints: &t,
+                settings: &s,
+            })
+            .unwrap();
+        let lines = d.flow_lines();
+        let without: Vec<String> = GOLDEN.iter().map(|s| s.to_string()).collect();
+        let added: Vec<&String> = lines.iter().filter(|l| !without.contains(l)).collect();
+        assert_eq!(
+            added,
+            [
+                "table=1, priority=100,ip,in_port=20 actions=goto_table:9",
+                "table=7, priority=20,ip,nw_dst=172.19.255.254 actions=goto_table:8",
+                "table=7, priority=10,ip,nw_dst=172.19.0.0/16 actions=drop",
+                "table=8, priority=100,ip,in_port=3 actions=set_field:172.19.0.3->ip_src,set_field:00:00:11:11:11:11->eth_src,set_field:02:02:ac:13:ff:fe->eth_dst,output:20",
+                "table=9, priority=100,ip,nw_dst=172.19.0.3 actions=set_field:10.1.1.2->ip_dst,set_field:00:00:11:11:11:11->eth_src,set_field:02:02:0a:01:01:02->eth_dst,output:3",
+            ],
+            "{lines:#?}"
+        );
+        // The remote endpoint has no private address here: its own host's.
+        assert!(
+            !lines.iter().any(|l| l.contains("10.1.1.3->")),
+            "{lines:#?}"
+        );
+    }
+
+    #[test]
+    fn private_addresses_come_from_the_port_number() {
+        let nat = host_nat();
+        assert_eq!(nat.private_ip(3), Some("172.19.0.3".parse().unwrap()));
+        assert_eq!(
+            nat.private_ip(0x1234),
+            Some("172.19.18.52".parse().unwrap())
+        );
+        assert_eq!(nat.private_ip(0), None);
+        assert_eq!(nat.private_ip(0xfffe), None, "the host's own address");
+        assert_eq!(nat.private_ip(0xffff), None, "the broadcast address");
+        assert_eq!(nat.private_ip(0x1_0000), None, "outside the subnet");
     }
 
     #[test]

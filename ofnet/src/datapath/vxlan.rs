@@ -241,7 +241,9 @@ impl Datapath for VxlanBridge {
             Owner::Rule(rid) => rule_part(self.pipeline(), topo, rid),
             Owner::Service(_) | Owner::Conntrack => service_part(self.pipeline(), topo, owner),
             Owner::Netpol(o) => netpol_part(self.pipeline(), topo, o),
-            Owner::Uplink(_) | Owner::Router | Owner::Route(_) => Ok(Part::default()),
+            Owner::Uplink(_) | Owner::Router | Owner::Route(_) | Owner::HostNat => {
+                Ok(Part::default())
+            }
         }
     }
 

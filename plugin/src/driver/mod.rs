@@ -14,6 +14,7 @@
 pub mod bgp;
 pub mod endpoint;
 pub mod generation;
+pub mod hostnat;
 pub mod infra;
 pub mod policy;
 pub mod remote;
@@ -65,6 +66,8 @@ struct State {
     services: service::ServiceBook,
     /// This host's Bgp object as applied (routing mode).
     bgp: Option<crate::bgp::SpeakerConfig>,
+    /// The private subnet `contivh0` is plumbed for (routing mode).
+    pvt_subnet: String,
 }
 
 /// See the module documentation.
@@ -198,6 +201,24 @@ pub fn bandwidth_of(policing: Policing) -> Option<ofnet::Bandwidth> {
     })
 }
 
+/// Everyone who hears about a bridge's transactions: its metrics and, when on, the datapath
+/// flusher (`crate::vswitchd`).
+struct BridgeObservers(Vec<Box<dyn ofctrl::BridgeObserver>>);
+
+impl ofctrl::BridgeObserver for BridgeObservers {
+    fn applied(&self, operations: usize, elapsed: Duration, reconcile: bool) {
+        for o in &self.0 {
+            o.applied(operations, elapsed, reconcile);
+        }
+    }
+
+    fn failed(&self, error: &ofctrl::TxError, reconcile: bool) {
+        for o in &self.0 {
+            o.failed(error, reconcile);
+        }
+    }
+}
+
 impl Driver {
     /// Create the bridges and start both agents (see the module documentation). Must run on
     /// an actix system.
@@ -233,6 +254,14 @@ impl Driver {
         } else {
             (None, None)
         };
+        let flush = crate::vswitchd::Flusher {
+            policy: cfg.datapath_flush,
+            datapath: cfg.ovs_datapath.clone(),
+            ovsdb: ovsdb.clone(),
+            control: cfg.ovs_vswitchd_ctl.clone(),
+            done: metrics.datapath_flushes.clone(),
+        }
+        .start();
         let agent = |kind, bridge: &str| {
             let mut config = AgentConfig::new(kind, bridge);
             config.fwd_mode = cfg.fwd_mode();
@@ -244,10 +273,14 @@ impl Driver {
                 ovsdb: ovsdb.clone(),
                 bridge: bridge.to_string(),
             };
-            let observer = metrics.bridge(bridge);
+            let mut observers: Vec<Box<dyn ofctrl::BridgeObserver>> =
+                vec![Box::new(metrics.bridge(bridge))];
+            if let Some(flush) = &flush {
+                observers.push(Box::new(flush.clone()));
+            }
             AgentHandle::start_with(config, |b| {
                 b.generations = Some(Box::new(generations));
-                b.observer = Some(Box::new(observer));
+                b.observer = Some(Box::new(BridgeObservers(observers)));
             })
         };
         let vxlan = agent(BridgeKind::Vxlan, VXLAN_BRIDGE);
@@ -270,6 +303,7 @@ impl Driver {
             netmaster: Mutex::new(None),
             state: Mutex::new(State {
                 arp_mode,
+                pvt_subnet: global.pvt_subnet.clone(),
                 ..State::default()
             }),
             endpoint_locks: Mutex::new(HashMap::new()),
@@ -279,6 +313,9 @@ impl Driver {
             dns_queries: Mutex::new(dns_queries),
         });
         driver.add_uplinks().await?;
+        if driver.cfg.fwd_mode() == ofnet::FwdMode::Routing {
+            driver.plumb_host_nat(&global.pvt_subnet).await?;
+        }
         Ok(driver)
     }
 
@@ -458,8 +495,15 @@ impl Driver {
         self.with_state(|s| s.groups.get(id).cloned())
     }
 
-    /// Global config changed: follow its ARP mode.
+    /// Global config changed: follow its ARP mode and (routing mode) its private subnet.
     pub async fn update_global(&self, global: &GlobConfig) -> Result<()> {
+        if self.cfg.fwd_mode() == ofnet::FwdMode::Routing
+            && self.with_state(|s| {
+                std::mem::replace(&mut s.pvt_subnet, global.pvt_subnet.clone()) != global.pvt_subnet
+            })
+        {
+            self.plumb_host_nat(&global.pvt_subnet).await?;
+        }
         let mode = arp_mode_of(global);
         if self.with_state(|s| std::mem::replace(&mut s.arp_mode, mode)) == mode {
             return Ok(());

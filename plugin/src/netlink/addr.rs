@@ -36,6 +36,41 @@ impl Netlink {
             )))
     }
 
+    /// Remove `address` from link `name` (absent: nothing to do).
+    pub async fn delete_address(&self, name: &str, address: IpNet) -> Result<(), NetlinkError> {
+        let link = self.require_link(name).await?;
+        let messages: Vec<_> = self
+            .handle
+            .address()
+            .get()
+            .set_link_index_filter(link.index)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(NetlinkError::request(format!(
+                "list addresses of {name} in {}",
+                self.label()
+            )))?;
+        for m in messages.into_iter().filter(|m| {
+            m.header.index == link.index
+                && m.header.prefix_len == address.prefix_len()
+                && m.attributes
+                    .iter()
+                    .any(|a| matches!(a, AddressAttribute::Address(ip) if *ip == address.addr()))
+        }) {
+            self.handle
+                .address()
+                .del(m)
+                .execute()
+                .await
+                .map_err(NetlinkError::request(format!(
+                    "delete address {address} from {name} in {}",
+                    self.label()
+                )))?;
+        }
+        Ok(())
+    }
+
     /// The addresses of link `name` (IPv4 and IPv6, including link-local).
     pub async fn addresses(&self, name: &str) -> Result<Vec<IpNet>, NetlinkError> {
         let link = self.require_link(name).await?;

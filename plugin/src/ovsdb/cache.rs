@@ -169,6 +169,9 @@ impl Cache {
                 .unwrap_or_default(),
             cur_cfg: column(row, "cur_cfg").and_then(optional_int).unwrap_or(0),
             next_cfg: column(row, "next_cfg").and_then(optional_int).unwrap_or(0),
+            ovs_version: column(row, "ovs_version")
+                .and_then(optional_string)
+                .unwrap_or_default(),
         })
     }
 
@@ -259,6 +262,8 @@ pub struct RootRow {
     pub cur_cfg: i64,
     /// Configuration generation clients asked for.
     pub next_cfg: i64,
+    /// The Open vSwitch release ovs-vswitchd reports (empty until it has written it).
+    pub ovs_version: String,
 }
 
 /// A `Bridge` row.

@@ -127,8 +127,13 @@ pub struct Listener(std::process::Child);
 
 impl Listener {
     pub fn start(pod: &testbed::demo::CniPod, port: u16) -> Listener {
+        Listener::in_netns(&pod.netns, port)
+    }
+
+    /// A listener in any namespace (an emulated host's).
+    pub fn in_netns(netns: &testbed::Netns, port: u16) -> Listener {
         let child = std::process::Command::new("ip")
-            .args(["netns", "exec", pod.netns.name(), "nc", "-lk"])
+            .args(["netns", "exec", netns.name(), "nc", "-lk"])
             .arg(port.to_string())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
