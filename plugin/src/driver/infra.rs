@@ -16,6 +16,10 @@ use crate::error::{PluginError, Result};
 use crate::netlink::MAX_IFNAME_LEN;
 use crate::ovsdb::PortSpec;
 
+/// The infra network whose host port also carries the host's routes to the pods (reference:
+/// the special name `contivh1`).
+pub const HOST_ACCESS_INFRA: &str = "contivh1";
+
 /// The host's endpoint on an infra network.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InfraEndpoint {
@@ -108,7 +112,72 @@ impl Driver {
             address,
         };
         self.with_state(|s| s.infra.insert(net.id.clone(), infra.clone()));
+        self.sync_host_routes().await?;
         Ok(infra)
+    }
+
+    /// Routing mode, with the `contivh1` infra network: the host reaches the pods of every
+    /// VXLAN network of that tenant (its VRF) through `contivh1` — one on-link route per
+    /// subnet, plus the Kubernetes service subnet so the host reaches cluster IPs — following
+    /// networks as they come and go. Pods reach the host's services at its `contivh1` address
+    /// (an endpoint of the VRF). In bridge mode nothing routes between networks, so no route is
+    /// added (the reference added them anyway, and they led nowhere).
+    pub async fn sync_host_routes(&self) -> Result<()> {
+        if self.cfg.fwd_mode() != ofnet::FwdMode::Routing {
+            return Ok(());
+        }
+        let (wanted, have) = self.with_state(|s| {
+            let tenant = s
+                .infra
+                .iter()
+                .find(|(_, i)| i.port == HOST_ACCESS_INFRA)
+                .and_then(|(id, _)| s.networks.get(id))
+                .map(|(cfg, _)| cfg.tenant.clone());
+            let wanted: std::collections::BTreeSet<ipnet::Ipv4Net> = match &tenant {
+                None => Default::default(),
+                Some(tenant) => s
+                    .networks
+                    .values()
+                    .map(|(cfg, _)| cfg)
+                    .filter(|c| {
+                        c.nw_type != "infra" && c.pkt_tag_type == "vxlan" && &c.tenant == tenant
+                    })
+                    .filter_map(|c| {
+                        let ip: std::net::Ipv4Addr = c.subnet_ip.parse().ok()?;
+                        Some(ipnet::Ipv4Net::new(ip, c.subnet_len).ok()?.trunc())
+                    })
+                    .chain(self.service_route)
+                    .collect(),
+            };
+            (wanted, s.host_routes.clone())
+        });
+        if wanted == have {
+            return Ok(());
+        }
+        let (add, del): (Vec<_>, Vec<_>) = (
+            wanted.difference(&have).copied().collect(),
+            have.difference(&wanted).copied().collect(),
+        );
+        let device_present = !wanted.is_empty();
+        self.host
+            .run(move |nl| async move {
+                if device_present {
+                    for subnet in &add {
+                        nl.add_onlink_route(HOST_ACCESS_INFRA, *subnet).await?;
+                    }
+                }
+                for subnet in &del {
+                    // The port may be gone already, taking its routes with it.
+                    if nl.link(HOST_ACCESS_INFRA).await?.is_some() {
+                        nl.delete_onlink_route(HOST_ACCESS_INFRA, *subnet).await?;
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+        tracing::info!(?wanted, "host routes through {HOST_ACCESS_INFRA}");
+        self.with_state(|s| s.host_routes = wanted);
+        Ok(())
     }
 
     /// The infra network `id` is gone: remove the host's endpoint (agent, port, netmaster).
@@ -125,6 +194,7 @@ impl Driver {
             Err(e) => return Err(PluginError::agent(infra.kind, e)),
         }
         self.ovsdb.delete_port(&infra.port).await?;
+        self.sync_host_routes().await?;
         let client = self.netmaster().await?;
         match client
             .delete_endpoint(&DeleteEndpointRequest {

@@ -68,6 +68,8 @@ struct State {
     bgp: Option<crate::bgp::SpeakerConfig>,
     /// The private subnet `contivh0` is plumbed for (routing mode).
     pvt_subnet: String,
+    /// The host's routes through `contivh1` (routing mode, `driver::infra`).
+    host_routes: std::collections::BTreeSet<ipnet::Ipv4Net>,
 }
 
 /// See the module documentation.
@@ -434,6 +436,7 @@ impl Driver {
             .await
             .map_err(|e| PluginError::agent(kind, e))?;
         self.with_state(|s| s.networks.insert(net.id.clone(), (net.clone(), wanted)));
+        self.sync_host_routes().await?;
         Ok(())
     }
 
@@ -456,7 +459,7 @@ impl Driver {
         match self.agent(kind).remove_network(vlan).await {
             Ok(()) => {
                 self.with_state(|s| s.networks.remove(id));
-                Ok(())
+                self.sync_host_routes().await
             }
             Err(e) => Err(PluginError::agent(kind, e)),
         }

@@ -31,6 +31,8 @@ pub fn pod_service_route(cfg: &Config) -> Option<Ipv4Net> {
 
 /// `EEXIST`: the kernel's answer for a route that is already there.
 const EEXIST: i32 = 17;
+/// `ESRCH`: the kernel's answer for deleting a route that is not there.
+const ESRCH: i32 = 3;
 
 impl Netlink {
     /// Add `subnet` as an on-link (scope link) route out of link `name`.
@@ -52,6 +54,33 @@ impl Netlink {
                 self.label()
             ))) {
             Err(e) if e.errno() == Some(EEXIST) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Remove the on-link route `subnet` out of link `name` (absent: nothing to do).
+    pub async fn delete_onlink_route(
+        &self,
+        name: &str,
+        subnet: Ipv4Net,
+    ) -> Result<(), NetlinkError> {
+        let link = self.require_link(name).await?;
+        let message = RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+            .destination_prefix(subnet.network(), subnet.prefix_len())
+            .output_interface(link.index)
+            .scope(netlink_packet_route::route::RouteScope::Link)
+            .build();
+        match self
+            .handle
+            .route()
+            .del(message)
+            .execute()
+            .await
+            .map_err(NetlinkError::request(format!(
+                "delete route {subnet} dev {name} in {}",
+                self.label()
+            ))) {
+            Err(e) if e.errno() == Some(ESRCH) => Ok(()),
             other => other,
         }
     }
