@@ -15,40 +15,66 @@
 //! time a transaction loads the map ([`AddrMap::save`] then writes the chunks that differ from
 //! their fresh content and empties the old field) or at leader start ([`convert_all`]).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use crate::error::{Error, Result};
 use crate::resources::Bitset;
 use crate::resources::ipv4::SubnetSpec;
+pub use crate::state::chunks::CHUNK_BITS;
+use crate::state::chunks::ChunkStore;
 use crate::state::{CfgNetworkState, EndpointGroupState};
 use crate::store::{Tx, keys};
 
-/// Addresses per chunk.
-pub const CHUNK_BITS: u64 = 4096;
 /// Category under `/contiv.io/state/`.
 pub const CATEGORY: &str = "ipAlloc";
 
-/// One allocation map being read and changed inside a transaction.
+/// What a fresh map holds: which hosts are used before any allocation.
 #[derive(Debug, Clone)]
-pub struct AddrMap {
-    prefix: String,
+struct Layout {
     size: u64,
     /// Allocatable hosts (inclusive); everything outside is used in the fresh map.
     lo: u64,
     hi: u64,
     /// Further hosts used in the fresh map (the gateway).
     reserved: Vec<u64>,
-    /// One bit per chunk: no free address in it.
-    full: Bitset,
-    chunks: BTreeMap<u64, Bitset>,
-    dirty: BTreeSet<u64>,
-    /// Loaded from the previous single-value layout: every chunk is in `chunks`.
-    legacy: bool,
 }
 
-fn chunk_key(prefix: &str, c: u64) -> String {
-    format!("{prefix}{c}")
+impl Layout {
+    fn chunk_count(&self) -> u64 {
+        self.size.div_ceil(CHUNK_BITS)
+    }
+
+    fn chunk_len(&self, c: u64) -> u64 {
+        (self.size - c * CHUNK_BITS).min(CHUNK_BITS)
+    }
+
+    /// A chunk as a fresh map has it.
+    fn fresh_chunk(&self, c: u64) -> Bitset {
+        let start = c * CHUNK_BITS;
+        let len = self.chunk_len(c);
+        let mut b = Bitset::new(len);
+        for j in 0..len {
+            let i = start + j;
+            if i < self.lo || i > self.hi {
+                b.set(j);
+            }
+        }
+        for &r in &self.reserved {
+            if (start..start + len).contains(&r) {
+                b.set(r - start);
+            }
+        }
+        b
+    }
+}
+
+/// One allocation map being read and changed inside a transaction.
+#[derive(Debug, Clone)]
+pub struct AddrMap {
+    layout: Layout,
+    /// One bit per chunk: no free address in it.
+    full: Bitset,
+    store: ChunkStore<u64>,
 }
 
 /// Key prefix of a network's map.
@@ -63,23 +89,23 @@ pub fn group_prefix(epg_id: &str) -> String {
 
 impl AddrMap {
     fn new(prefix: String, size: u64, lo: u64, hi: u64, reserved: Vec<u64>) -> Self {
-        let mut m = AddrMap {
-            prefix,
+        let layout = Layout {
             size,
             lo,
             hi,
             reserved,
-            full: Bitset::new(size.div_ceil(CHUNK_BITS)),
-            chunks: BTreeMap::new(),
-            dirty: BTreeSet::new(),
-            legacy: false,
         };
-        for c in 0..m.chunk_count() {
-            if m.fresh_chunk(c).next_clear(0).is_none() {
-                m.full.set(c);
+        let mut full = Bitset::new(layout.chunk_count());
+        for c in 0..layout.chunk_count() {
+            if layout.fresh_chunk(c).next_clear(0).is_none() {
+                full.set(c);
             }
         }
-        m
+        AddrMap {
+            layout,
+            full,
+            store: ChunkStore::new(prefix, "address map chunk"),
+        }
     }
 
     /// A network's map. Takes the previous layout's `ipAllocMap` out of `state` if it has one.
@@ -135,10 +161,10 @@ impl AddrMap {
 
     /// Take every bit from a whole map of the previous layout.
     fn adopt(&mut self, whole: &Bitset) {
-        self.legacy = true;
-        for c in 0..self.chunk_count() {
+        let mut chunks = Vec::new();
+        for c in 0..self.layout.chunk_count() {
             let start = c * CHUNK_BITS;
-            let mut chunk = Bitset::new(self.chunk_len(c));
+            let mut chunk = Bitset::new(self.layout.chunk_len(c));
             for i in whole.ones().skip_while(|&i| i < start) {
                 if i >= start + CHUNK_BITS {
                     break;
@@ -146,38 +172,10 @@ impl AddrMap {
                 chunk.set(i - start);
             }
             self.set_full_bit(c, &chunk);
-            if chunk != self.fresh_chunk(c) {
-                self.dirty.insert(c);
-            }
-            self.chunks.insert(c, chunk);
+            let changed = chunk != self.layout.fresh_chunk(c);
+            chunks.push((c, chunk, changed));
         }
-    }
-
-    fn chunk_count(&self) -> u64 {
-        self.size.div_ceil(CHUNK_BITS)
-    }
-
-    fn chunk_len(&self, c: u64) -> u64 {
-        (self.size - c * CHUNK_BITS).min(CHUNK_BITS)
-    }
-
-    /// A chunk as a fresh map has it.
-    fn fresh_chunk(&self, c: u64) -> Bitset {
-        let start = c * CHUNK_BITS;
-        let len = self.chunk_len(c);
-        let mut b = Bitset::new(len);
-        for j in 0..len {
-            let i = start + j;
-            if i < self.lo || i > self.hi {
-                b.set(j);
-            }
-        }
-        for &r in &self.reserved {
-            if (start..start + len).contains(&r) {
-                b.set(r - start);
-            }
-        }
-        b
+        self.store.adopt(chunks);
     }
 
     fn set_full_bit(&mut self, c: u64, chunk: &Bitset) {
@@ -189,30 +187,15 @@ impl AddrMap {
     }
 
     async fn chunk(&mut self, tx: &mut Tx<'_>, c: u64) -> Result<&mut Bitset> {
-        if !self.chunks.contains_key(&c) {
-            let key = chunk_key(&self.prefix, c);
-            let stored = tx.get::<Bitset>(&key, "address map chunk").await?;
-            let chunk = match stored {
-                Some(b) if b.len() == self.chunk_len(c) => b,
-                Some(b) => {
-                    return Err(Error::Conflict(format!(
-                        "address map chunk {key} holds {} bits, expected {}",
-                        b.len(),
-                        self.chunk_len(c)
-                    )));
-                }
-                None => self.fresh_chunk(c),
-            };
-            self.chunks.insert(c, chunk);
-        }
-        self.chunks
-            .get_mut(&c)
-            .ok_or_else(|| Error::Conflict("address map chunk vanished".into()))
+        let layout = &self.layout;
+        self.store
+            .get(tx, c, layout.chunk_len(c), || layout.fresh_chunk(c))
+            .await
     }
 
     /// Whether host `i` is used (out of range reads as used).
     pub async fn test(&mut self, tx: &mut Tx<'_>, i: u64) -> Result<bool> {
-        if i >= self.size {
+        if i >= self.layout.size {
             return Ok(true);
         }
         Ok(self.chunk(tx, i / CHUNK_BITS).await?.test(i % CHUNK_BITS))
@@ -220,7 +203,7 @@ impl AddrMap {
 
     /// Mark host `i` used (`true`) or free.
     pub async fn put(&mut self, tx: &mut Tx<'_>, i: u64, used: bool) -> Result<()> {
-        if i >= self.size {
+        if i >= self.layout.size {
             return Ok(());
         }
         let c = i / CHUNK_BITS;
@@ -235,7 +218,7 @@ impl AddrMap {
         }
         let chunk = chunk.clone();
         self.set_full_bit(c, &chunk);
-        self.dirty.insert(c);
+        self.store.touch(c);
         Ok(())
     }
 
@@ -257,7 +240,7 @@ impl AddrMap {
     /// The first used host in `a..=b`.
     pub async fn first_used_in(&mut self, tx: &mut Tx<'_>, a: u64, b: u64) -> Result<Option<u64>> {
         let mut i = a;
-        while i <= b && i < self.size {
+        while i <= b && i < self.layout.size {
             let c = i / CHUNK_BITS;
             let start = c * CHUNK_BITS;
             let chunk = self.chunk(tx, c).await?;
@@ -273,8 +256,8 @@ impl AddrMap {
 
     /// Every used host (reads every stored chunk; for inspection).
     pub async fn used(&mut self, tx: &mut Tx<'_>) -> Result<Bitset> {
-        let mut whole = Bitset::new(self.size);
-        for c in 0..self.chunk_count() {
+        let mut whole = Bitset::new(self.layout.size);
+        for c in 0..self.layout.chunk_count() {
             let start = c * CHUNK_BITS;
             for j in self.chunk(tx, c).await?.ones() {
                 whole.set(start + j);
@@ -341,35 +324,8 @@ impl AddrMap {
     /// the owner record that empties the old field), and chunks left by an earlier, failed
     /// conversion are deleted.
     pub async fn save(&mut self, tx: &mut Tx<'_>) -> Result<()> {
-        if self.legacy {
-            let stale: Vec<String> = tx
-                .list_derived(&self.prefix)
-                .await?
-                .into_iter()
-                .map(|(k, _)| k)
-                .filter(|k| {
-                    k.strip_prefix(&self.prefix)
-                        .and_then(|c| c.parse::<u64>().ok())
-                        .is_none_or(|c| !self.dirty.contains(&c))
-                })
-                .collect();
-            for k in stale {
-                tx.delete_derived(&k);
-            }
-        }
-        for c in std::mem::take(&mut self.dirty) {
-            let key = chunk_key(&self.prefix, c);
-            let fresh = self.fresh_chunk(c);
-            let chunk = self.chunk(tx, c).await?.clone();
-            match (chunk == fresh, self.legacy) {
-                (true, false) => tx.delete(&key),
-                (true, true) => {}
-                (false, false) => tx.put(&key, "address map chunk", &chunk)?,
-                (false, true) => tx.put_derived(&key, "address map chunk", &chunk)?,
-            }
-        }
-        self.legacy = false;
-        Ok(())
+        let layout = &self.layout;
+        self.store.save(tx, |c| layout.fresh_chunk(c)).await
     }
 
     /// The "no free address" bit per chunk, for the owner record.
@@ -379,11 +335,7 @@ impl AddrMap {
 
     /// Buffer the deletes of every stored chunk (the owner is being deleted).
     pub async fn delete_all(&mut self, tx: &mut Tx<'_>) -> Result<()> {
-        for (k, _) in tx.list_derived(&self.prefix).await? {
-            tx.delete_derived(&k);
-        }
-        self.dirty.clear();
-        Ok(())
+        self.store.delete_all(tx).await
     }
 }
 

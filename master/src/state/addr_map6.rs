@@ -24,10 +24,11 @@ use crate::resources::Bitset;
 use crate::resources::ipv6::Ipv6Subnet;
 use crate::state::CfgNetworkState;
 use crate::state::addr_map::CATEGORY;
+use crate::state::chunks::ChunkStore;
 use crate::store::{Tx, keys};
 
 /// Host ids per chunk.
-pub const CHUNK_BITS: u128 = 4096;
+pub const CHUNK_BITS: u128 = crate::state::chunks::CHUNK_BITS as u128;
 
 /// Most host ids one allocation looks at before calling the subnet exhausted.
 const PROBE_LIMIT: u128 = 1 << 20;
@@ -37,17 +38,37 @@ pub fn network_prefix(net_id: &str) -> String {
     keys::state(CATEGORY, &format!("net6/{net_id}/"))
 }
 
+/// What a fresh IPv6 map holds: free but for the gateway.
+#[derive(Debug, Clone)]
+struct Layout {
+    hosts: u128,
+    gateway: Option<u128>,
+}
+
+impl Layout {
+    fn chunk_len(&self, c: u128) -> u64 {
+        let len = (self.hosts - c * CHUNK_BITS).min(CHUNK_BITS);
+        u64::try_from(len).unwrap_or(4096)
+    }
+
+    /// A chunk as a fresh map has it: free but for the gateway.
+    fn fresh_chunk(&self, c: u128) -> Bitset {
+        let mut b = Bitset::new(self.chunk_len(c));
+        if let Some(g) = self.gateway
+            && g / CHUNK_BITS == c
+        {
+            b.set(offset(g));
+        }
+        b
+    }
+}
+
 /// One network's IPv6 map being read and changed inside a transaction.
 #[derive(Debug, Clone)]
 pub struct Ipv6Map {
-    prefix: String,
     subnet: Ipv6Subnet,
-    hosts: u128,
-    gateway: Option<u128>,
-    chunks: BTreeMap<u128, Bitset>,
-    dirty: BTreeSet<u128>,
-    /// Loaded from the previous single-value layout: every used chunk is in `chunks`.
-    legacy: bool,
+    layout: Layout,
+    store: ChunkStore<u128>,
 }
 
 impl Ipv6Map {
@@ -69,13 +90,12 @@ impl Ipv6Map {
             .filter(|g| subnet.contains(*g))
             .map(|g| u128::from(g) - u128::from(subnet.network));
         let mut map = Ipv6Map {
-            prefix: network_prefix(&state.id),
             subnet,
-            hosts: subnet.host_count(),
-            gateway,
-            chunks: BTreeMap::new(),
-            dirty: BTreeSet::new(),
-            legacy: false,
+            layout: Layout {
+                hosts: subnet.host_count(),
+                gateway,
+            },
+            store: ChunkStore::new(network_prefix(&state.id), "IPv6 address map chunk"),
         };
         let legacy = std::mem::take(&mut state.ipv6_alloc_map);
         if !legacy.is_empty() {
@@ -86,59 +106,28 @@ impl Ipv6Map {
 
     /// Take every host id of the previous layout's map.
     fn adopt(&mut self, whole: &BTreeMap<String, bool>) {
-        self.legacy = true;
+        let mut chunks: BTreeMap<u128, Bitset> = BTreeMap::new();
         for host in whole
             .iter()
             .filter(|(_, used)| **used)
             .filter_map(|(h, _)| h.parse::<u128>().ok())
-            .filter(|h| *h < self.hosts)
+            .filter(|h| *h < self.layout.hosts)
         {
             let c = host / CHUNK_BITS;
-            let fresh = self.fresh_chunk(c);
-            self.chunks.entry(c).or_insert(fresh).set(offset(host));
-            self.dirty.insert(c);
+            chunks
+                .entry(c)
+                .or_insert_with(|| self.layout.fresh_chunk(c))
+                .set(offset(host));
         }
-    }
-
-    fn chunk_len(&self, c: u128) -> u64 {
-        let len = (self.hosts - c * CHUNK_BITS).min(CHUNK_BITS);
-        u64::try_from(len).unwrap_or(4096)
-    }
-
-    /// A chunk as a fresh map has it: free but for the gateway.
-    fn fresh_chunk(&self, c: u128) -> Bitset {
-        let mut b = Bitset::new(self.chunk_len(c));
-        if let Some(g) = self.gateway
-            && g / CHUNK_BITS == c
-        {
-            b.set(offset(g));
-        }
-        b
-    }
-
-    fn chunk_key(&self, c: u128) -> String {
-        format!("{}{c}", self.prefix)
+        self.store
+            .adopt(chunks.into_iter().map(|(c, chunk)| (c, chunk, true)));
     }
 
     async fn chunk(&mut self, tx: &mut Tx<'_>, c: u128) -> Result<&mut Bitset> {
-        if !self.chunks.contains_key(&c) {
-            let key = self.chunk_key(c);
-            let chunk = match tx.get::<Bitset>(&key, "IPv6 address map chunk").await? {
-                Some(b) if b.len() == self.chunk_len(c) => b,
-                Some(b) => {
-                    return Err(Error::Conflict(format!(
-                        "IPv6 address map chunk {key} holds {} bits, expected {}",
-                        b.len(),
-                        self.chunk_len(c)
-                    )));
-                }
-                None => self.fresh_chunk(c),
-            };
-            self.chunks.insert(c, chunk);
-        }
-        self.chunks
-            .get_mut(&c)
-            .ok_or_else(|| Error::Conflict("IPv6 address map chunk vanished".into()))
+        let layout = &self.layout;
+        self.store
+            .get(tx, c, layout.chunk_len(c), || layout.fresh_chunk(c))
+            .await
     }
 
     async fn put(&mut self, tx: &mut Tx<'_>, host: u128, used: bool) -> Result<()> {
@@ -150,7 +139,7 @@ impl Ipv6Map {
             } else {
                 chunk.clear(offset(host));
             }
-            self.dirty.insert(c);
+            self.store.touch(c);
         }
         Ok(())
     }
@@ -198,13 +187,13 @@ impl Ipv6Map {
     /// The first free host id after `start`, wrapping to 1, looking at most at
     /// [`PROBE_LIMIT`] ids (reading one chunk per 4,096).
     async fn next_free(&mut self, tx: &mut Tx<'_>, start: u128) -> Result<Option<u128>> {
-        let hosts = self.hosts;
+        let hosts = self.layout.hosts;
         let mut budget = hosts.min(PROBE_LIMIT);
         let mut candidate = if start + 1 >= hosts { 1 } else { start + 1 };
         while budget > 0 {
             let c = candidate / CHUNK_BITS;
             let from = offset(candidate);
-            let len = self.chunk_len(c);
+            let len = self.layout.chunk_len(c);
             let chunk = self.chunk(tx, c).await?;
             if let Some(j) = chunk.next_clear(from) {
                 let skipped = u128::from(j - from);
@@ -226,7 +215,7 @@ impl Ipv6Map {
             return Ok(());
         }
         let host = u128::from(ip) - u128::from(self.subnet.network);
-        if Some(host) == self.gateway {
+        if Some(host) == self.layout.gateway {
             return Ok(());
         }
         self.put(tx, host, false).await
@@ -237,55 +226,21 @@ impl Ipv6Map {
     /// (before the network record that empties the old field, however many there are) and
     /// deletes chunks left by an earlier, failed conversion.
     pub async fn save(&mut self, tx: &mut Tx<'_>) -> Result<()> {
-        if self.legacy {
-            let stale: Vec<String> = tx
-                .list_derived(&self.prefix)
-                .await?
-                .into_iter()
-                .map(|(k, _)| k)
-                .filter(|k| {
-                    k.strip_prefix(&self.prefix)
-                        .and_then(|c| c.parse::<u128>().ok())
-                        .is_none_or(|c| !self.dirty.contains(&c))
-                })
-                .collect();
-            for k in stale {
-                tx.delete_derived(&k);
-            }
-        }
-        for c in std::mem::take(&mut self.dirty) {
-            let key = self.chunk_key(c);
-            let fresh = self.fresh_chunk(c);
-            let chunk = self.chunk(tx, c).await?.clone();
-            match (chunk == fresh, self.legacy) {
-                (true, false) => tx.delete(&key),
-                (true, true) => {}
-                (false, false) => tx.put(&key, "IPv6 address map chunk", &chunk)?,
-                (false, true) => tx.put_derived(&key, "IPv6 address map chunk", &chunk)?,
-            }
-        }
-        self.legacy = false;
-        Ok(())
+        let layout = &self.layout;
+        self.store.save(tx, |c| layout.fresh_chunk(c)).await
     }
 
     /// Every used host id (reads every stored chunk; for inspection and tests).
     pub async fn used(&self, tx: &mut Tx<'_>) -> Result<BTreeSet<u128>> {
         let mut out = BTreeSet::new();
-        if let Some(g) = self.gateway {
+        if let Some(g) = self.layout.gateway {
             out.insert(g);
         }
-        for (key, value) in tx.list_derived(&self.prefix).await? {
-            let Some(c) = key
-                .strip_prefix(&self.prefix)
-                .and_then(|c| c.parse::<u128>().ok())
-            else {
-                continue;
-            };
-            let chunk: Bitset = crate::store::txn::decode(&key, "IPv6 address map chunk", &value)?;
+        for (c, chunk) in self.store.stored(tx).await? {
             out.extend(chunk.ones().map(|j| c * CHUNK_BITS + u128::from(j)));
         }
-        for (c, chunk) in &self.chunks {
-            out.retain(|h| h / CHUNK_BITS != *c);
+        for (c, chunk) in self.store.loaded() {
+            out.retain(|h| h / CHUNK_BITS != c);
             out.extend(chunk.ones().map(|j| c * CHUNK_BITS + u128::from(j)));
         }
         Ok(out)
@@ -293,11 +248,7 @@ impl Ipv6Map {
 
     /// Buffer the deletes of every stored chunk (the network is being deleted).
     pub async fn delete_all(&mut self, tx: &mut Tx<'_>) -> Result<()> {
-        for (k, _) in tx.list_derived(&self.prefix).await? {
-            tx.delete_derived(&k);
-        }
-        self.dirty.clear();
-        Ok(())
+        self.store.delete_all(tx).await
     }
 }
 

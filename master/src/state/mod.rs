@@ -4,6 +4,7 @@
 
 pub mod addr_map;
 pub mod addr_map6;
+pub mod chunks;
 pub mod endpoint;
 pub mod epg;
 pub mod global;
