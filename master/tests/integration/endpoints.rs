@@ -273,3 +273,59 @@ async fn concurrent_allocations_across_map_chunks_are_unique_and_leak_nothing() 
         assert!(left.is_empty(), "{prefix}: {} keys left", left.len());
     }
 }
+
+/// Two writers sharing only etcd create overlapping networks at once, 40 times over (a /16 and
+/// a /24 inside it, from either side): exactly one of each pair lands, the other is refused by
+/// name. Both also write the tag pool, whose guard serializes two creates on its own today; the
+/// test holds the outcome whichever guard decides it.
+#[tokio::test]
+async fn overlapping_networks_created_at_once_by_two_writers_never_both_land() {
+    use std::sync::Arc;
+
+    use master::model::{Global, Network, Tenant, ops};
+    use master::store::txn::Db;
+
+    testbed::require!(Etcd);
+    let etcd = testbed::Etcd::start().unwrap();
+    let a = Db::new(Arc::new(
+        EtcdStore::connect(&[etcd.client_url()]).await.unwrap(),
+    ));
+    let b = Db::new(Arc::new(
+        EtcdStore::connect(&[etcd.client_url()]).await.unwrap(),
+    ));
+    ops::upsert(&a, "global", Global::defaults("bridge", "default"))
+        .await
+        .unwrap();
+    ops::upsert(&a, "default", Tenant::named("default"))
+        .await
+        .unwrap();
+    let net = |name: &str, subnet: String| Network {
+        network_name: name.into(),
+        tenant_name: "default".into(),
+        encap: "vxlan".into(),
+        subnet,
+        ..Default::default()
+    };
+    let mut landed = 0;
+    for i in 0..40u32 {
+        let (wide, narrow) = (
+            net(&format!("w{i}"), format!("10.{}.0.0/16", 100 + i)),
+            net(&format!("n{i}"), format!("10.{}.{}.0/24", 100 + i, i)),
+        );
+        // Alternate which writer takes which side.
+        let (dw, dn) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let (kw, kn) = (format!("default:w{i}"), format!("default:n{i}"));
+        let (rw, rn) = tokio::join!(ops::upsert(dw, &kw, wide), ops::upsert(dn, &kn, narrow));
+        match (&rw, &rn) {
+            (Ok(_), Err(e)) | (Err(e), Ok(_)) => {
+                assert!(
+                    e.to_string().contains("conflicts with subnet"),
+                    "pair {i}: {e}"
+                );
+                landed += 1;
+            }
+            _ => panic!("pair {i}: both or neither landed: {rw:?} / {rn:?}"),
+        }
+    }
+    assert_eq!(landed, 40);
+}
