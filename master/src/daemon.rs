@@ -539,6 +539,11 @@ pub async fn run_with_store(
     let app_state = state.clone();
     let mut server = actix_web::HttpServer::new(move || rest::app(app_state.clone()))
         .workers(config.workers.max(1))
+        // Longer than any client keeps an idle connection (ours: 30 s, `https::HttpClient`; Go's
+        // default, Contiv's netctl: 90 s idle but it retries): the client, not the server,
+        // closes an idle connection, so no request is sent on one the server is closing
+        // ("connection closed before message completed"; actix's default is 5 s).
+        .keep_alive(std::time::Duration::from_secs(120))
         .disable_signals()
         .shutdown_timeout(5);
     for listener in listeners {
