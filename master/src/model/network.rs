@@ -65,8 +65,7 @@ pub fn subnet_index_key(tenant: &str, subnet: &SubnetSpec) -> String {
 
 /// The network of `tenant` whose IPv4 subnet overlaps `subnet`, if any: two subnets overlap
 /// when one's prefix bits start the other's, so this reads the index keys under ours (one
-/// listing) and the ones ours starts with (one key per shorter length, read together under one
-/// guard on the shortest).
+/// listing) and the ones ours starts with (one key per shorter length, read together).
 async fn subnet_overlap(
     tx: &mut Tx<'_>,
     tenant: &str,
@@ -77,15 +76,11 @@ async fn subnet_overlap(
         return Ok(Some(serde_json::from_slice(&v).unwrap_or_default()));
     }
     let cut = own.len() - usize::from(subnet.len);
-    let min = crate::resources::ipv4::MIN_PREFIX_LEN;
-    let shorter: Vec<String> = (min..subnet.len)
+    let shorter: Vec<String> = (crate::resources::ipv4::MIN_PREFIX_LEN..subnet.len)
         .map(|l| own[..cut + usize::from(l)].to_string())
         .collect();
-    // Every shorter prefix lies under the shortest one: one guard for all of them, not one
-    // etcd compare each (so many more network creates share a batch).
-    let region = &own[..cut + usize::from(min.min(subnet.len))];
     Ok(tx
-        .get_many_under(region, &shorter)
+        .get_many(&shorter)
         .await?
         .into_iter()
         .flatten()

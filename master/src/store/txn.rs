@@ -86,8 +86,6 @@ struct Listed {
     prefix: String,
     revision: i64,
     entries: Arc<Vec<KeyValue>>,
-    /// Only a guard over the prefix ([`Tx::get_many_under`]): `entries` is not its content.
-    guard_only: bool,
 }
 
 /// What a savepoint rollback undoes, newest last.
@@ -211,53 +209,6 @@ impl<'s> Tx<'s> {
         Ok(out)
     }
 
-    /// Read `keys`, every one under `region`, guarded together by one prefix guard on `region`
-    /// instead of one guard per key: the commit fails if anything under `region` was written
-    /// after the reads began. For many reads of keys that are usually absent (an index's
-    /// ancestors), where a guard per key would fill etcd's 128 compares. Sees this
-    /// transaction's own writes; the keys are not recorded as reads (a later [`Tx::get_raw`]
-    /// reads them again, guarded on its own).
-    pub async fn get_many_under(
-        &mut self,
-        region: &str,
-        keys: &[String],
-    ) -> StoreResult<Vec<Option<Vec<u8>>>> {
-        if keys.iter().any(|k| !k.starts_with(region)) {
-            // Not covered by the region's guard: each read guards itself.
-            return self.get_many(keys).await;
-        }
-        if !self.listed.iter().any(|l| l.prefix == region) {
-            // The revision before any of the reads: an empty range (keys are printable).
-            let empty = self.store.list(&format!("{region}\u{1}")).await?;
-            self.listed.push(Listed {
-                prefix: region.to_string(),
-                revision: empty.revision,
-                entries: Arc::new(Vec::new()),
-                guard_only: true,
-            });
-            self.journal.push(Undo::Listing);
-        }
-        let store = self.store;
-        let fetched = futures::future::join_all(
-            keys.iter()
-                .filter(|k| !self.writes.contains_key(*k) && !self.reads.contains_key(*k))
-                .map(|k| async move { (k, store.get(k.as_str()).await) }),
-        )
-        .await;
-        let mut stored = std::collections::HashMap::new();
-        for (k, kv) in fetched {
-            stored.insert(k.as_str(), kv?.map(|kv| kv.value));
-        }
-        Ok(keys
-            .iter()
-            .map(|k| match (self.writes.get(k), self.reads.get(k)) {
-                (Some(w), _) => w.value.clone(),
-                (None, Some((_, v))) => v.clone(),
-                (None, None) => stored.get(k.as_str()).cloned().flatten(),
-            })
-            .collect())
-    }
-
     /// Read `keys` ahead, concurrently, without guarding them yet: each becomes a guarded read
     /// (from the value fetched here) only when the transaction reads it. A batch prefetches the
     /// first key of each of its requests, so they cost one round trip instead of one each.
@@ -284,11 +235,7 @@ impl<'s> Tx<'s> {
     /// A prefix listed before in this transaction is not read from the store again (its guard,
     /// the first listing's revision, covers both).
     pub async fn list_raw(&mut self, prefix: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
-        let entries = match self
-            .listed
-            .iter()
-            .find(|l| l.prefix == prefix && !l.guard_only)
-        {
+        let entries = match self.listed.iter().find(|l| l.prefix == prefix) {
             Some(l) => l.entries.clone(),
             None => {
                 let listing = super::list_all(self.store, prefix).await?;
@@ -297,7 +244,6 @@ impl<'s> Tx<'s> {
                     prefix: prefix.to_string(),
                     revision: listing.revision,
                     entries: entries.clone(),
-                    guard_only: false,
                 });
                 self.journal.push(Undo::Listing);
                 entries
