@@ -13,7 +13,9 @@ use ofproto::group::{Bucket, GroupType};
 use ofproto::instruction::Instruction;
 use ofproto::matches::Match;
 use ofproto::meter::MeterBand;
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 
 /// What identifies a flow in a table.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -157,10 +159,35 @@ impl Plan {
     }
 }
 
+/// A flow in the desired table, found by its key: the key is stored once, inside the flow
+/// (a `HashMap<FlowKey, Flow>` would hold every match twice).
+#[derive(Debug, Clone)]
+struct ByKey(Flow);
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+
+impl Eq for ByKey {}
+
+impl Hash for ByKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.key.hash(state);
+    }
+}
+
+impl Borrow<FlowKey> for ByKey {
+    fn borrow(&self) -> &FlowKey {
+        &self.0.key
+    }
+}
+
 /// Everything a bridge should hold.
 #[derive(Debug, Default, Clone)]
 pub struct DesiredState {
-    flows: HashMap<FlowKey, Flow>,
+    flows: HashSet<ByKey>,
     groups: BTreeMap<u32, Group>,
     meters: BTreeMap<u32, Meter>,
     /// Flows per table, kept with `flows` (metrics read it without walking every flow).
@@ -204,7 +231,7 @@ impl DesiredState {
         }
         let mut plan = Plan::default();
         for (key, want) in flows {
-            match (self.flows.get(key), want) {
+            match (self.flows.get(key).map(|e| &e.0), want) {
                 (Some(have), Some(want)) if have == want => {}
                 (_, Some(want)) => plan.add_flows.push(want.clone()),
                 (Some(_), None) => plan.remove_flows.push(key.clone()),
@@ -267,12 +294,12 @@ impl DesiredState {
             }
             match c {
                 Change::AddFlow(want) => {
-                    if self.flows.get(&want.key) != Some(&want) {
+                    if self.flows.get(&want.key).map(|e| &e.0) != Some(&want) {
                         plan.add_flows.push(want);
                     }
                 }
                 Change::RemoveFlow(key) => {
-                    if self.flows.contains_key(&key) {
+                    if self.flows.contains(&key) {
                         plan.remove_flows.push(key);
                     }
                 }
@@ -322,7 +349,7 @@ impl DesiredState {
         }
         for f in plan.add_flows {
             let table = f.key.table;
-            if self.flows.insert(f.key.clone(), f).is_none() {
+            if self.flows.replace(ByKey(f)).is_none() {
                 *self.per_table.entry(table).or_default() += 1;
             }
         }
@@ -341,7 +368,7 @@ impl DesiredState {
     }
 
     fn remove_flow(&mut self, k: &FlowKey) {
-        if self.flows.remove(k).is_some()
+        if self.flows.remove(k)
             && let Some(n) = self.per_table.get_mut(&k.table)
         {
             *n = n.saturating_sub(1);
@@ -360,19 +387,12 @@ impl DesiredState {
             self.groups.insert(g.id, g.clone());
         }
         for f in &plan.add_flows {
-            if self.flows.insert(f.key.clone(), f.clone()).is_none() {
+            if self.flows.replace(ByKey(f.clone())).is_none() {
                 *self.per_table.entry(f.key.table).or_default() += 1;
             }
         }
         for k in &plan.remove_flows {
-            if self.flows.remove(k).is_some()
-                && let Some(n) = self.per_table.get_mut(&k.table)
-            {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.per_table.remove(&k.table);
-                }
-            }
+            self.remove_flow(k);
         }
         for id in &plan.remove_groups {
             self.groups.remove(id);
@@ -388,7 +408,7 @@ impl DesiredState {
         let mut plan = Plan {
             add_meters: self.meters.values().cloned().collect(),
             add_groups: self.groups.values().cloned().collect(),
-            add_flows: self.flows.values().cloned().collect(),
+            add_flows: self.flows.iter().map(|e| e.0.clone()).collect(),
             ..Plan::default()
         };
         plan.add_flows.sort_by(|a, b| {
@@ -399,11 +419,11 @@ impl DesiredState {
     }
 
     pub fn flows(&self) -> impl Iterator<Item = &Flow> {
-        self.flows.values()
+        self.flows.iter().map(|e| &e.0)
     }
 
     pub fn flow(&self, key: &FlowKey) -> Option<&Flow> {
-        self.flows.get(key)
+        self.flows.get(key).map(|e| &e.0)
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
