@@ -24,6 +24,8 @@ pub mod vlrouter;
 pub mod vrouter;
 pub mod vxlan;
 
+use std::hash::BuildHasher;
+
 use crate::epdb::EndpointTable;
 use crate::flows::{self, policy::RuleError};
 use crate::model::{ArpMode, BridgeKind, Endpoint, MacAddr, PolicyRule};
@@ -228,11 +230,30 @@ fn meter_part(p: &'static Pipeline, ep: &Endpoint, part: &mut Part) -> Result<()
     Ok(())
 }
 
+/// Where a flow is: its owner, its index in the owner's part, and its key's hash.
+#[derive(Debug, Clone)]
+struct FlowSlot {
+    owner: Owner,
+    index: u32,
+    hash: u64,
+}
+
+/// The key of the flow a slot points at (`None` only if the slot is stale, which
+/// [`Desired::commit`] never leaves behind).
+fn slot_key<'a>(parts: &'a HashMap<Owner, Part>, slot: &FlowSlot) -> Option<&'a FlowKey> {
+    let index = usize::try_from(slot.index).ok()?;
+    parts.get(&slot.owner)?.flows.get(index).map(|f| &f.key)
+}
+
 /// What the bridge holds (or should hold), by owner.
 #[derive(Debug, Clone, Default)]
 pub struct Desired {
     parts: HashMap<Owner, Part>,
-    flow_owner: HashMap<FlowKey, Owner>,
+    /// Which owner holds each flow key: a slot per flow, found by the key's hash and checked
+    /// against the flow in its part, so no key is stored a second time (flows are most of an
+    /// agent's memory; see docs/performance.md).
+    flow_owner: hashbrown::HashTable<FlowSlot>,
+    hasher: std::hash::RandomState,
     group_owner: HashMap<u32, Owner>,
     meter_owner: HashMap<u32, Owner>,
 }
@@ -267,6 +288,20 @@ impl Desired {
 
     pub fn flow_count(&self) -> usize {
         self.flow_owner.len()
+    }
+
+    /// The owner of the installed flow with key `key`, and the flow.
+    fn installed(&self, key: &FlowKey) -> Option<(&Owner, &Flow)> {
+        let hash = self.hasher.hash_one(key);
+        let slot = self
+            .flow_owner
+            .find(hash, |s| slot_key(&self.parts, s) == Some(key))?;
+        let flow = self
+            .parts
+            .get(&slot.owner)?
+            .flows
+            .get(usize::try_from(slot.index).ok()?)?;
+        Some((&slot.owner, flow))
     }
 
     /// The flows in `ovs-ofctl` syntax, sorted (see [`text::sorted`]).
@@ -312,8 +347,8 @@ impl Desired {
                     .insert(&f.key, (owner, f))
                     .map(|(o, _)| o)
                     .or_else(|| {
-                        self.flow_owner
-                            .get(&f.key)
+                        self.installed(&f.key)
+                            .map(|(o, _)| o)
                             .filter(|o| !replaced.contains_key(o))
                     });
                 if let Some(other) = other
@@ -377,12 +412,7 @@ impl Desired {
                 out.push(Change::AddMeter((*m).clone()));
             }
         }
-        let installed_flow = |k: &FlowKey| {
-            self.flow_owner
-                .get(k)
-                .and_then(|o| self.parts.get(o))
-                .and_then(|p| p.flows.iter().find(|f| &f.key == k))
-        };
+        let installed_flow = |k: &FlowKey| self.installed(k).map(|(_, f)| f);
         for (id, (_, g)) in &new_groups {
             let have = self
                 .group_owner
@@ -405,37 +435,66 @@ impl Desired {
 
     /// Record parts the switch confirmed (after [`Desired::plan`] accepted them).
     pub fn commit(&mut self, updates: Vec<(Owner, Part)>) {
+        let Desired {
+            parts,
+            flow_owner,
+            hasher,
+            group_owner,
+            meter_owner,
+        } = self;
         for (owner, part) in updates {
-            if let Some(old) = self.parts.remove(&owner) {
-                for f in &old.flows {
-                    if self.flow_owner.get(&f.key) == Some(&owner) {
-                        self.flow_owner.remove(&f.key);
+            if let Some(old) = parts.get(&owner) {
+                for (i, f) in old.flows.iter().enumerate() {
+                    let index = u32::try_from(i).unwrap_or(u32::MAX);
+                    if let Ok(slot) = flow_owner.find_entry(hasher.hash_one(&f.key), |s| {
+                        s.owner == owner && s.index == index
+                    }) {
+                        slot.remove();
                     }
                 }
                 for g in &old.groups {
-                    if self.group_owner.get(&g.id) == Some(&owner) {
-                        self.group_owner.remove(&g.id);
+                    if group_owner.get(&g.id) == Some(&owner) {
+                        group_owner.remove(&g.id);
                     }
                 }
                 for m in &old.meters {
-                    if self.meter_owner.get(&m.id) == Some(&owner) {
-                        self.meter_owner.remove(&m.id);
+                    if meter_owner.get(&m.id) == Some(&owner) {
+                        meter_owner.remove(&m.id);
                     }
                 }
+                parts.remove(&owner);
             }
             if part.is_empty() {
                 continue;
             }
-            for f in &part.flows {
-                self.flow_owner.insert(f.key.clone(), owner.clone());
-            }
             for g in &part.groups {
-                self.group_owner.insert(g.id, owner.clone());
+                group_owner.insert(g.id, owner.clone());
             }
             for m in &part.meters {
-                self.meter_owner.insert(m.id, owner.clone());
+                meter_owner.insert(m.id, owner.clone());
             }
-            self.parts.insert(owner, part);
+            parts.insert(owner.clone(), part);
+            let Some(flows) = parts.get(&owner).map(|p| &p.flows) else {
+                continue;
+            };
+            for (i, f) in flows.iter().enumerate() {
+                let slot = FlowSlot {
+                    owner: owner.clone(),
+                    index: u32::try_from(i).unwrap_or(u32::MAX),
+                    hash: hasher.hash_one(&f.key),
+                };
+                // A key held before (by this part, earlier in it) is taken over: the last wins.
+                match flow_owner.entry(
+                    slot.hash,
+                    |s| slot_key(parts, s) == Some(&f.key),
+                    |s| s.hash,
+                ) {
+                    hashbrown::hash_table::Entry::Occupied(mut held) => *held.get_mut() = slot,
+                    hashbrown::hash_table::Entry::Vacant(free) => {
+                        free.insert(slot);
+                    }
+                }
+            }
         }
     }
 }
