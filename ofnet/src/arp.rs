@@ -142,12 +142,8 @@ pub fn handle_request(
         if !nat.subnet.contains(&target) || target == nat.ip {
             return (Vec::new(), Outcome::NotRoutable);
         }
-        let reply = frame::arp_reply(&arp, EthernetAddress(router), eth.vlan);
         return (
-            vec![PacketOut {
-                actions: vec![Action::output(in_port)],
-                data: reply,
-            }],
+            vec![reply_out(&arp, router, eth.vlan, in_port)],
             Outcome::Replied,
         );
     }
@@ -172,12 +168,8 @@ pub fn handle_request(
     let from_local = matches!(ingress, Ingress::Endpoint(_));
     if from_local && topo.settings.services.is_vip(arp.target_protocol_addr) {
         let mac = crate::service::vip_mac(arp.target_protocol_addr);
-        let reply = frame::arp_reply(&arp, EthernetAddress(mac), eth.vlan);
         return (
-            vec![PacketOut {
-                actions: vec![Action::output(in_port)],
-                data: reply,
-            }],
+            vec![reply_out(&arp, mac, eth.vlan, in_port)],
             Outcome::Replied,
         );
     }
@@ -192,12 +184,8 @@ pub fn handle_request(
         if !routable {
             return (Vec::new(), Outcome::NotRoutable);
         }
-        let reply = frame::arp_reply(&arp, EthernetAddress(router), eth.vlan);
         return (
-            vec![PacketOut {
-                actions: vec![Action::output(in_port)],
-                data: reply,
-            }],
+            vec![reply_out(&arp, router, eth.vlan, in_port)],
             Outcome::Replied,
         );
     }
@@ -226,6 +214,19 @@ pub fn handle_request(
         }
         (Some(s), None) => (datapath.forward_arp(topo, s, data), Outcome::Reinjected),
         _ => (Vec::new(), Outcome::UnknownSrc),
+    }
+}
+
+/// The answer to `request` claiming `mac`, sent back out the port it came in on.
+fn reply_out(
+    request: &ofproto::packet::ArpRepr,
+    mac: [u8; 6],
+    vlan: Option<VlanTag>,
+    in_port: u32,
+) -> PacketOut {
+    PacketOut {
+        actions: vec![Action::output(in_port)],
+        data: frame::arp_reply(request, EthernetAddress(mac), vlan),
     }
 }
 

@@ -80,30 +80,35 @@ async fn concurrent_endpoint_creates_on_a_slash22() {
     assert_eq!(eps_left, 250);
 }
 
-/// Two writers that share nothing but etcd (as two netmasters would, e.g. around a leader change):
-/// the revision guards alone keep their allocations apart.
-#[tokio::test]
-async fn two_writers_on_one_etcd_never_share_an_address() {
-    use std::sync::Arc;
-
-    use master::endpoint::create_endpoint;
-    use master::model::{Global, Network, Tenant, ops};
+/// Two writers that share nothing but `etcd`, with the global object and tenant `default`.
+async fn two_writers(etcd: &testbed::Etcd) -> (master::store::txn::Db, master::store::txn::Db) {
+    use master::model::{Global, Tenant, ops};
     use master::store::txn::Db;
-
-    testbed::require!(Etcd);
-    let etcd = testbed::Etcd::start().unwrap();
-    let a = Db::new(Arc::new(
-        EtcdStore::connect(&[etcd.client_url()]).await.unwrap(),
-    ));
-    let b = Db::new(Arc::new(
-        EtcdStore::connect(&[etcd.client_url()]).await.unwrap(),
-    ));
+    let writer = async || {
+        Db::new(std::sync::Arc::new(
+            EtcdStore::connect(&[etcd.client_url()]).await.unwrap(),
+        ))
+    };
+    let (a, b) = (writer().await, writer().await);
     ops::upsert(&a, "global", Global::defaults("bridge", "default"))
         .await
         .unwrap();
     ops::upsert(&a, "default", Tenant::named("default"))
         .await
         .unwrap();
+    (a, b)
+}
+
+/// Two writers that share nothing but etcd (as two netmasters would, e.g. around a leader change):
+/// the revision guards alone keep their allocations apart.
+#[tokio::test]
+async fn two_writers_on_one_etcd_never_share_an_address() {
+    use master::endpoint::create_endpoint;
+    use master::model::{Network, ops};
+
+    testbed::require!(Etcd);
+    let etcd = testbed::Etcd::start().unwrap();
+    let (a, b) = two_writers(&etcd).await;
     let net = Network {
         network_name: "n1".into(),
         tenant_name: "default".into(),
@@ -280,25 +285,11 @@ async fn concurrent_allocations_across_map_chunks_are_unique_and_leak_nothing() 
 /// test holds the outcome whichever guard decides it.
 #[tokio::test]
 async fn overlapping_networks_created_at_once_by_two_writers_never_both_land() {
-    use std::sync::Arc;
-
-    use master::model::{Global, Network, Tenant, ops};
-    use master::store::txn::Db;
+    use master::model::{Network, ops};
 
     testbed::require!(Etcd);
     let etcd = testbed::Etcd::start().unwrap();
-    let a = Db::new(Arc::new(
-        EtcdStore::connect(&[etcd.client_url()]).await.unwrap(),
-    ));
-    let b = Db::new(Arc::new(
-        EtcdStore::connect(&[etcd.client_url()]).await.unwrap(),
-    ));
-    ops::upsert(&a, "global", Global::defaults("bridge", "default"))
-        .await
-        .unwrap();
-    ops::upsert(&a, "default", Tenant::named("default"))
-        .await
-        .unwrap();
+    let (a, b) = two_writers(&etcd).await;
     let net = |name: &str, subnet: String| Network {
         network_name: name.into(),
         tenant_name: "default".into(),

@@ -35,14 +35,23 @@ const EEXIST: i32 = 17;
 const ESRCH: i32 = 3;
 
 impl Netlink {
-    /// Add `subnet` as an on-link (scope link) route out of link `name`.
-    pub async fn add_onlink_route(&self, name: &str, subnet: Ipv4Net) -> Result<(), NetlinkError> {
+    /// The message of the on-link (scope link) route `subnet` out of link `name`.
+    async fn onlink_route(
+        &self,
+        name: &str,
+        subnet: Ipv4Net,
+    ) -> Result<netlink_packet_route::route::RouteMessage, NetlinkError> {
         let link = self.require_link(name).await?;
-        let message = RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+        Ok(RouteMessageBuilder::<std::net::Ipv4Addr>::new()
             .destination_prefix(subnet.network(), subnet.prefix_len())
             .output_interface(link.index)
             .scope(netlink_packet_route::route::RouteScope::Link)
-            .build();
+            .build())
+    }
+
+    /// Add `subnet` as an on-link (scope link) route out of link `name`.
+    pub async fn add_onlink_route(&self, name: &str, subnet: Ipv4Net) -> Result<(), NetlinkError> {
+        let message = self.onlink_route(name, subnet).await?;
         match self
             .handle
             .route()
@@ -64,12 +73,7 @@ impl Netlink {
         name: &str,
         subnet: Ipv4Net,
     ) -> Result<(), NetlinkError> {
-        let link = self.require_link(name).await?;
-        let message = RouteMessageBuilder::<std::net::Ipv4Addr>::new()
-            .destination_prefix(subnet.network(), subnet.prefix_len())
-            .output_interface(link.index)
-            .scope(netlink_packet_route::route::RouteScope::Link)
-            .build();
+        let message = self.onlink_route(name, subnet).await?;
         match self
             .handle
             .route()

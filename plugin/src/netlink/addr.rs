@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use futures::TryStreamExt;
 use ipnet::IpNet;
-use netlink_packet_route::address::{AddressAttribute, AddressFlags};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use netlink_packet_route::route::{RouteAddress, RouteAttribute};
 use rtnetlink::RouteMessageBuilder;
 
@@ -36,8 +36,8 @@ impl Netlink {
             )))
     }
 
-    /// Remove `address` from link `name` (absent: nothing to do).
-    pub async fn delete_address(&self, name: &str, address: IpNet) -> Result<(), NetlinkError> {
+    /// The kernel's address messages of link `name` (the dump filter is advisory: checked).
+    async fn address_messages(&self, name: &str) -> Result<Vec<AddressMessage>, NetlinkError> {
         let link = self.require_link(name).await?;
         let messages: Vec<_> = self
             .handle
@@ -51,9 +51,16 @@ impl Netlink {
                 "list addresses of {name} in {}",
                 self.label()
             )))?;
-        for m in messages.into_iter().filter(|m| {
-            m.header.index == link.index
-                && m.header.prefix_len == address.prefix_len()
+        Ok(messages
+            .into_iter()
+            .filter(|m| m.header.index == link.index)
+            .collect())
+    }
+
+    /// Remove `address` from link `name` (absent: nothing to do).
+    pub async fn delete_address(&self, name: &str, address: IpNet) -> Result<(), NetlinkError> {
+        for m in self.address_messages(name).await?.into_iter().filter(|m| {
+            m.header.prefix_len == address.prefix_len()
                 && m.attributes
                     .iter()
                     .any(|a| matches!(a, AddressAttribute::Address(ip) if *ip == address.addr()))
@@ -73,22 +80,10 @@ impl Netlink {
 
     /// The addresses of link `name` (IPv4 and IPv6, including link-local).
     pub async fn addresses(&self, name: &str) -> Result<Vec<IpNet>, NetlinkError> {
-        let link = self.require_link(name).await?;
-        let messages: Vec<_> = self
-            .handle
-            .address()
-            .get()
-            .set_link_index_filter(link.index)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(NetlinkError::request(format!(
-                "list addresses of {name} in {}",
-                self.label()
-            )))?;
-        Ok(messages
+        Ok(self
+            .address_messages(name)
+            .await?
             .iter()
-            .filter(|m| m.header.index == link.index)
             .filter_map(|m| {
                 let addr = m.attributes.iter().find_map(|a| match a {
                     AddressAttribute::Address(ip) => Some(*ip),
