@@ -42,6 +42,7 @@ pub mod timestamp;
 pub mod trace;
 
 pub use agent::{AgentConfig, AgentCounts, AgentError, AgentHandle, AgentOp, DnsQuery};
+pub use datapath::host::{HostAccessPort, HostBridge};
 pub use datapath::vlan::VlanBridge;
 pub use datapath::vlrouter::VlrouterBridge;
 pub use datapath::vrouter::VrouterBridge;

@@ -81,6 +81,9 @@ pub enum BridgeKind {
     Vlan,
     /// VXLAN networks: local VLANs, VTEP ports, explicit MAC table and flood groups.
     Vxlan,
+    /// The host bridge: the host's port and each pod's host-access port (`host1`), so pods
+    /// and their host reach each other, but pods never each other.
+    Host,
 }
 
 impl BridgeKind {
@@ -89,6 +92,7 @@ impl BridgeKind {
         match self {
             BridgeKind::Vlan => "vlan",
             BridgeKind::Vxlan => "vxlan",
+            BridgeKind::Host => "host",
         }
     }
 }

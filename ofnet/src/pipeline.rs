@@ -497,12 +497,57 @@ pub static VLROUTER_PIPELINE: Pipeline = Pipeline {
     ],
 };
 
+/// The host bridge (`host`): the host's port (`contivh0`, holding the last address of the
+/// private subnet) and one host-access port per pod (`host1` in the pod, an address of the
+/// private subnet). Pods reach the host (and, through it, the outside) and the host reaches
+/// each pod; pods never reach each other here, directly or routed back by the host.
+pub static HOST_PIPELINE: Pipeline = Pipeline {
+    name: "host",
+    tagged: false,
+    tables: &[
+        TableDecl {
+            id: INPUT,
+            name: "input",
+            purpose: "admits IPv4 and ARP from the host port, but IPv4 from another private address (a pod's packet the host routed back); from a pod's host-access port only its own MAC and private address (IPv4, ARP claims); everything else is dropped",
+            matches: &[
+                F_IN_PORT,
+                FieldId::ETH_SRC,
+                FieldId::ETH_TYPE,
+                FieldId::IPV4_SRC,
+                FieldId::ARP_SPA,
+                FieldId::ARP_SHA,
+            ],
+            sets: &[],
+            writes_metadata: 0,
+            next: &[MAC_DEST],
+            miss: Miss::Drop,
+        },
+        TableDecl {
+            id: MAC_DEST,
+            name: "mac_dest",
+            purpose: "from the host port: frames to a pod's MAC and ARP requests for its private address out its port; from pods: frames to the host port's MAC and ARP requests for the host's address out the host port; anything else (a pod to another pod) is dropped",
+            matches: &[
+                F_IN_PORT,
+                FieldId::ETH_DST,
+                FieldId::ETH_TYPE,
+                FieldId::ARP_OP,
+                FieldId::ARP_TPA,
+            ],
+            sets: &[],
+            writes_metadata: 0,
+            next: &[],
+            miss: Miss::Drop,
+        },
+    ],
+};
+
 /// Every declared pipeline (docs, checks).
-pub static ALL: [&Pipeline; 4] = [
+pub static ALL: [&Pipeline; 5] = [
     &VLAN_PIPELINE,
     &VXLAN_PIPELINE,
     &VROUTER_PIPELINE,
     &VLROUTER_PIPELINE,
+    &HOST_PIPELINE,
 ];
 
 impl Pipeline {

@@ -51,6 +51,11 @@ pub const FLOOD: u16 = 10;
 pub const PRIVATE_DROP: u16 = 10;
 /// ... but to the host's own private address it goes to the host (table 8).
 pub const PRIVATE_HOST: u16 = 20;
+/// Host bridge, table 0: the host's IPv4 from another private address (a pod's packet the
+/// host routed back toward another pod) is dropped, below the host's own address (`MATCH`)...
+pub const HOST_PEER_DROP: u16 = 90;
+/// ... and above the rest of the host port's IPv4 and ARP.
+pub const HOST_PORT: u16 = 80;
 /// Exact matches: known destinations, VTEP and uplink ingress, DSCP marking, ARP punting.
 pub const MATCH: u16 = 100;
 /// Table 1: a local endpoint's DNS queries (UDP to port 53 from its own addresses) to the

@@ -426,6 +426,7 @@ mod tests {
             ipv6_prefix_len: 64,
             gateway: "10.1.0.1".into(),
             ipv6_gateway: String::new(),
+            host_access: None,
         };
         let r = reply_for(&info);
         assert_eq!(

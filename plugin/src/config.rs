@@ -19,6 +19,10 @@ pub const DEBUG_PORT: u16 = 9090;
 /// Bridge names of reference §3.
 pub const VXLAN_BRIDGE: &str = "contivVxlanBridge";
 pub const VLAN_BRIDGE: &str = "contivVlanBridge";
+/// The host bridge (bridge mode): the host's port and the pods' host-access ports. Contiv
+/// declared the kind (controller port 6635) but never created it; the name follows the other
+/// two.
+pub const HOST_BRIDGE: &str = "contivHostBridge";
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -142,6 +146,14 @@ pub struct Args {
         default_value = "tcp:127.0.0.1:6634"
     )]
     pub vlan_of_listen: String,
+    /// OpenFlow listen address of the host bridge's agent (bridge mode): `tcp:IP:PORT` or
+    /// `unix:PATH`.
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_HOST_OF_LISTEN",
+        default_value = "tcp:127.0.0.1:6635"
+    )]
+    pub host_of_listen: String,
     /// Debug REST listen address (default: the control IP, port 9090).
     #[arg(long, env = "CONTIV_NETPLUGIN_DEBUG_LISTEN")]
     pub debug_listen: Option<SocketAddr>,
@@ -256,6 +268,7 @@ pub struct Config {
     pub dns_upstream: Option<SocketAddr>,
     pub vxlan_of_listen: OfListen,
     pub vlan_of_listen: OfListen,
+    pub host_of_listen: OfListen,
     pub debug_listen: SocketAddr,
     /// Tokens allowed to call the debug listener's destructive routes; `None`: refused.
     pub debug_tokens: Option<std::sync::Arc<master::auth::Tokens>>,
@@ -508,6 +521,7 @@ impl Args {
             dns_upstream,
             vxlan_of_listen: OfListen::parse("vxlan-of-listen", &self.vxlan_of_listen)?,
             vlan_of_listen: OfListen::parse("vlan-of-listen", &self.vlan_of_listen)?,
+            host_of_listen: OfListen::parse("host-of-listen", &self.host_of_listen)?,
             debug_listen: self
                 .debug_listen
                 .unwrap_or(SocketAddr::new(IpAddr::V4(ctrl_ip), DEBUG_PORT)),

@@ -218,6 +218,14 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
 
     let _vxlan = listen(&driver, BridgeKind::Vxlan, &cfg.vxlan_of_listen).await?;
     let _vlan = listen(&driver, BridgeKind::Vlan, &cfg.vlan_of_listen).await?;
+    // The host bridge exists in bridge mode only (routing mode reaches the host through the
+    // routers' host NAT port).
+    let _host = match cfg.fwd_mode() {
+        ofnet::FwdMode::Bridge => {
+            Some(listen(&driver, BridgeKind::Host, &cfg.host_of_listen).await?)
+        }
+        ofnet::FwdMode::Routing => None,
+    };
 
     let cni = http::bind_unix(&cfg.cni_socket).map_err(|e| PluginError::Invalid {
         field: "cni-socket",

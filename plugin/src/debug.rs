@@ -29,10 +29,11 @@ async fn flows(driver: &Driver, bridge: &str) -> Response {
     let kind = match bridge {
         "vxlan" => ofnet::BridgeKind::Vxlan,
         "vlan" => ofnet::BridgeKind::Vlan,
+        "host" if driver.cfg.fwd_mode() == ofnet::FwdMode::Bridge => ofnet::BridgeKind::Host,
         other => {
             return Response::json(
                 404,
-                &json!({ "error": format!("no bridge {other:?}: use vxlan or vlan") }),
+                &json!({ "error": format!("no bridge {other:?}: use vxlan, vlan or (bridge mode) host") }),
             );
         }
     };

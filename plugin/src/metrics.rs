@@ -292,7 +292,11 @@ impl PluginMetrics {
         self.endpoints
             .get_or_create(&[("location", "remote".to_string())])
             .set(gauge_value(remote));
-        for kind in [BridgeKind::Vxlan, BridgeKind::Vlan] {
+        let host = (driver.cfg.fwd_mode() == ofnet::FwdMode::Bridge).then_some(BridgeKind::Host);
+        for kind in [BridgeKind::Vxlan, BridgeKind::Vlan]
+            .into_iter()
+            .chain(host)
+        {
             let name = bridge_name(kind).to_string();
             let bridge = [("bridge", name.clone())];
             let agent = driver.agent(kind);

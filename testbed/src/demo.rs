@@ -338,6 +338,8 @@ fn start_netplugin(c: &Cluster, h: &HostParts<'_>) -> Result<Daemon> {
         &format!("unix:{}", d.join("vxlan.of").display()),
         "--vlan-of-listen",
         &format!("unix:{}", d.join("vlan.of").display()),
+        "--host-of-listen",
+        &format!("unix:{}", d.join("host.of").display()),
         "--debug-listen",
         h.debug_addr,
         // Every emulated host's agent on a port of its own, called back on loopback.

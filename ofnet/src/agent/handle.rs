@@ -161,6 +161,16 @@ impl AgentHandle {
         self.update(AgentOp::SetHostNat(nat)).await
     }
 
+    /// Add (or replace) a pod's host-access port (host bridge).
+    pub async fn add_host_access(&self, port: HostAccessPort) -> Result<(), AgentError> {
+        self.update(AgentOp::AddHostAccess(port)).await
+    }
+
+    /// Remove a pod's host-access port (host bridge); an unknown port is fine.
+    pub async fn remove_host_access(&self, port: u32) -> Result<(), AgentError> {
+        self.update(AgentOp::RemoveHostAccess(port)).await
+    }
+
     /// A prefix learned by BGP (or its new next hop): routed out the uplink once the next
     /// hop's MAC is known (VLAN router).
     pub async fn add_route(

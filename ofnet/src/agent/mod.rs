@@ -32,7 +32,7 @@ use ops::{apply_settings, endpoint_op, touched};
 use crate::arp;
 use crate::datapath::{
     Datapath, DatapathError, Desired, HostNatPort, Owner, PacketOut, Part, RouterPort, Settings,
-    Topology,
+    Topology, host::HostAccessPort,
 };
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flows;
@@ -113,6 +113,7 @@ impl AgentConfig {
             (BridgeKind::Vxlan, FwdMode::Bridge) => Box::new(VxlanBridge),
             (BridgeKind::Vlan, FwdMode::Routing) => Box::new(VlrouterBridge),
             (BridgeKind::Vlan, FwdMode::Bridge) => Box::new(VlanBridge),
+            (BridgeKind::Host, _) => Box::new(crate::datapath::host::HostBridge),
         }
     }
 

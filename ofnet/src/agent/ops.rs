@@ -52,8 +52,12 @@ pub enum AgentOp {
     },
     /// The host's router port (VLAN router), or none.
     SetRouter(Option<RouterPort>),
-    /// The host NAT port (VXLAN router), or none.
+    /// The host NAT port (VXLAN router) or the host bridge's host port, or none.
     SetHostNat(Option<HostNatPort>),
+    /// A pod's host-access port (host bridge), added or replaced.
+    AddHostAccess(HostAccessPort),
+    /// By OpenFlow port (unknown ports are fine).
+    RemoveHostAccess(u32),
     /// A prefix the BGP speaker learned, or its new next hop (VLAN router).
     AddRoute {
         prefix: ipnet::Ipv4Net,
@@ -158,6 +162,8 @@ fn endpoint_owners(
         | AgentOp::SetRouter(_)
         | AgentOp::SetHostNat(_)
         | AgentOp::LearnNeighbor { .. } => return None,
+        AgentOp::AddHostAccess(h) => vec![Owner::HostAccess(h.port)],
+        AgentOp::RemoveHostAccess(port) => vec![Owner::HostAccess(*port)],
         AgentOp::AddRoute { prefix, .. } | AgentOp::RemoveRoute(prefix) => {
             vec![Owner::Route(prefix.trunc())]
         }
@@ -344,6 +350,14 @@ pub(super) fn apply_settings(
         AgentOp::SetRouter(r) => {
             only(BridgeKind::Vlan, "a router port")?;
             s.router = *r;
+        }
+        AgentOp::SetHostNat(nat) if kind == BridgeKind::Host => s.host_nat = *nat,
+        AgentOp::AddHostAccess(h) => {
+            only(BridgeKind::Host, "a host-access port")?;
+            s.host_access.insert(h.port, *h);
+        }
+        AgentOp::RemoveHostAccess(port) => {
+            s.host_access.remove(port);
         }
         AgentOp::SetHostNat(nat) => {
             only(BridgeKind::Vxlan, "a host NAT port")?;

@@ -18,7 +18,9 @@
 //! - [`vrouter::VrouterBridge`]: VXLAN networks in routing mode (router MAC, IP table, VTEPs).
 //! - [`vlrouter::VlrouterBridge`]: VLAN networks in routing mode (router MAC, IP table, routes
 //!   learned by BGP out the uplink).
+//! - [`host::HostBridge`]: the host bridge (the host's port and each pod's host-access port).
 
+pub mod host;
 pub mod vlan;
 pub mod vlrouter;
 pub mod vrouter;
@@ -61,8 +63,10 @@ pub struct Settings {
     pub netpols: Policies,
     /// Local endpoints' DNS queries go to the controller (inline DNS).
     pub dns_punt: bool,
-    /// The host NAT port (VXLAN router: `contivh0`), or none.
+    /// The host NAT port (VXLAN router: `contivh0`), or the host bridge's host port, or none.
     pub host_nat: Option<HostNatPort>,
+    /// Pods' host-access ports by OpenFlow port (host bridge).
+    pub host_access: BTreeMap<u32, host::HostAccessPort>,
 }
 
 impl Settings {
@@ -182,8 +186,10 @@ pub enum Owner {
     Router,
     /// A prefix learned by BGP (VLAN router).
     Route(ipnet::Ipv4Net),
-    /// The host NAT port's own flows (VXLAN router).
+    /// The host NAT port's own flows (VXLAN router), or the host bridge's host port.
     HostNat,
+    /// A pod's host-access port on the host bridge, by OpenFlow port.
+    HostAccess(u32),
 }
 
 impl std::fmt::Display for Owner {
@@ -201,6 +207,7 @@ impl std::fmt::Display for Owner {
             Owner::Router => write!(f, "the router port"),
             Owner::Route(p) => write!(f, "route {p}"),
             Owner::HostNat => write!(f, "the host NAT port"),
+            Owner::HostAccess(p) => write!(f, "host-access port {p}"),
         }
     }
 }

@@ -127,7 +127,8 @@ impl Datapath for VlanBridge {
             | Owner::Network(_)
             | Owner::Router
             | Owner::Route(_)
-            | Owner::HostNat => Vec::new(),
+            | Owner::HostNat
+            | Owner::HostAccess(_) => Vec::new(),
         };
         let mut part = Part {
             flows,

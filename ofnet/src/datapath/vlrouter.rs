@@ -231,9 +231,11 @@ impl Datapath for VlrouterBridge {
                 ],
                 ..Part::default()
             }),
-            Owner::Uplink(_) | Owner::Network(_) | Owner::Netpol(_) | Owner::HostNat => {
-                Ok(Part::default())
-            }
+            Owner::Uplink(_)
+            | Owner::Network(_)
+            | Owner::Netpol(_)
+            | Owner::HostNat
+            | Owner::HostAccess(_) => Ok(Part::default()),
             Owner::Router => self.router_part(topo),
             Owner::Route(prefix) => self.route_part(topo, *prefix),
             Owner::Rule(rid) => rule_part(p, topo, rid),

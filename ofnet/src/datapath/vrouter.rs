@@ -289,9 +289,11 @@ impl Datapath for VrouterBridge {
                 Some(nat) => self.host_nat_part(nat),
                 None => Ok(Part::default()),
             },
-            Owner::Uplink(_) | Owner::Router | Owner::Route(_) | Owner::Netpol(_) => {
-                Ok(Part::default())
-            }
+            Owner::Uplink(_)
+            | Owner::Router
+            | Owner::Route(_)
+            | Owner::Netpol(_)
+            | Owner::HostAccess(_) => Ok(Part::default()),
         }
     }
 

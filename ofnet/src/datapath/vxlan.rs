@@ -241,9 +241,11 @@ impl Datapath for VxlanBridge {
             Owner::Rule(rid) => rule_part(self.pipeline(), topo, rid),
             Owner::Service(_) | Owner::Conntrack => service_part(self.pipeline(), topo, owner),
             Owner::Netpol(o) => netpol_part(self.pipeline(), topo, o),
-            Owner::Uplink(_) | Owner::Router | Owner::Route(_) | Owner::HostNat => {
-                Ok(Part::default())
-            }
+            Owner::Uplink(_)
+            | Owner::Router
+            | Owner::Route(_)
+            | Owner::HostNat
+            | Owner::HostAccess(_) => Ok(Part::default()),
         }
     }
 

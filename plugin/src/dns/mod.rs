@@ -54,10 +54,12 @@ pub struct PuntSenders {
 }
 
 impl PuntSenders {
-    pub fn for_bridge(&self, kind: BridgeKind) -> UnboundedSender<DnsQuery> {
+    /// The sender of a bridge's agent; the host bridge punts no DNS.
+    pub fn for_bridge(&self, kind: BridgeKind) -> Option<UnboundedSender<DnsQuery>> {
         match kind {
-            BridgeKind::Vxlan => self.vxlan.clone(),
-            BridgeKind::Vlan => self.vlan.clone(),
+            BridgeKind::Vxlan => Some(self.vxlan.clone()),
+            BridgeKind::Vlan => Some(self.vlan.clone()),
+            BridgeKind::Host => None,
         }
     }
 }

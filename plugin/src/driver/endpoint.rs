@@ -76,6 +76,9 @@ pub struct LocalEndpointInfo {
     pub ipv6_prefix_len: u8,
     pub gateway: String,
     pub ipv6_gateway: String,
+    /// The pod's interface on the host bridge (`host1`), if it has one
+    /// ([`super::hostaccess`]).
+    pub host_access: Option<ofnet::HostAccessPort>,
 }
 
 /// An endpoint's `aa:bb:cc:dd:ee:ff` MAC; the error names the endpoint.
@@ -254,6 +257,7 @@ struct Created {
     veth: bool,
     port: bool,
     ofport: Option<u32>,
+    host_access: bool,
 }
 
 impl Driver {
@@ -323,6 +327,7 @@ impl Driver {
             ipv6_prefix_len: net.ipv6_subnet_len,
             gateway: net.gateway.clone(),
             ipv6_gateway: net.ipv6_gateway.clone(),
+            host_access: None,
         }
     }
 
@@ -441,7 +446,17 @@ impl Driver {
             .map_err(|e| PluginError::agent(kind, e))?;
         created.ofport = Some(ofport);
         self.bgp_local(kind, announce, true);
-        let info = self.info(oper, net, ofport);
+        let host_access = if self.wants_host_access(net, pod) {
+            created.host_access = true;
+            let access = self.add_host_access(&oper.port_name, &pod.netns);
+            Some(steps.time("host_access", access).await?)
+        } else {
+            None
+        };
+        let info = LocalEndpointInfo {
+            host_access,
+            ..self.info(oper, net, ofport)
+        };
         self.with_state(|s| s.local.insert(ep_id.to_string(), info.clone()));
         Ok(info)
     }
@@ -657,6 +672,11 @@ impl Driver {
     /// Roll back a failed attach; each step logs (and otherwise ignores) its own failure.
     async fn undo(&self, pod: &PodAttach, net: &CfgNetworkState, ep_id: &str, created: &Created) {
         let kind = bridge_kind(&net.pkt_tag_type);
+        if created.host_access
+            && let Err(e) = self.remove_host_access(&port_name_for(ep_id), None).await
+        {
+            tracing::warn!(endpoint = ep_id, error = %e, "undo: host access");
+        }
         if let Some(ofport) = created.ofport
             && let Err(e) = self.agent(kind).remove_local_endpoint(ofport).await
         {
@@ -766,6 +786,8 @@ impl Driver {
             }
         }
         let port_name = known.map_or_else(|| port_name_for(ep_id), |l| l.oper.port_name.clone());
+        let access_port = known.and_then(|l| l.host_access).map(|h| h.port);
+        self.remove_host_access(&port_name, access_port).await?;
         let ovs_port = format!("v{port_name}");
         self.ovsdb.delete_port(&ovs_port).await?;
         // The host end takes the pod end with it; the pod's interface is only ever ours
@@ -868,7 +890,11 @@ impl Driver {
             .await
             .map_err(|e| PluginError::agent(kind, e))?;
         self.bgp_local(kind, announce, true);
-        let info = self.info(oper.clone(), &net, ofport);
+        let host_access = self.readopt_host_access(&oper.port_name).await?;
+        let info = LocalEndpointInfo {
+            host_access,
+            ..self.info(oper.clone(), &net, ofport)
+        };
         self.with_state(|s| s.local.insert(oper.id.clone(), info));
         Ok(true)
     }
@@ -876,13 +902,25 @@ impl Driver {
     /// Endpoint ports on our bridges that no endpoint owns (a crash between port creation and
     /// the oper state write): delete them and their veths.
     async fn remove_orphan_ports(&self) -> Result<()> {
-        let owned: Vec<String> =
-            self.with_state(|s| s.local.values().map(|l| l.oper.ovs_port()).collect());
+        let owned: Vec<String> = self.with_state(|s| {
+            s.local
+                .values()
+                .flat_map(|l| {
+                    let access = l
+                        .host_access
+                        .map(|_| super::hostaccess::host_access_port(&l.oper.port_name));
+                    std::iter::once(l.oper.ovs_port()).chain(access)
+                })
+                .collect()
+        });
         let orphans: Vec<String> = self.ovsdb.read(|c| {
-            [super::VXLAN_BRIDGE, super::VLAN_BRIDGE]
+            [super::VXLAN_BRIDGE, super::VLAN_BRIDGE, super::HOST_BRIDGE]
                 .iter()
                 .flat_map(|b| c.ports_of_bridge(b))
-                .filter(|p| p.name.starts_with("vvport") && !owned.contains(&p.name))
+                .filter(|p| {
+                    (p.name.starts_with("vvport") || p.name.starts_with("hport"))
+                        && !owned.contains(&p.name)
+                })
                 .map(|p| p.name)
                 .collect()
         });

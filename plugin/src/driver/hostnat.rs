@@ -1,17 +1,22 @@
-//! Routing mode's host access (reference §4.2 "Host NAT port", §5.5 vrouter tables 8 and 2):
-//! `contivh0`, an internal port of the VXLAN bridge whose host side holds the last address of
-//! the private subnet (`pvtSubnet`, default 172.19.0.0/16: `172.19.255.254/16`, MAC
-//! `02:02:ac:13:ff:fe`). The vrouter datapath sends what pods address to the host (or beyond)
-//! out of it from each pod's private address, and takes the host's packets to those addresses
-//! back to the pods (`ofnet::HostNatPort`). One iptables rule masquerades the private subnet
-//! for what the host forwards elsewhere, so pods reach the outside through their host.
+//! The host's port toward pods, `contivh0` (reference §4.2 "Host NAT port", §5.5 vrouter
+//! tables 8 and 2): an internal port whose host side holds the last address of the private
+//! subnet (`pvtSubnet`, default 172.19.0.0/16: `172.19.255.254/16`, MAC `02:02:ac:13:ff:fe`).
+//!
+//! - Routing mode: a port of the VXLAN bridge. The vrouter datapath sends what pods address to
+//!   the host (or beyond) out of it from each pod's private address, and takes the host's
+//!   packets to those addresses back to the pods (`ofnet::HostNatPort`).
+//! - Bridge mode: a port of the host bridge, where pods that need the host have a second
+//!   interface of their own (`super::hostaccess`).
+//!
+//! In both, one iptables rule masquerades the private subnet for what the host forwards
+//! elsewhere, so pods reach the outside through their host.
 
 use std::net::Ipv4Addr;
 
 use ipnet::{IpNet, Ipv4Net};
 use ofnet::{BridgeKind, HostNatPort};
 
-use super::{Driver, OFPORT_TIMEOUT, VXLAN_BRIDGE};
+use super::{Driver, HOST_BRIDGE, OFPORT_TIMEOUT, VXLAN_BRIDGE};
 use crate::error::{PluginError, Result};
 use crate::ovsdb::PortSpec;
 
@@ -28,8 +33,31 @@ pub fn host_nat_address(subnet: Ipv4Net) -> (Ipv4Addr, [u8; 6]) {
 
 impl Driver {
     /// Plumb `contivh0` for `pvt_subnet` (the global `pvtSubnet`) and hand it to the VXLAN
-    /// router; idempotent (a changed subnet replaces the port's address).
+    /// router (routing mode) or the host bridge; idempotent (a changed subnet replaces the
+    /// port's address). In bridge mode a failure costs only host access, so it is logged.
     pub async fn plumb_host_nat(&self, pvt_subnet: &str) -> Result<()> {
+        let (bridge, kind) = match self.cfg.fwd_mode() {
+            ofnet::FwdMode::Routing => (VXLAN_BRIDGE, BridgeKind::Vxlan),
+            ofnet::FwdMode::Bridge => (HOST_BRIDGE, BridgeKind::Host),
+        };
+        match self.plumb_host_port(bridge, kind, pvt_subnet).await {
+            Err(e) if kind == BridgeKind::Host => {
+                tracing::warn!(
+                    error = %e,
+                    "pods on networks without a gateway get no host access (interface host1)"
+                );
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    async fn plumb_host_port(
+        &self,
+        bridge: &str,
+        kind: BridgeKind,
+        pvt_subnet: &str,
+    ) -> Result<()> {
         let subnet: Ipv4Net = pvt_subnet.parse().map_err(|_| PluginError::Invalid {
             field: "pvtSubnet",
             problem: format!("{pvt_subnet:?} is not an IPv4 subnet"),
@@ -38,7 +66,7 @@ impl Driver {
         let (ip, mac) = host_nat_address(subnet);
         self.ovsdb
             .ensure_port(
-                VXLAN_BRIDGE,
+                bridge,
                 &PortSpec::internal(HOST_NAT_PORT, 2).endpoint_id(format!("host{HOST_NAT_PORT}")),
             )
             .await?;
@@ -89,17 +117,19 @@ impl Driver {
                 "pods will not reach beyond this host: cannot add the MASQUERADE rule for {subnet}: {problem}"
             );
         }
-        self.vxlan
-            .set_host_nat(Some(HostNatPort {
-                port: ofport,
-                ip,
-                mac: ofnet::MacAddr(mac),
-                subnet,
-            }))
+        let port = HostNatPort {
+            port: ofport,
+            ip,
+            mac: ofnet::MacAddr(mac),
+            subnet,
+        };
+        self.agent(kind)
+            .set_host_nat(Some(port))
             .await
-            .map_err(|e| PluginError::agent(BridgeKind::Vxlan, e))?;
+            .map_err(|e| PluginError::agent(kind, e))?;
+        self.with_state(|s| s.host_port = Some(port));
         tracing::info!(
-            "host access: {HOST_NAT_PORT} {ip}/{} (port {ofport}); each pod is reachable from the host at {subnet} plus its port number",
+            "host access: {HOST_NAT_PORT} {ip}/{} on {bridge} (port {ofport}); each pod is reachable from the host at {subnet} plus its port number",
             subnet.prefix_len()
         );
         Ok(())

@@ -1,8 +1,9 @@
-//! The OVS driver (reference §4.2): the two bridges and their ofnet agents, networks and
-//! endpoint groups as the agents need them, and this host's endpoints ([`endpoint`]).
+//! The OVS driver (reference §4.2): the bridges and their ofnet agents (VLAN, VXLAN, and in
+//! bridge mode the host bridge), networks and endpoint groups as the agents need them, and
+//! this host's endpoints ([`endpoint`]) with their host access ([`hostaccess`]).
 //!
 //! Contract:
-//! - [`Driver::start`] makes both bridges exist (through OVSDB, `fail_mode=secure`, the
+//! - [`Driver::start`] makes the bridges exist (through OVSDB, `fail_mode=secure`, the
 //!   controller target of each agent) and starts the agents, but does not let the switches
 //!   connect: [`crate::daemon`] first replays the state (so the first reconcile after a
 //!   restart installs the complete flow set, never an empty one), then listens.
@@ -14,6 +15,7 @@
 pub mod bgp;
 pub mod endpoint;
 pub mod generation;
+pub mod hostaccess;
 pub mod hostnat;
 pub mod infra;
 pub mod policy;
@@ -33,7 +35,7 @@ use master::store::StateStore;
 use ofnet::{AgentConfig, AgentHandle, ArpMode, BridgeKind, Network};
 use serde_json::{Value, json};
 
-use crate::config::{Config, VLAN_BRIDGE, VXLAN_BRIDGE};
+use crate::config::{Config, HOST_BRIDGE, VLAN_BRIDGE, VXLAN_BRIDGE};
 use crate::error::{PluginError, Result};
 use crate::hostnet::HostNet;
 use crate::ovsdb::{BridgeSpec, OvsdbClient, Policing, PortSpec};
@@ -66,8 +68,10 @@ struct State {
     services: service::ServiceBook,
     /// This host's Bgp object as applied (routing mode).
     bgp: Option<crate::bgp::SpeakerConfig>,
-    /// The private subnet `contivh0` is plumbed for (routing mode).
+    /// The private subnet `contivh0` is plumbed for.
     pvt_subnet: String,
+    /// `contivh0` as plumbed: on the VXLAN bridge (routing mode) or the host bridge.
+    host_port: Option<ofnet::HostNatPort>,
     /// The host's routes through `contivh1` (routing mode, `driver::infra`).
     host_routes: std::collections::BTreeSet<ipnet::Ipv4Net>,
 }
@@ -80,6 +84,8 @@ pub struct Driver {
     pub store: Arc<dyn StateStore>,
     vlan: AgentHandle,
     vxlan: AgentHandle,
+    /// The host bridge's agent (its bridge and switch exist in bridge mode only).
+    host_bridge: AgentHandle,
     /// The BGP actor (routing mode only).
     bgp: Option<crate::bgp::BgpHandle>,
     netmaster: Mutex<Option<Client>>,
@@ -109,6 +115,7 @@ pub fn bridge_name(kind: BridgeKind) -> &'static str {
     match kind {
         BridgeKind::Vxlan => VXLAN_BRIDGE,
         BridgeKind::Vlan => VLAN_BRIDGE,
+        BridgeKind::Host => HOST_BRIDGE,
     }
 }
 
@@ -232,10 +239,14 @@ impl Driver {
         metrics: PluginMetrics,
     ) -> Result<Arc<Driver>> {
         let host = HostNet::new(cfg.host_netns.clone());
-        for (bridge, listen) in [
+        let mut bridges = vec![
             (VXLAN_BRIDGE, &cfg.vxlan_of_listen),
             (VLAN_BRIDGE, &cfg.vlan_of_listen),
-        ] {
+        ];
+        if cfg.fwd_mode() == ofnet::FwdMode::Bridge {
+            bridges.push((HOST_BRIDGE, &cfg.host_of_listen));
+        }
+        for (bridge, listen) in bridges {
             let spec = BridgeSpec::new(bridge)
                 .controller(listen.controller_target())
                 .datapath_type(cfg.ovs_datapath.clone());
@@ -267,7 +278,7 @@ impl Driver {
         let agent = |kind, bridge: &str| {
             let mut config = AgentConfig::new(kind, bridge);
             config.fwd_mode = cfg.fwd_mode();
-            config.dns = dns_senders.as_ref().map(|s| s.for_bridge(kind));
+            config.dns = dns_senders.as_ref().and_then(|s| s.for_bridge(kind));
             config.local_ip = Some(cfg.vtep_ip);
             config.rpc_addr = Some(crate::ofnet_rpc::advertised_ip(&cfg));
             config.arp_mode = arp_mode;
@@ -287,6 +298,7 @@ impl Driver {
         };
         let vxlan = agent(BridgeKind::Vxlan, VXLAN_BRIDGE);
         let vlan = agent(BridgeKind::Vlan, VLAN_BRIDGE);
+        let host_bridge = agent(BridgeKind::Host, HOST_BRIDGE);
         let service_route = crate::kubesvc::route::pod_service_route(&cfg);
         let bgp = (cfg.fwd_mode() == ofnet::FwdMode::Routing).then(|| {
             crate::bgp::BgpHandle::start(
@@ -301,6 +313,7 @@ impl Driver {
             store,
             vlan,
             vxlan,
+            host_bridge,
             bgp,
             netmaster: Mutex::new(None),
             state: Mutex::new(State {
@@ -315,9 +328,7 @@ impl Driver {
             dns_queries: Mutex::new(dns_queries),
         });
         driver.add_uplinks().await?;
-        if driver.cfg.fwd_mode() == ofnet::FwdMode::Routing {
-            driver.plumb_host_nat(&global.pvt_subnet).await?;
-        }
+        driver.plumb_host_nat(&global.pvt_subnet).await?;
         Ok(driver)
     }
 
@@ -330,6 +341,7 @@ impl Driver {
         match kind {
             BridgeKind::Vxlan => &self.vxlan,
             BridgeKind::Vlan => &self.vlan,
+            BridgeKind::Host => &self.host_bridge,
         }
     }
 
@@ -337,7 +349,7 @@ impl Driver {
     pub fn pod_mtu(&self, kind: BridgeKind) -> u32 {
         match kind {
             BridgeKind::Vxlan => self.host_mtu.saturating_sub(50),
-            BridgeKind::Vlan => self.host_mtu,
+            BridgeKind::Vlan | BridgeKind::Host => self.host_mtu,
         }
     }
 
@@ -498,13 +510,11 @@ impl Driver {
         self.with_state(|s| s.groups.get(id).cloned())
     }
 
-    /// Global config changed: follow its ARP mode and (routing mode) its private subnet.
+    /// Global config changed: follow its ARP mode and its private subnet.
     pub async fn update_global(&self, global: &GlobConfig) -> Result<()> {
-        if self.cfg.fwd_mode() == ofnet::FwdMode::Routing
-            && self.with_state(|s| {
-                std::mem::replace(&mut s.pvt_subnet, global.pvt_subnet.clone()) != global.pvt_subnet
-            })
-        {
+        if self.with_state(|s| {
+            std::mem::replace(&mut s.pvt_subnet, global.pvt_subnet.clone()) != global.pvt_subnet
+        }) {
             self.plumb_host_nat(&global.pvt_subnet).await?;
         }
         let mode = arp_mode_of(global);
@@ -543,7 +553,15 @@ impl Driver {
             .inspect()
             .await
             .map_err(|e| PluginError::agent(BridgeKind::Vxlan, e))?;
-        Ok(json!({ "vlan": vlan, "vxlan": vxlan }))
+        if self.cfg.fwd_mode() == ofnet::FwdMode::Routing {
+            return Ok(json!({ "vlan": vlan, "vxlan": vxlan }));
+        }
+        let host = self
+            .host_bridge
+            .inspect()
+            .await
+            .map_err(|e| PluginError::agent(BridgeKind::Host, e))?;
+        Ok(json!({ "vlan": vlan, "vxlan": vxlan, "host": host }))
     }
 
     /// How many endpoints: this host's, and other hosts' installed here (metrics).

@@ -396,6 +396,7 @@ pub fn bridge_rank(kind: BridgeKind) -> u8 {
     match kind {
         BridgeKind::Vlan => 0,
         BridgeKind::Vxlan => 1,
+        BridgeKind::Host => 2,
     }
 }
 
