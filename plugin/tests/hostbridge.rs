@@ -1,7 +1,7 @@
 //! The host bridge (bridge mode) end to end: pods on a network without a gateway get a second
 //! interface, `host1`, on `contivHostBridge` with a private address (pvtSubnet); the host
 //! reaches them there, they reach host services at the host's private address and the
-//! outside through it, never each other, and a forged source gets nowhere. A netplugin
+//! outside through it (another host's underlay address, masqueraded), never each other, and a forged source gets nowhere. A netplugin
 //! SIGKILL and restart keeps host access flowing; a pod's DEL takes its port and flows away.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,6 +33,9 @@ fn host1_address(pod: &CniPod) -> String {
 fn pods_without_a_gateway_reach_their_host_through_the_host_bridge_and_never_each_other() {
     testbed::require!(Root, Ovs, Etcd, Ip, Ping);
     let mut c = cluster();
+    // A second host on an underlay: "the outside" beyond the first host.
+    let (ip_a, ip_b) = ("192.168.87.1", "192.168.87.2");
+    let host_b = c.add_wired_host(ip_a, ip_b).unwrap();
     c.netctl(&["net", "create", "-e", "vxlan", "-s", "10.48.1.0/24", "nogw"])
         .unwrap();
     create_network(&c, "withgw", "vxlan", "10.48.2.0/24", "10.48.2.1");
@@ -90,6 +93,13 @@ fn pods_without_a_gateway_reach_their_host_through_the_host_bridge_and_never_eac
     assert!(
         tcp_connects(&b, HOST_PRIVATE, 9099),
         "pod B -> host service"
+    );
+    // Beyond the host: host B's underlay address, forwarded and masqueraded by host A (host B
+    // has no route back to the private subnet).
+    let _on_b = Listener::in_netns(&host_b.netns, 9098);
+    assert!(
+        tcp_connects(&a, ip_b, 9098),
+        "pod A -> host B {ip_b}:9098 through its host"
     );
 
     // Never each other through the host bridge: not at layer 2 (B's private address is on
@@ -236,4 +246,5 @@ fn pods_without_a_gateway_reach_their_host_through_the_host_bridge_and_never_eac
     c.host
         .exec(&["ping", "-c", "2", "-W", "2", &pb])
         .unwrap_or_else(|e| panic!("host -> {pb} (pod B) after A left: {e}"));
+    drop(host_b);
 }
