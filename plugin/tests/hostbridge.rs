@@ -187,35 +187,8 @@ fn pods_without_a_gateway_reach_their_host_through_the_host_bridge_and_never_eac
 
     // netplugin SIGKILLed and restarted while the host pings A's private address at 100 pps:
     // nothing lost (the port, pair and flows are re-adopted, not re-created).
-    let flood = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            c.host.name(),
-            "ping",
-            "-n",
-            "-q",
-            "-i",
-            "0.01",
-            "-c",
-            "600",
-            "-W",
-            "1",
-            &pa,
-        ])
-        .output();
-    let pinger = std::thread::spawn(move || flood);
-    std::thread::sleep(Duration::from_secs(1));
-    c.kill_netplugin();
-    std::thread::sleep(Duration::from_millis(500));
-    c.start_netplugin().unwrap();
-    let out = pinger.join().unwrap().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let summary = text
-        .lines()
-        .find(|l| l.contains("packets transmitted"))
-        .unwrap_or_default()
-        .to_string();
+    let netns = c.host.name().to_string();
+    let summary = ping_across_netplugin_restart(&mut c, &netns, &pa, 600, Duration::from_secs(1));
     println!(
         "{{\"measure\":\"host bridge: netplugin SIGKILL+restart at 100 pps\",\"ping\":\"{summary}\"}}"
     );

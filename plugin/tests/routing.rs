@@ -471,35 +471,8 @@ fn vlan_pods_are_announced_to_a_bgp_router_and_routed_through_it() {
 
     // netplugin SIGKILLed and restarted while A pings B at 100 pps: nothing lost, the session
     // never drops (the speaker outlives netplugin and is adopted).
-    let flood = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            a.netns.name(),
-            "ping",
-            "-n",
-            "-q",
-            "-i",
-            "0.01",
-            "-c",
-            "800",
-            "-W",
-            "1",
-            &b.ip,
-        ])
-        .output();
-    let pinger = std::thread::spawn(move || flood);
-    std::thread::sleep(Duration::from_secs(2));
-    c.kill_netplugin();
-    std::thread::sleep(Duration::from_millis(500));
-    c.start_netplugin().unwrap();
-    let out = pinger.join().unwrap().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let summary = text
-        .lines()
-        .find(|l| l.contains("packets transmitted"))
-        .unwrap_or_default()
-        .to_string();
+    let netns = a.netns.name().to_string();
+    let summary = ping_across_netplugin_restart(&mut c, &netns, &b.ip, 800, Duration::from_secs(2));
     println!("{{\"measure\":\"netplugin SIGKILL+restart at 100 pps\",\"ping\":\"{summary}\"}}");
     assert!(summary.contains("800 received"), "{summary}");
     assert_eq!(neighbor_state(&c.debug_addr), "ESTABLISHED");

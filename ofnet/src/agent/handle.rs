@@ -181,6 +181,12 @@ impl AgentHandle {
         self.update(AgentOp::AddRoute { prefix, next_hop }).await
     }
 
+    /// A next hop's MAC learned elsewhere than from the uplink's ARP (VLAN router): the host's
+    /// neighbour table at a restart, so learned routes are in the first flow table.
+    pub async fn learn_neighbor(&self, ip: Ipv4Addr, mac: MacAddr) -> Result<(), AgentError> {
+        self.update(AgentOp::LearnNeighbor { ip, mac }).await
+    }
+
     /// A learned prefix was withdrawn.
     pub async fn remove_route(&self, prefix: ipnet::Ipv4Net) -> Result<(), AgentError> {
         self.update(AgentOp::RemoveRoute(prefix)).await

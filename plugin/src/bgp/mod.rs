@@ -40,9 +40,10 @@ pub enum BgpError {
     Stopped,
 }
 
-/// Run the speaker with this configuration, or stop it (`None`).
+/// Run the speaker with this configuration, or stop it (`None`); answers the next hops of the
+/// routes handed to the agent.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<(), BgpError>")]
+#[rtype(result = "Result<BTreeSet<Ipv4Addr>, BgpError>")]
 pub struct Configure(pub Option<SpeakerConfig>);
 
 /// A local endpoint address appeared (`present`) or went.
@@ -128,7 +129,7 @@ async fn sync_routes(
 }
 
 impl Handler<Configure> for Bgp {
-    type Result = AtomicResponse<Self, Result<(), BgpError>>;
+    type Result = AtomicResponse<Self, Result<BTreeSet<Ipv4Addr>, BgpError>>;
 
     fn handle(&mut self, Configure(config): Configure, _: &mut Context<Self>) -> Self::Result {
         let speaker = self.speaker.clone();
@@ -153,7 +154,13 @@ impl Handler<Configure> for Bgp {
                                 .announce(Bgp::host_route(*ip), c.router.addr())
                                 .await?;
                         }
-                        Ok(installed)
+                        // A speaker adopted at a restart has its routes already: handed to
+                        // the agent now, they are in the switch's first flow table (the
+                        // driver replays before the switch connects) instead of a poll later.
+                        Ok(match speaker.rib().await {
+                            Ok(rib) => sync_routes(&agent, &installed, &rib.learned).await,
+                            Err(_) => installed,
+                        })
                     }
                     None => {
                         speaker.stop().await;
@@ -164,9 +171,10 @@ impl Handler<Configure> for Bgp {
             .into_actor(self)
             .map(move |result: Result<_, BgpError>, act, _| {
                 let installed = result?;
+                let next_hops = installed.values().copied().collect();
                 act.installed = installed;
                 act.config = config;
-                Ok(())
+                Ok(next_hops)
             }),
         ))
     }
@@ -308,7 +316,11 @@ impl BgpHandle {
         BgpHandle(Bgp::new(speaker, agent).start())
     }
 
-    pub async fn configure(&self, config: Option<SpeakerConfig>) -> Result<(), BgpError> {
+    /// Apply `config`; the next hops of the routes the agent now has.
+    pub async fn configure(
+        &self,
+        config: Option<SpeakerConfig>,
+    ) -> Result<BTreeSet<Ipv4Addr>, BgpError> {
         self.0
             .send(Configure(config))
             .await

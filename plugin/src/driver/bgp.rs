@@ -7,6 +7,7 @@
 //! removed, port deleted). A Bgp object in bridge mode, or without a VLAN uplink, is refused
 //! with the reason and nothing is created.
 
+use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use ipnet::{IpNet, Ipv4Net};
@@ -96,7 +97,8 @@ impl Driver {
                 vlan.set_router(Some(port))
                     .await
                     .map_err(|e| PluginError::agent(BridgeKind::Vlan, e))?;
-                bgp.configure(Some(config.clone())).await?;
+                let next_hops = bgp.configure(Some(config.clone())).await?;
+                self.learn_next_hops(config.router, next_hops).await;
             }
             None => {
                 bgp.configure(None).await?;
@@ -155,6 +157,33 @@ impl Driver {
         })
     }
 
+    /// Hand the VLAN agent the MACs of `next_hops` (on the router port's subnet) from the
+    /// host's neighbour table, asking the kernel to resolve those it lacks. At a restart the
+    /// agent knows the learned routes before the switch connects but not their next hops'
+    /// MACs (it learns them from ARP on the uplink, once connected): without this its first
+    /// flow table would lack every learned route until ARP answered, and traffic to other
+    /// hosts would stop for that long. The kernel can resolve them meanwhile: the previous
+    /// flows still carry the router port's ARP to the uplink and back.
+    async fn learn_next_hops(&self, router: Ipv4Net, next_hops: BTreeSet<Ipv4Addr>) {
+        let wanted: Vec<Ipv4Addr> = next_hops
+            .into_iter()
+            .filter(|nh| router.contains(nh) && *nh != router.addr())
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let resolved = self
+            .host
+            .run(move |_| async move { Ok(resolve_neighbors(&wanted)) })
+            .await;
+        let vlan = self.agent(BridgeKind::Vlan);
+        for (ip, mac) in resolved.unwrap_or_default() {
+            if let Err(e) = vlan.learn_neighbor(ip, ofnet::MacAddr(mac)).await {
+                tracing::warn!(%ip, error = %e, "next hop from the host's neighbour table");
+            }
+        }
+    }
+
     /// A local endpoint of the VLAN bridge appeared or went: announce or withdraw it (routing
     /// mode).
     pub fn bgp_local(&self, kind: BridgeKind, ip: Option<Ipv4Addr>, present: bool) {
@@ -178,9 +207,79 @@ impl Driver {
     }
 }
 
+/// The MACs of `ips` on the router port in the calling thread's network namespace: read from
+/// its ARP table; a missing one is asked for (a datagram to its discard port makes the kernel
+/// ARP for it) and waited for up to 300 ms in all.
+fn resolve_neighbors(ips: &[Ipv4Addr]) -> Vec<(Ipv4Addr, [u8; 6])> {
+    let read = || {
+        std::fs::read_to_string("/proc/thread-self/net/arp")
+            .map(|t| arp_entries(&t, ROUTER_PORT))
+            .unwrap_or_default()
+    };
+    let mut found = read();
+    let missing = |found: &[(Ipv4Addr, [u8; 6])]| -> Vec<Ipv4Addr> {
+        ips.iter()
+            .copied()
+            .filter(|ip| !found.iter().any(|(f, _)| f == ip))
+            .collect()
+    };
+    if !missing(&found).is_empty() {
+        if let Ok(socket) = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)) {
+            for ip in missing(&found) {
+                let _ = socket.send_to(&[0], (ip, 9));
+            }
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(300);
+        while !missing(&found).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            found = read();
+        }
+    }
+    found.retain(|(ip, _)| ips.contains(ip));
+    found
+}
+
+/// Complete entries (flag 0x2) of a `/proc/net/arp` table on `device`.
+fn arp_entries(table: &str, device: &str) -> Vec<(Ipv4Addr, [u8; 6])> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [ip, _, flags, mac, _, dev] = f.as_slice() else {
+                return None;
+            };
+            let flags = u32::from_str_radix(flags.trim_start_matches("0x"), 16).ok()?;
+            if *dev != device || flags & 0x2 == 0 {
+                return None;
+            }
+            let ip: Ipv4Addr = ip.parse().ok()?;
+            let octets: Vec<u8> = mac
+                .split(':')
+                .map(|h| u8::from_str_radix(h, 16))
+                .collect::<std::result::Result<_, _>>()
+                .ok()?;
+            Some((ip, <[u8; 6]>::try_from(octets).ok()?))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn complete_arp_entries_of_the_router_port_are_read() {
+        let table = "IP address       HW type     Flags       HW address            Mask     Device
+50.1.1.200       0x1         0x2         02:00:00:00:00:c8     *        inb01
+50.1.1.3         0x1         0x0         00:00:00:00:00:00     *        inb01
+10.0.0.1         0x1         0x2         02:00:00:00:00:01     *        eth0
+";
+        assert_eq!(
+            arp_entries(table, "inb01"),
+            vec![(Ipv4Addr::new(50, 1, 1, 200), [2, 0, 0, 0, 0, 0xc8])]
+        );
+    }
 
     fn state(router: &str, as_: &str, nas: &str, n: &str) -> BgpState {
         BgpState {

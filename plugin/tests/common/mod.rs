@@ -158,3 +158,35 @@ pub fn tcp_connects(from: &testbed::demo::CniPod, ip: &str, port: u16) -> bool {
         .exec(&["nc", "-z", "-w", "2", ip, &port.to_string()])
         .is_ok()
 }
+
+/// Ping `target` from namespace `netns` at 100 pps (`count` packets) while netplugin is
+/// SIGKILLed `lead` after the first packet and started again 500 ms later; the ping's summary
+/// line (`N packets transmitted, M received, …`). The ping runs in its own process from the
+/// start, so the restart happens under it.
+pub fn ping_across_netplugin_restart(
+    c: &mut Cluster,
+    netns: &str,
+    target: &str,
+    count: u32,
+    lead: std::time::Duration,
+) -> String {
+    let pinger = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", netns, "ping", "-n", "-q", "-i", "0.01", "-W", "1",
+        ])
+        .args(["-c", &count.to_string(), target])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(lead);
+    c.kill_netplugin();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    c.start_netplugin().unwrap();
+    let out = pinger.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .unwrap_or_default()
+        .to_string()
+}
