@@ -18,7 +18,7 @@
 //! bridge sent everything through `NORMAL`, which let pods ARP for and reach each other.
 
 use super::{Datapath, DatapathError, HostNatPort, Owner, PacketOut, Part, Topology};
-use crate::flows::{ETH_ARP, ETH_IPV4, category};
+use crate::flows::{self, ETH_ARP, ETH_IPV4, category};
 use crate::model::{BridgeKind, Endpoint, MacAddr};
 use crate::pipeline::{HOST_PIPELINE, Pipeline, id};
 use crate::priority;
@@ -64,6 +64,14 @@ fn output(port: u32) -> Vec<Instruction> {
     vec![Instruction::ApplyActions(vec![Action::output(port)])]
 }
 
+/// `m` narrowed to a broadcast ARP request for `ip`.
+fn arp_request_for(m: Match, ip: Ipv4Addr) -> Match {
+    m.eth_dst(BROADCAST, None)
+        .eth_type(ETH_ARP)
+        .arp_op(ARP_REQUEST)
+        .arp_tpa(ip, None)
+}
+
 impl HostBridge {
     /// The host port's flows: its IPv4 (but from another private address) and ARP into
     /// table 9, and what pods send to it out of it.
@@ -71,13 +79,13 @@ impl HostBridge {
         let p = self.pipeline();
         let (t0, t9) = (p.table(id::INPUT)?, p.table(id::MAC_DEST)?);
         let from_host = || Match::new().in_port(host.port);
-        let to_table9 = || vec![Instruction::GotoTable(id::MAC_DEST)];
         let object = u64::from(host.port);
         let flows = vec![
-            t0.flow(
+            flows::goto(
+                t0,
                 priority::MATCH,
                 from_host().eth_type(ETH_IPV4).ipv4_src(host.ip, None),
-                to_table9(),
+                id::MAC_DEST,
             )?,
             // The host forwards what it receives; a pod's packet routed back toward another
             // pod's private address keeps that pod's source, and stops here.
@@ -89,15 +97,17 @@ impl HostBridge {
                 Vec::new(),
             )?,
             // Replies from beyond the host (de-masqueraded) come from any other address.
-            t0.flow(
+            flows::goto(
+                t0,
                 priority::HOST_PORT,
                 from_host().eth_type(ETH_IPV4),
-                to_table9(),
+                id::MAC_DEST,
             )?,
-            t0.flow(
+            flows::goto(
+                t0,
                 priority::HOST_PORT,
                 from_host().eth_type(ETH_ARP),
-                to_table9(),
+                id::MAC_DEST,
             )?,
             t9.flow(
                 priority::MATCH,
@@ -106,11 +116,7 @@ impl HostBridge {
             )?,
             t9.flow(
                 priority::MATCH,
-                Match::new()
-                    .eth_dst(BROADCAST, None)
-                    .eth_type(ETH_ARP)
-                    .arp_op(ARP_REQUEST)
-                    .arp_tpa(host.ip, None),
+                arp_request_for(Match::new(), host.ip),
                 output(host.port),
             )?,
         ];
@@ -134,22 +140,23 @@ impl HostBridge {
                 .in_port(pod.port)
                 .eth_src(pod.mac.octets(), None)
         };
-        let to_table9 = || vec![Instruction::GotoTable(id::MAC_DEST)];
         let from_host = || Match::new().in_port(host.port);
         let object = u64::from(pod.port);
         let flows = vec![
-            t0.flow(
+            flows::goto(
+                t0,
                 priority::MATCH,
                 from_pod().eth_type(ETH_IPV4).ipv4_src(pod.ip, None),
-                to_table9(),
+                id::MAC_DEST,
             )?,
-            t0.flow(
+            flows::goto(
+                t0,
                 priority::MATCH,
                 from_pod()
                     .eth_type(ETH_ARP)
                     .arp_spa(pod.ip, None)
                     .arp_sha(pod.mac.octets()),
-                to_table9(),
+                id::MAC_DEST,
             )?,
             t9.flow(
                 priority::MATCH,
@@ -158,11 +165,7 @@ impl HostBridge {
             )?,
             t9.flow(
                 priority::MATCH,
-                from_host()
-                    .eth_dst(BROADCAST, None)
-                    .eth_type(ETH_ARP)
-                    .arp_op(ARP_REQUEST)
-                    .arp_tpa(pod.ip, None),
+                arp_request_for(from_host(), pod.ip),
                 output(pod.port),
             )?,
         ];

@@ -786,8 +786,14 @@ impl Driver {
             }
         }
         let port_name = known.map_or_else(|| port_name_for(ep_id), |l| l.oper.port_name.clone());
-        let access_port = known.and_then(|l| l.host_access).map(|h| h.port);
-        self.remove_host_access(&port_name, access_port).await?;
+        // A known endpoint says whether it has host access; an unknown one may.
+        match known {
+            Some(l) if l.host_access.is_none() => {}
+            _ => {
+                let access_port = known.and_then(|l| l.host_access).map(|h| h.port);
+                self.remove_host_access(&port_name, access_port).await?;
+            }
+        }
         let ovs_port = format!("v{port_name}");
         self.ovsdb.delete_port(&ovs_port).await?;
         // The host end takes the pod end with it; the pod's interface is only ever ours
