@@ -25,7 +25,7 @@ pub const ND_LINK_LOCAL: u16 = 110;
 /// forward flow (`MATCH`) took.
 pub const SERVICE_DROP: u16 = 10;
 /// Services with session affinity (table 3): a new connection whose client has no (valid)
-/// affinity entry goes through the group, below the per-provider commits (`MATCH`).
+/// affinity entry is balanced by the multipath hash, below the per-provider commits (`MATCH`).
 pub const SERVICE_REBALANCE: u16 = 50;
 /// Services with session affinity (table 3): the first packet of a connection records the
 /// client's provider, above the forward flows (`MATCH`).

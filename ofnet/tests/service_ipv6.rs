@@ -19,7 +19,7 @@ use common::services::{
     Server, groups_on_bridge, ip, service_flows_of_agent, service_flows_on_bridge, spec, tally_to,
     tally_within, tools_missing,
 };
-use common::{init_tracing, ofport, settle};
+use common::{init_tracing, ofport, revalidators_paused, settle};
 use ofnet::{AgentConfig, AgentHandle, BridgeKind, LocalEndpoint, MacAddr, Network};
 use std::net::Ipv6Addr;
 use testbed::{Ovs, Pod, PodOptions};
@@ -225,7 +225,8 @@ async fn ipv6_clients_keep_their_provider_with_session_affinity() {
     let c = client.netns().name();
     for proto in ["tcp", "udp"] {
         let port = if proto == "tcp" { 80 } else { 53 };
-        let got = tally_to(c, proto, VIP6, port, 50).await;
+        // Paused revalidators: see `session_affinity_keeps_a_client_on_one_provider`.
+        let got = revalidators_paused(ovs, tally_to(c, proto, VIP6, port, 50)).await;
         eprintln!("{proto} over IPv6 with affinity: {got:?}");
         assert_eq!(got.len(), 1, "{proto}: one provider for all: {got:?}");
         assert!(got.keys().all(|k| k.starts_with('p')), "{got:?}");

@@ -16,6 +16,9 @@
 //! - balance (table 3, [`priority::MATCH`]): `ct_state=+new+trk,<proto>,nw_dst=<vip>,
 //!   tp_dst=<svc_port>` → `group:G`, or, with no provider, the reject ([`REJECT_COOKIE_OBJECT`]
 //!   sends it to the controller, which answers with a TCP reset or an ICMP port unreachable);
+//!   a UDP port, and any port of a service with session affinity, is balanced instead by a
+//!   `multipath` hash over addresses and ports and a commit flow per provider index (see
+//!   [`AFFINITY_PROVIDER`] and [`HASHED_PROVIDER`]);
 //! - group `G`, `select` (OVS hashes the 5-tuple): one bucket per provider,
 //!   `ct(commit,table=3,zone=VRF,nat(dst=<provider>:<prov_port>),exec(set_field:<provider>->ct_mark))`:
 //!   the connection is committed with its provider, whose address is also its `ct_mark`;
@@ -338,8 +341,8 @@ fn connection_in(
 pub const AFFINITY_PROVIDER: FieldId = nxm::reg(0);
 /// Register 1, bit 0: the affinity table was consulted for this packet.
 pub const AFFINITY_LOOKED_UP: FieldId = nxm::reg(1);
-/// Register 2: bits 0–15 the index of the provider a UDP port's multipath hash chose, bit 16
-/// set once it did.
+/// Register 2: bits 0–15 the index of the provider the multipath hash of a UDP or affinity port
+/// chose, bit 16 set once it did.
 pub const HASHED_PROVIDER: FieldId = nxm::reg(2);
 const HASHED_BIT: u32 = 1 << 16;
 /// `NX_HASH_FIELDS_SYMMETRIC_L3L4_UDP`: addresses, protocol and TCP, SCTP *and UDP* ports.
@@ -680,75 +683,81 @@ impl ServiceFlows<'_> {
             // TCP: the select group. UDP: OVS's select groups leave UDP ports out of their
             // hash (userspace datapath), so a multipath hash over addresses and ports picks a
             // provider index, and a flow per index commits to that provider.
-            let (to_group, new_conn) = match port.protocol {
-                ServiceProtocol::Tcp => {
-                    groups.push(Group {
-                        id: gid,
-                        group_type: GroupType::Select,
-                        buckets: providers
-                            .iter()
-                            .map(|(p, to)| bucket(dnat, port, p.ip, *to))
-                            .collect(),
-                    });
-                    (
-                        vec![Instruction::ApplyActions(vec![Action::Group(gid)])],
-                        new_conn,
-                    )
+            //
+            // With session affinity, TCP takes the multipath hash too. The group hashes in the
+            // datapath (`dp_hash`), so the cached datapath flow of an affinity *miss* does not
+            // match on the client's source port: the client's next connection would reuse it,
+            // skip the entry the first one just learned (the cache is refreshed only when the
+            // revalidators next run) and be balanced anew. Multipath reads the ports while the
+            // switch translates, so each new connection's miss is translated afresh and sees
+            // the entry.
+            let hashed_in_switch = port.protocol == ServiceProtocol::Udp || affinity.is_some();
+            let (balance, new_conn) = if hashed_in_switch {
+                for (k, (p, to)) in providers.iter().enumerate() {
+                    let m = new_conn.clone().with(Oxm::int(
+                        HASHED_PROVIDER,
+                        u128::from(HASHED_BIT) | k as u128,
+                        Some(u128::from(HASHED_BIT | 0xffff)),
+                    ));
+                    flows.push(
+                        dnat.flow(
+                            priority::MATCH,
+                            m,
+                            vec![Instruction::ApplyActions(vec![commit(
+                                dnat, port, p.ip, *to,
+                            )])],
+                        )?
+                        .owned_by(category::SERVICE, object),
+                    );
                 }
-                ServiceProtocol::Udp => {
-                    for (k, (p, to)) in providers.iter().enumerate() {
-                        let m = new_conn.clone().with(Oxm::int(
-                            HASHED_PROVIDER,
-                            u128::from(HASHED_BIT) | k as u128,
-                            Some(u128::from(HASHED_BIT | 0xffff)),
-                        ));
-                        flows.push(
-                            dnat.flow(
-                                priority::MATCH,
-                                m,
-                                vec![Instruction::ApplyActions(vec![commit(
-                                    dnat, port, p.ip, *to,
-                                )])],
-                            )?
-                            .owned_by(category::SERVICE, object),
-                        );
-                    }
-                    let hash = vec![
-                        Action::Multipath(Multipath {
-                            fields: HASH_L3L4_UDP,
-                            basis: 0,
-                            algorithm: MODULO_N,
-                            max_link: (providers.len() - 1) as u16,
-                            arg: 0,
-                            dst: Subfield {
-                                field: NxmHeader::of(HASHED_PROVIDER),
-                                ofs: 0,
-                                n_bits: 16,
-                            },
-                        }),
-                        Action::RegLoad {
-                            dst: Subfield {
-                                field: NxmHeader::of(HASHED_PROVIDER),
-                                ofs: 16,
-                                n_bits: 1,
-                            },
-                            value: 1,
+                let hash = vec![
+                    Action::Multipath(Multipath {
+                        fields: HASH_L3L4_UDP,
+                        basis: 0,
+                        algorithm: MODULO_N,
+                        max_link: (providers.len() - 1) as u16,
+                        arg: 0,
+                        dst: Subfield {
+                            field: NxmHeader::of(HASHED_PROVIDER),
+                            ofs: 0,
+                            n_bits: 16,
                         },
-                        Action::Resubmit {
-                            in_port: OFPP_IN_PORT as u16,
-                            table: Some(dnat.id()),
-                            ct: false,
+                    }),
+                    Action::RegLoad {
+                        dst: Subfield {
+                            field: NxmHeader::of(HASHED_PROVIDER),
+                            ofs: 16,
+                            n_bits: 1,
                         },
-                    ];
-                    (
-                        vec![Instruction::ApplyActions(hash)],
-                        new_conn.with(Oxm::int(HASHED_PROVIDER, 0, Some(u128::from(HASHED_BIT)))),
-                    )
-                }
+                        value: 1,
+                    },
+                    Action::Resubmit {
+                        in_port: OFPP_IN_PORT as u16,
+                        table: Some(dnat.id()),
+                        ct: false,
+                    },
+                ];
+                (
+                    vec![Instruction::ApplyActions(hash)],
+                    new_conn.with(Oxm::int(HASHED_PROVIDER, 0, Some(u128::from(HASHED_BIT)))),
+                )
+            } else {
+                groups.push(Group {
+                    id: gid,
+                    group_type: GroupType::Select,
+                    buckets: providers
+                        .iter()
+                        .map(|(p, to)| bucket(dnat, port, p.ip, *to))
+                        .collect(),
+                });
+                (
+                    vec![Instruction::ApplyActions(vec![Action::Group(gid)])],
+                    new_conn,
+                )
             };
             match affinity {
                 None => flows.push(
-                    dnat.flow(priority::MATCH, new_conn, to_group)?
+                    dnat.flow(priority::MATCH, new_conn, balance)?
                         .owned_by(category::SERVICE, object),
                 ),
                 Some((table, _)) => {
@@ -788,7 +797,7 @@ impl ServiceFlows<'_> {
                         dnat.flow(
                             priority::SERVICE_REBALANCE,
                             new_conn.clone().with(looked_up(1)),
-                            to_group,
+                            balance,
                         )?
                         .owned_by(category::SERVICE, object),
                     );
@@ -983,7 +992,8 @@ mod tests {
         let (flows, groups) = build(&s, 0, &providers, &VXLAN_PIPELINE);
         let lines = text::flows(&flows);
         for want in [
-            "table=3, priority=50,ct_state=+new+trk,tcp6,reg1=0x1/0x1,ipv6_dst=fd00:254::10,tp_dst=80 actions=group:3221225472",
+            "table=3, priority=50,ct_state=+new+trk,tcp6,reg1=0x1/0x1,reg2=0/0x10000,ipv6_dst=fd00:254::10,tp_dst=80 actions=multipath(symmetric_l3l4+udp,0,modulo_n,1,0,NXM_NX_REG2[0..15]),load:0x1->NXM_NX_REG2[16],resubmit(,3)",
+            "table=3, priority=100,ct_state=+new+trk,tcp6,reg2=0x10000/0x1ffff,ipv6_dst=fd00:254::10,tp_dst=80 actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=[fd00:1::11]:8080),exec(set_field:0xa01010b->ct_mark))",
             "table=3, priority=100,ct_state=-rpl-inv+trk,ct_mark=0xa01010b,ct_ipv6_dst=fd00:254::10,ct_nw_proto=6,ct_tp_dst=80,ipv6 actions=goto_table:4",
             "table=6, priority=100,ct_state=+rpl-inv+trk,ct_mark=0xa01010b,ct_ipv6_dst=fd00:254::10,ct_nw_proto=6,ct_tp_dst=80,ipv6 actions=goto_table:9",
             "table=3, priority=10,ct_state=-rpl-inv+trk,ct_ipv6_dst=fd00:254::10,ipv6 actions=drop",
@@ -998,6 +1008,13 @@ mod tests {
                 .any(|l| l.contains("ipv6") && l.contains("0xa01010c")),
             "a provider without an IPv6 address is not an IPv6 provider: {lines:#?}"
         );
+        assert!(
+            groups.is_empty(),
+            "affinity ports hash in the switch: {groups:?}"
+        );
+        // Without affinity, TCP balances through a group of its own per family.
+        s.affinity_timeout = None;
+        let (_, groups) = build(&s, 0, &providers, &VXLAN_PIPELINE);
         let v6 = groups.iter().find(|g| g.id & GROUP_IPV6 != 0).unwrap();
         assert_eq!(
             text::group(v6),
@@ -1028,16 +1045,16 @@ mod tests {
         let (flows, groups) = build(&s, 0, &providers, &VLAN_PIPELINE);
         let lines = text::flows(&flows);
         for want in [
-            "table=3, priority=100,ct_state=+new+trk,tcp,reg1=0/0x1,nw_dst=10.254.0.10,tp_dst=80 actions=load:0x1->NXM_NX_REG1[0],resubmit(,2),resubmit(,3)",
-            "table=3, priority=100,ct_state=+new+trk,tcp,reg0=0xa01010b,reg1=0x1/0x1,nw_dst=10.254.0.10,tp_dst=80 actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.11:8080),exec(set_field:0xa01010b->ct_mark))",
-            "table=3, priority=50,ct_state=+new+trk,tcp,reg1=0x1/0x1,nw_dst=10.254.0.10,tp_dst=80 actions=group:1073741824",
+            "table=3, priority=100,ct_state=+new+trk,tcp,reg1=0/0x1,reg2=0/0x10000,nw_dst=10.254.0.10,tp_dst=80 actions=load:0x1->NXM_NX_REG1[0],resubmit(,2),resubmit(,3)",
+            "table=3, priority=100,ct_state=+new+trk,tcp,reg0=0xa01010b,reg1=0x1/0x1,reg2=0/0x10000,nw_dst=10.254.0.10,tp_dst=80 actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.11:8080),exec(set_field:0xa01010b->ct_mark))",
+            // A miss is balanced by a hash that reads the client's port while the switch
+            // translates, not by a select group: see `build_family`.
+            "table=3, priority=50,ct_state=+new+trk,tcp,reg1=0x1/0x1,reg2=0/0x10000,nw_dst=10.254.0.10,tp_dst=80 actions=multipath(symmetric_l3l4+udp,0,modulo_n,1,0,NXM_NX_REG2[0..15]),load:0x1->NXM_NX_REG2[16],resubmit(,3)",
+            "table=3, priority=100,ct_state=+new+trk,tcp,reg2=0x10000/0x1ffff,nw_dst=10.254.0.10,tp_dst=80 actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.11:8080),exec(set_field:0xa01010b->ct_mark))",
         ] {
             assert!(lines.contains(&want.to_string()), "{want}\n{lines:#?}");
         }
-        assert_eq!(
-            text::group(&groups[0]),
-            "group_id=1073741824,type=select,bucket=weight:1,actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.11:8080),exec(set_field:0xa01010b->ct_mark))"
-        );
+        assert!(groups.is_empty(), "{groups:?}");
         let learn = "table=3, priority=110,ct_state=+new-rpl-inv+trk,ct_mark=0xa01010b,ct_nw_dst=10.254.0.10,ct_nw_proto=6,ct_tp_dst=80,ip actions=learn(table=2,idle_timeout=30,priority=100,eth_type=0x800,nw_proto=6,NXM_OF_IP_SRC[],ip_dst=10.254.0.10,tcp_dst=80,OXM_OF_METADATA[32..39],load:0xa01010b->NXM_NX_REG0[]),goto_table:4";
         assert!(lines.contains(&learn.to_string()), "{lines:#?}");
     }

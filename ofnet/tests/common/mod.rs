@@ -254,3 +254,16 @@ pub fn disable_tx_offload(pod: &testbed::Pod) {
 pub fn settle(ovs: &Ovs) {
     ovs.appctl(&["revalidator/wait"]).unwrap();
 }
+
+/// Runs `probe` with the switch's revalidators paused (resumed after, also on failure).
+pub async fn revalidators_paused<T>(ovs: &Ovs, probe: impl std::future::Future<Output = T>) -> T {
+    struct Resume<'a>(&'a Ovs);
+    impl Drop for Resume<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.appctl(&["revalidator/resume"]);
+        }
+    }
+    ovs.appctl(&["revalidator/pause"]).unwrap();
+    let _resume = Resume(ovs);
+    probe.await
+}
