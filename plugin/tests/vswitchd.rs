@@ -112,21 +112,33 @@ async fn leave_a_stale_megaflow(ovs: &Ovs) {
 #[tokio::test]
 async fn a_purge_removes_the_megaflow_open_vswitch_left_stale() {
     testbed::require!(Root, Ovs);
-    let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
-    let ovsdb = OvsdbClient::connect(ovs.db_socket()).await.unwrap();
-    let ctl = control_socket(None, &ovs.db_socket()).unwrap();
-    let release = call(&ctl, "version", &[]).await.unwrap();
-    let release = release.split_whitespace().last().unwrap().to_string();
-
-    leave_a_stale_megaflow(&ovs).await;
-    let stale = flows_to_the_24(&ovs);
-    let is_stale = stale.iter().any(|l| l.contains("actions:ct(commit)"));
-    // Our release table must agree with what this Open vSwitch really does.
-    assert_eq!(
-        is_stale,
-        has_stale_megaflow_bug(&release),
-        "Open vSwitch {release}: datapath flows to the /24 after the change: {stale:?}"
-    );
+    // The bug needs the revalidator to meet the two megaflows in one order; on a loaded machine
+    // a run can miss it. A release our table lists gets a few fresh switches to show it; a
+    // release it does not list must never show it.
+    const ATTEMPTS: usize = 5;
+    let mut attempt = 0;
+    let (ovs, ovsdb, is_stale) = loop {
+        attempt += 1;
+        let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
+        let ovsdb = OvsdbClient::connect(ovs.db_socket()).await.unwrap();
+        let ctl = control_socket(None, &ovs.db_socket()).unwrap();
+        let release = call(&ctl, "version", &[]).await.unwrap();
+        let release = release.split_whitespace().last().unwrap().to_string();
+        leave_a_stale_megaflow(&ovs).await;
+        let stale = flows_to_the_24(&ovs);
+        let is_stale = stale.iter().any(|l| l.contains("actions:ct(commit)"));
+        let expected = has_stale_megaflow_bug(&release);
+        // Our release table must agree with what this Open vSwitch really does.
+        if is_stale == expected {
+            break (ovs, ovsdb, is_stale);
+        }
+        assert!(
+            expected && attempt < ATTEMPTS,
+            "Open vSwitch {release}, attempt {attempt}: datapath flows to the /24 after the \
+             change: {stale:?}"
+        );
+        eprintln!("attempt {attempt}: the bug did not show this time, on a fresh switch again");
+    };
 
     let done = prometheus_client::metrics::counter::Counter::default();
     let flush = Flusher {
