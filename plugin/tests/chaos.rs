@@ -45,8 +45,7 @@ fn chaos_run_loses_nothing_it_should_not() {
     // 2-core CI machine a single probe now and then misses its 10 ms slot with no fault of ours
     // (seen: 1-3 probes in 3 of 20 windows over eight runs, once 5, never with a state
     // difference), so the test allows what a scheduling hiccup explains — at most 5 probes,
-    // 50 ms — and fails on
-    // anything a broken datapath or a flow rewrite would cause (hundreds).
+    // 50 ms — and fails on anything a broken datapath or a flow rewrite would cause (hundreds).
     for f in [netplugin, leader, etcd] {
         assert!(
             f.packets_lost <= MAX_HICCUP_LOSS,

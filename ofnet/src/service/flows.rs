@@ -692,6 +692,18 @@ impl ServiceFlows<'_> {
             // switch translates, so each new connection's miss is translated afresh and sees
             // the entry.
             let hashed_in_switch = port.protocol == ServiceProtocol::Udp || affinity.is_some();
+            // A new connection that `m` selects is committed to provider `p` (its address `to`).
+            let commit_to = |m: Match, p: &Provider, to: IpAddr| -> Result<Flow, PipelineError> {
+                Ok(dnat
+                    .flow(
+                        priority::MATCH,
+                        m,
+                        vec![Instruction::ApplyActions(vec![commit(
+                            dnat, port, p.ip, to,
+                        )])],
+                    )?
+                    .owned_by(category::SERVICE, object))
+            };
             let (balance, new_conn) = if hashed_in_switch {
                 for (k, (p, to)) in providers.iter().enumerate() {
                     let m = new_conn.clone().with(Oxm::int(
@@ -699,16 +711,7 @@ impl ServiceFlows<'_> {
                         u128::from(HASHED_BIT) | k as u128,
                         Some(u128::from(HASHED_BIT | 0xffff)),
                     ));
-                    flows.push(
-                        dnat.flow(
-                            priority::MATCH,
-                            m,
-                            vec![Instruction::ApplyActions(vec![commit(
-                                dnat, port, p.ip, *to,
-                            )])],
-                        )?
-                        .owned_by(category::SERVICE, object),
-                    );
+                    flows.push(commit_to(m, p, *to)?);
                 }
                 let hash = vec![
                     Action::Multipath(Multipath {
@@ -762,8 +765,8 @@ impl ServiceFlows<'_> {
                 ),
                 Some((table, _)) => {
                     // Look the client up in the affinity table, then come back: to its
-                    // recorded provider if it is still one, else through the group (which
-                    // records the new choice).
+                    // recorded provider if it is still one, else through the hash (the learn
+                    // flow below then records the new choice).
                     let looked_up = |v: u32| Oxm::int(AFFINITY_LOOKED_UP, u128::from(v), Some(1));
                     let lookup = vec![
                         Action::RegLoad {
@@ -807,16 +810,7 @@ impl ServiceFlows<'_> {
                             u128::from(u32::from(p.ip)),
                             None,
                         ));
-                        flows.push(
-                            dnat.flow(
-                                priority::MATCH,
-                                m,
-                                vec![Instruction::ApplyActions(vec![commit(
-                                    dnat, port, p.ip, *to,
-                                )])],
-                            )?
-                            .owned_by(category::SERVICE, object),
-                        );
+                        flows.push(commit_to(m, p, *to)?);
                     }
                 }
             }

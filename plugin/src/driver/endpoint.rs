@@ -787,10 +787,10 @@ impl Driver {
         }
         let port_name = known.map_or_else(|| port_name_for(ep_id), |l| l.oper.port_name.clone());
         // A known endpoint says whether it has host access; an unknown one may.
-        match known {
-            Some(l) if l.host_access.is_none() => {}
-            _ => {
-                let access_port = known.and_then(|l| l.host_access).map(|h| h.port);
+        match known.map(|l| l.host_access) {
+            Some(None) => {}
+            access => {
+                let access_port = access.flatten().map(|h| h.port);
                 self.remove_host_access(&port_name, access_port).await?;
             }
         }
