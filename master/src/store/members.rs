@@ -6,8 +6,11 @@
 //!
 //! * Every request goes to the member in use, with a short per-attempt deadline when there are
 //!   other members; a transport error, "no leader" or a missed deadline marks that member down and
-//!   the request is sent to the next member, until one answers or the failover budget is spent
-//!   (then the caller gets [`StoreError::Unavailable`], i.e. HTTP 503).
+//!   the request is sent to the next member, round after round, until one answers or the failover
+//!   budget is spent (then the caller gets [`StoreError::Unavailable`], i.e. HTTP 503), so a write
+//!   waits out a leader election. A member that refuses the connection is not running and is not
+//!   tried again in that request; when a majority refuse, no quorum can answer and the caller is
+//!   told at once.
 //! * A checker asks the member in use for its status every [`CHECK_EVERY`] (a member without a
 //!   leader counts as down), so a dead or hung member is left before a request has to time out on
 //!   it; the others every [`REFRESH_EVERY`], or every round while the member in use is down, so a
@@ -34,8 +37,10 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(1200);
 pub const QUICK_TIMEOUT: Duration = Duration::from_millis(500);
 /// Deadline for a request when there is only one member (a loaded machine's fsync may be slow).
 pub const SINGLE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a request keeps trying other members before it answers `Unavailable`.
-pub const FAILOVER_BUDGET: Duration = Duration::from_secs(3);
+/// How long a request keeps trying other members before it answers `Unavailable`: long enough for
+/// the members left to elect a leader after the raft leader died, on a loaded machine too (one
+/// attempt deadline to notice, an election timeout or two, a round trip).
+pub const FAILOVER_BUDGET: Duration = Duration::from_secs(4);
 /// Health check period.
 pub const CHECK_EVERY: Duration = Duration::from_millis(400);
 /// Deadline of one health check.
@@ -190,7 +195,12 @@ impl Members {
     }
 
     /// Run `op` against the member in use, failing over to the others on transport errors, "no
-    /// leader" and missed deadlines. Returns the answer and the member that gave it.
+    /// leader" and missed deadlines, in rounds until one answers or [`FAILOVER_BUDGET`] is spent.
+    /// A member that refuses the connection is not running: it is not tried again in this call, and
+    /// once a majority of the members refuse, no quorum can answer and the caller is told at once.
+    /// Members that run but have no leader (an election after the raft leader died) are tried
+    /// again every round until the budget is spent, so a write waits out the election instead of
+    /// failing. Returns the answer and the member that gave it.
     pub async fn call<T, F, Fut>(&self, op: F) -> Result<(T, Arc<Member>), StoreError>
     where
         F: Fn(Client) -> Fut,
@@ -198,11 +208,21 @@ impl Members {
     {
         let started = Instant::now();
         let mut last: Option<StoreError> = None;
+        let mut refused: Vec<String> = Vec::new();
         loop {
-            let order = self.order();
-            let single = order.len() <= 1;
-            // No member passed its last health check (quorum lost, or all down): one quick round
-            // in case one came back, then 503 at once instead of waiting out the budget.
+            let all = self.order();
+            let members = all.len();
+            let order: Vec<_> = all
+                .into_iter()
+                .filter(|(_, m)| !refused.contains(&m.endpoint))
+                .collect();
+            if order.is_empty() || refused.len() * 2 > members {
+                return Err(last.unwrap_or_else(no_member));
+            }
+            let single = members <= 1;
+            // No member passed its last health check (an election, or quorum lost while the
+            // members still accept connections): short attempts, so a member that gets its leader
+            // back is found within the budget.
             let none_healthy = !order.iter().any(|(_, m)| m.healthy.load(Ordering::Relaxed));
             for (index, member) in order {
                 let budget = if single {
@@ -219,10 +239,15 @@ impl Members {
                         }
                         return Ok((value, member));
                     }
-                    Ok(Err(e)) => match map_err(e) {
-                        e @ StoreError::Unavailable(_) => e,
-                        other => return Err(other),
-                    },
+                    Ok(Err(e)) => {
+                        if connection_refused(&e) {
+                            refused.push(member.endpoint.clone());
+                        }
+                        match map_err(e) {
+                            e @ StoreError::Unavailable(_) => e,
+                            other => return Err(other),
+                        }
+                    }
                     Err(_) => StoreError::Unavailable(format!(
                         "etcd member {} did not answer within {budget:?}",
                         member.endpoint
@@ -234,7 +259,7 @@ impl Members {
                     return Err(last.unwrap_or_else(no_member));
                 }
             }
-            if none_healthy || started.elapsed() + ROUND_PAUSE >= FAILOVER_BUDGET {
+            if refused.len() * 2 > members || started.elapsed() + ROUND_PAUSE >= FAILOVER_BUDGET {
                 return Err(last.unwrap_or_else(no_member));
             }
             tokio::time::sleep(ROUND_PAUSE).await;
@@ -337,6 +362,28 @@ impl Members {
             }
         }
     }
+}
+
+/// Whether the member's address refused the connection (nothing listens there: the member is not
+/// running), as opposed to a member that runs but cannot answer yet.
+fn connection_refused(err: &etcd_client::Error) -> bool {
+    use etcd_client::Error as E;
+    // etcd-client's error does not expose its cause as `source()`; start from the inner error.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match err {
+        E::TransportError(e) => Some(e),
+        E::GRpcStatus(status) => Some(status),
+        E::IoError(e) => Some(e),
+        _ => None,
+    };
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 fn no_member() -> StoreError {
