@@ -27,7 +27,7 @@ pub use service::AgentService;
 
 pub use handle::AgentHandle;
 pub use ops::AgentOp;
-use ops::{apply_settings, endpoint_op, touched};
+use ops::{SettingsUndo, Touched, apply_settings, endpoint_op, touched};
 
 use crate::arp;
 use crate::datapath::{
@@ -317,18 +317,10 @@ impl Agent {
         *self.stats.entry(counter.to_string()).or_default() += 1;
     }
 
-    /// New parts for `owners` (all owners when `None`) and the switch changes they need.
-    fn recompute(&self, owners: Option<Vec<Owner>>) -> Result<Recomputed, AgentError> {
+    /// New parts for the owners an op touched and the switch changes they need.
+    fn recompute(&self, touched: Touched) -> Result<Recomputed, AgentError> {
         let topo = self.topology();
-        let owners: BTreeSet<Owner> = match owners {
-            Some(o) => o.into_iter().collect(),
-            None => self
-                .installed
-                .owners()
-                .cloned()
-                .chain(self.datapath.owners(&topo))
-                .collect(),
-        };
+        let owners = touched.owners(&self.installed, self.datapath.as_ref(), &topo);
         let updates = owners
             .into_iter()
             .map(|o| {
@@ -584,39 +576,42 @@ impl Handler<Update> for Agent {
         };
         let work = fetch.into_actor(self).then(move |snapshot, act, _| {
             let prev_endpoints = act.endpoints.clone();
-            let prev_settings = act.settings.clone();
-            let rollback = move |act: &mut Agent| {
+            let rollback = move |act: &mut Agent, undo: Option<SettingsUndo>| {
                 if db_changed {
                     act.epdb.do_send(epdb::Restore(prev_endpoints.clone()));
                 }
                 act.endpoints = prev_endpoints;
-                act.settings = prev_settings;
+                if let Some(undo) = undo {
+                    undo.restore(&mut act.settings);
+                }
             };
             let before = act.endpoints.clone();
             let removed = match &op {
                 AgentOp::RemoveLocalEndpoint(p) => before.local(*p).cloned(),
                 _ => None,
             };
-            let settings_before = act.settings.clone();
+            let mut undo = None;
             let next = snapshot.and_then(|snap| {
                 if let Some(s) = snap {
                     act.endpoints = s;
                 }
-                apply_settings(act.datapath.as_ref(), &mut act.settings, &op)?;
-                act.recompute(touched(
+                let changed = apply_settings(act.datapath.as_ref(), &mut act.settings, &op)?;
+                let owners = touched(
                     &op,
                     &before,
                     &act.endpoints,
-                    &settings_before,
+                    changed.before(&act.settings),
                     &act.settings,
-                ))
+                );
+                undo = Some(changed);
+                act.recompute(owners)
             });
             let (updates, changes) = match next {
                 Ok(n) => n,
                 Err(e) => {
                     // A refused endpoint-DB change changed nothing there.
                     if !matches!(e, AgentError::EndpointDb(_)) {
-                        rollback(act);
+                        rollback(act, undo);
                     }
                     return futures::future::Either::Left(fut::ready(Err(e)));
                 }
@@ -632,7 +627,7 @@ impl Handler<Update> for Agent {
                             Ok(())
                         }
                         Err(e) => {
-                            rollback(act);
+                            rollback(act, undo);
                             Err(AgentError::Switch(e))
                         }
                     }),

@@ -110,27 +110,35 @@ pub(super) fn endpoint_op(op: &AgentOp, local_ip: Option<Ipv4Addr>) -> Option<En
     })
 }
 
-/// The owners whose flows an op can change; `None` when it can change any (networks change
-/// VRFs, VTEPs change every network and remote endpoint: rare, so recompute everything).
-/// Service owners come from the difference between the settings before and after, plus the
-/// services one of whose providers is an endpoint the op adds or removes (its MAC is in their
-/// flows).
+/// The owners whose flows an op can change. Service owners come from the difference between the
+/// settings before and after, plus the services one of whose providers is an endpoint the op adds
+/// or removes (its MAC is in their flows).
 pub(super) fn touched(
     op: &AgentOp,
     before: &EndpointTable,
     after: &EndpointTable,
-    settings_before: &Settings,
+    settings_before: Before<'_>,
     settings_after: &Settings,
-) -> Option<Vec<Owner>> {
-    let mut owners = endpoint_owners(op, before, after)?;
-    let (b, a) = (&settings_before.services, &settings_after.services);
+) -> Touched {
+    if let AgentOp::AddNetwork(n) = op {
+        return network_owners(n, before, after);
+    }
+    if let AgentOp::RemoveNetwork(vlan) = op
+        && let Some(n) = before.network(*vlan)
+    {
+        return network_owners(n, before, after);
+    }
+    let Some(mut owners) = endpoint_owners(op, before, after) else {
+        return Touched::All;
+    };
+    let (b, a) = (settings_before.services, &settings_after.services);
     owners.extend(service_changes(b, a));
-    if settings_before.stateful() != settings_after.stateful() {
+    if settings_before.stateful != settings_after.stateful() {
         owners.push(Owner::Conntrack);
     }
     owners.extend(netpol_changes(
         op,
-        &settings_before.netpols,
+        settings_before.netpols,
         &settings_after.netpols,
     ));
     let endpoint_ip = match op {
@@ -143,7 +151,96 @@ pub(super) fn touched(
     if let Some(ip) = endpoint_ip {
         owners.extend(services_of_provider(a, ip));
     }
-    Some(owners)
+    Touched::Owners(owners)
+}
+
+/// Which owners to recompute after an op.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Touched {
+    /// Every owner (VTEPs and uplinks change every network and remote endpoint: rare).
+    All,
+    /// Just these.
+    Owners(Vec<Owner>),
+    /// These, and every owner not tied to one object (input table, uplinks, router port, routes,
+    /// conntrack, host NAT): the flows built from the whole set of networks.
+    Shared(Vec<Owner>),
+}
+
+impl Touched {
+    /// The owners to recompute, given what is installed and what the datapath has now.
+    pub(super) fn owners(
+        self,
+        installed: &Desired,
+        datapath: &dyn Datapath,
+        topo: &Topology<'_>,
+    ) -> BTreeSet<Owner> {
+        let (listed, shared) = match self {
+            Touched::All => {
+                return installed
+                    .owners()
+                    .cloned()
+                    .chain(datapath.owners(topo))
+                    .collect();
+            }
+            Touched::Owners(o) => (o, false),
+            Touched::Shared(o) => (o, true),
+        };
+        let mut out: BTreeSet<Owner> = listed.into_iter().collect();
+        if shared {
+            out.extend(
+                installed
+                    .owners()
+                    .filter(|o| !per_object(o))
+                    .cloned()
+                    .chain(datapath.owners(topo).into_iter().filter(|o| !per_object(o))),
+            );
+        }
+        out
+    }
+}
+
+/// Whether an owner's flows are those of one endpoint, rule, service, network or NetworkPolicy
+/// clause (so a network that comes or goes changes them only if they are on it).
+fn per_object(o: &Owner) -> bool {
+    matches!(
+        o,
+        Owner::LocalEndpoint(_)
+            | Owner::RemoteEndpoint(_)
+            | Owner::Rule(_)
+            | Owner::Service(_)
+            | Owner::Netpol(_)
+            | Owner::Network(_)
+            | Owner::HostAccess(_)
+    )
+}
+
+/// The owners a network that comes or goes changes. A tenant's first or last network gives or
+/// takes a VRF id, which every endpoint's and NetworkPolicy's flows carry: everything then (rare).
+/// Otherwise: the network's own flows, the endpoints on it (by VLAN or VNI: a remote endpoint's
+/// flows name its network by VNI), and the flows built from every network. So adding the
+/// 10,000th network costs what the first did, not a pass over every flow of the bridge.
+fn network_owners(n: &Network, before: &EndpointTable, after: &EndpointTable) -> Touched {
+    let vrf = (before.vrf_id(&n.vrf), after.vrf_id(&n.vrf));
+    if vrf.0.is_none() || vrf.0 != vrf.1 {
+        return Touched::All;
+    }
+    let on_it = |e: &Endpoint| e.vlan == n.vlan || (n.vni != 0 && e.vni == n.vni);
+    let mut owners = vec![Owner::Network(n.vlan)];
+    for table in [before, after] {
+        owners.extend(
+            table
+                .locals()
+                .filter(|e| on_it(e))
+                .map(|e| Owner::LocalEndpoint(e.port_no)),
+        );
+        owners.extend(
+            table
+                .remotes()
+                .filter(|e| on_it(e))
+                .map(|e| Owner::RemoteEndpoint(e.endpoint_id.clone())),
+        );
+    }
+    Touched::Shared(owners)
 }
 
 fn endpoint_owners(
@@ -152,7 +249,8 @@ fn endpoint_owners(
     after: &EndpointTable,
 ) -> Option<Vec<Owner>> {
     Some(match op {
-        // Uplinks, the router port and next-hop MACs change the VLAN router's routes.
+        // Uplinks, the router port and next-hop MACs change the VLAN router's routes. (A network
+        // is here only when it is unknown: its removal is then refused.)
         AgentOp::AddNetwork(_)
         | AgentOp::RemoveNetwork(_)
         | AgentOp::AddVtep { .. }
@@ -251,8 +349,94 @@ fn services_of_provider(services: &Services, provider: Ipv4Addr) -> Vec<Owner> {
         .collect()
 }
 
-/// Apply the settings part of an op to `s`, checked; on error `s` is unchanged.
+/// What the agent needs of its settings as they were before an op: to recompute what the op
+/// touched ([`touched`]) and to put them back if the switch refuses the op.
+pub(super) enum SettingsUndo {
+    /// The rules a rule op replaced or removed, in order, and whether policy was stateful:
+    /// rule ops change nothing else, so the settings are not copied whole (with 10,000 rules
+    /// the copy cost more than the rule).
+    Rules {
+        previous: Vec<(String, Option<PolicyRule>)>,
+        stateful: bool,
+    },
+    /// The whole settings before the op.
+    Whole(Box<Settings>),
+}
+
+/// The settings before an op, as far as [`touched`] looks at them.
+#[derive(Clone, Copy)]
+pub(super) struct Before<'a> {
+    pub services: &'a Services,
+    pub netpols: &'a Policies,
+    pub stateful: bool,
+}
+
+impl SettingsUndo {
+    /// The settings before the op; `now` are the settings after it.
+    pub(super) fn before<'a>(&'a self, now: &'a Settings) -> Before<'a> {
+        match self {
+            SettingsUndo::Rules { stateful, .. } => Before {
+                services: &now.services,
+                netpols: &now.netpols,
+                stateful: *stateful,
+            },
+            SettingsUndo::Whole(s) => Before {
+                services: &s.services,
+                netpols: &s.netpols,
+                stateful: s.stateful(),
+            },
+        }
+    }
+
+    /// Put `s` back as it was before the op.
+    pub(super) fn restore(self, s: &mut Settings) {
+        match self {
+            SettingsUndo::Rules { previous, .. } => {
+                for (id, rule) in previous.into_iter().rev() {
+                    match rule {
+                        Some(r) => s.rules.insert(id, r),
+                        None => s.rules.remove(&id),
+                    };
+                }
+            }
+            SettingsUndo::Whole(before) => *s = *before,
+        }
+    }
+}
+
+/// Apply the settings part of an op to `s`, checked; on error `s` is unchanged. Returns how to
+/// undo it.
 pub(super) fn apply_settings(
+    datapath: &dyn Datapath,
+    s: &mut Settings,
+    op: &AgentOp,
+) -> Result<SettingsUndo, AgentError> {
+    let ids: Vec<&String> = match op {
+        AgentOp::AddRule(r) => vec![&r.rule_id],
+        AgentOp::RemoveRule(id) => vec![id],
+        AgentOp::SetRules { add, remove } => remove
+            .iter()
+            .chain(add.iter().map(|r| &r.rule_id))
+            .collect(),
+        _ => {
+            let whole = Box::new(s.clone());
+            change_settings(datapath, s, op)?;
+            return Ok(SettingsUndo::Whole(whole));
+        }
+    };
+    let stateful = s.stateful();
+    let mut previous: Vec<(String, Option<PolicyRule>)> = Vec::with_capacity(ids.len());
+    for id in ids {
+        // The first change of a rule holds what it was before the op.
+        if !previous.iter().any(|(seen, _)| seen == id) {
+            previous.push((id.clone(), s.rules.get(id).cloned()));
+        }
+    }
+    change_settings(datapath, s, op)?;
+    Ok(SettingsUndo::Rules { previous, stateful })
+}
+
+fn change_settings(
     datapath: &dyn Datapath,
     s: &mut Settings,
     op: &AgentOp,
@@ -661,7 +845,8 @@ mod tests {
                 random_op as Gen,
             ),
             (Box::new(VxlanBridge), 2, random_op),
-            (Box::new(VlanBridge), 3, random_op),
+            // Uplinks on the VLAN bridge carry a flow per network (its VRF).
+            (Box::new(VlanBridge), 3, random_routing_op),
             (Box::new(crate::VrouterBridge), 4, random_op),
             (Box::new(crate::VrouterBridge), 5, random_op),
             (Box::new(crate::VlrouterBridge), 6, random_routing_op),
@@ -689,22 +874,20 @@ mod tests {
                     continue;
                 }
                 let mut s = settings.clone();
-                if apply_settings(datapath.as_ref(), &mut s, &op).is_err() {
+                let Ok(undo) = apply_settings(datapath.as_ref(), &mut s, &op) else {
                     table = before;
                     continue;
-                }
+                };
                 let topo = Topology {
                     endpoints: &table,
                     settings: &s,
                 };
-                let owners: BTreeSet<Owner> = match touched(&op, &before, &table, &settings, &s) {
-                    Some(o) => o.into_iter().collect(),
-                    None => installed
-                        .owners()
-                        .cloned()
-                        .chain(datapath.owners(&topo))
-                        .collect(),
-                };
+                let touched = touched(&op, &before, &table, undo.before(&s), &s);
+                // Undoing gives back exactly the settings before the op.
+                let mut undone = s.clone();
+                undo.restore(&mut undone);
+                assert_eq!(undone, settings, "step {step}: undoing {op:?}");
+                let owners = touched.owners(&installed, datapath.as_ref(), &topo);
                 let updates: Vec<(Owner, Part)> = owners
                     .into_iter()
                     .map(|o| {
