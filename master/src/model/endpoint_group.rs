@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::link::{self, Link, LinkSet};
 use super::network::{self as network_model, endpoints_of};
 use super::{
-    ExtContractsGroup, Netprofile, Network, Object, Policy, Tenant, load, load_required, modify,
-    modify_if_present, validate,
+    ExtContractsGroup, Netprofile, Network, Object, Policy, ReadAhead, Tenant, load, load_required,
+    modify, modify_if_present, validate,
 };
 use crate::endpoint::endpoint_oper;
 use crate::error::{Error, Result};
@@ -21,7 +21,7 @@ use crate::policy::attach;
 use crate::resources::epg_id::EpgIdPool;
 use crate::resources::ipv4::{format_ip_list, parse_pool};
 use crate::state::addr_map::{self, AddrMap};
-use crate::state::{CfgEndpointState, EndpointGroupState};
+use crate::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
 use crate::store::{Tx, keys};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -263,6 +263,21 @@ impl Object for EndpointGroup {
     fn keep_links(&mut self, stored: &Self) {
         self.link_sets = stored.link_sets.clone();
         self.links = stored.links.clone();
+    }
+
+    fn read_ahead(&self, key: &str) -> ReadAhead {
+        let net = CfgNetworkState::id_for(&self.tenant_name, &self.network_name);
+        ReadAhead {
+            keys: vec![
+                Tenant::store_key(&self.tenant_name),
+                Network::store_key(&self.network_key()),
+                Network::store_key(key),
+                CfgNetworkState::key_for(&net),
+                epg_ids_key(),
+                super::Global::store_key("global"),
+            ],
+            prefixes: Vec::new(),
+        }
     }
 
     async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {

@@ -70,6 +70,15 @@ fn vlan_oper_key() -> String {
 fn vxlan_cfg_key() -> String {
     keys::state(keys::category::AUTO_VXLAN, "global")
 }
+/// The keys of the pool a network of `encap` takes its tag from (read ahead by a batch).
+pub fn pool_keys(encap: &str) -> [String; 2] {
+    if encap == "vlan" {
+        [vlan_cfg_key(), vlan_oper_key()]
+    } else {
+        [vxlan_cfg_key(), vxlan_oper_key()]
+    }
+}
+
 fn vxlan_oper_key() -> String {
     keys::oper(keys::category::AUTO_VXLAN, "global")
 }

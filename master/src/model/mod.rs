@@ -44,6 +44,13 @@ pub use service_lb::ServiceLb;
 pub use tenant::Tenant;
 
 /// A REST model object kind.
+/// Keys and prefixes a write will read (see [`Object::read_ahead`]).
+#[derive(Debug, Clone, Default)]
+pub struct ReadAhead {
+    pub keys: Vec<String>,
+    pub prefixes: Vec<String>,
+}
+
 pub trait Object: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static {
     /// The modeldb type name (`tenant`, `endpointGroup`, ...), also used in links.
     const TYPE: &'static str;
@@ -63,6 +70,12 @@ pub trait Object: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync
     /// identical object.
     fn keep_links(&mut self, stored: &Self);
 
+    /// What creating or changing the object stored at `key` will read besides its own record:
+    /// keys and prefixes a batch of writes reads ahead together (see [`crate::batch`]).
+    fn read_ahead(&self, key: &str) -> ReadAhead {
+        let _ = key;
+        ReadAhead::default()
+    }
     /// Effects of creating the object (state records, allocations, links on other objects).
     fn create(tx: &mut Tx<'_>, obj: &mut Self) -> impl Future<Output = Result<()>>;
     /// Effects of changing a stored object; `Conflict` when the change is not allowed.

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::link::{Link, LinkSet};
 use super::{
-    EndpointGroup, Object, ServiceLb, Tenant, list_with_prefix, load, load_required, validate,
+    EndpointGroup, Global, Object, ReadAhead, ServiceLb, Tenant, list_with_prefix, load,
+    load_required, validate,
 };
 use crate::endpoint::endpoint_oper;
 use crate::error::{Error, Result};
@@ -20,7 +21,8 @@ use crate::state::addr_map::AddrMap;
 use crate::state::{CfgEndpointState, CfgNetworkState};
 use crate::store::{Tx, keys};
 
-/// Upgrade: give every network stored before the subnet index its index key (leader start).
+/// Upgrade: give every network stored before the subnet index its index key, and every tenant
+/// the record of the prefix lengths in use (leader start). Returns the index keys added.
 pub async fn index_subnets(db: &crate::store::txn::Db) -> Result<usize> {
     db.write(async |tx| {
         let mut added = 0;
@@ -30,6 +32,7 @@ pub async fn index_subnets(db: &crate::store::txn::Db) -> Result<usize> {
             .into_iter()
             .map(|(k, _)| k)
             .collect();
+        let mut lengths: std::collections::BTreeMap<String, PrefixLengths> = Default::default();
         for n in tx
             .list::<Network>(&keys::model_prefix(Network::TYPE), Network::TYPE)
             .await?
@@ -37,10 +40,24 @@ pub async fn index_subnets(db: &crate::store::txn::Db) -> Result<usize> {
             let Ok(subnet) = SubnetSpec::parse("subnet", &n.subnet) else {
                 continue;
             };
+            lengths
+                .entry(n.tenant_name.clone())
+                .or_default()
+                .insert(subnet.len);
             let key = subnet_index_key(&n.tenant_name, &subnet);
             if !have.contains(&key) {
                 tx.put_derived(&key, "subnet index", &n.network_name)?;
                 added += 1;
+            }
+        }
+        for (tenant, mut in_use) in lengths {
+            let key = prefix_lengths_key(&tenant);
+            let stored: Option<PrefixLengths> = tx.get(&key, "subnet prefix lengths").await?;
+            if let Some(stored) = &stored {
+                in_use.0.extend(&stored.0);
+            }
+            if stored.as_ref() != Some(&in_use) {
+                tx.put(&key, "subnet prefix lengths", &in_use)?;
             }
         }
         Ok::<_, Error>(added)
@@ -63,9 +80,28 @@ pub fn subnet_index_key(tenant: &str, subnet: &SubnetSpec) -> String {
     keys::state(keys::category::SUBNETS, &format!("{tenant}/{prefix}"))
 }
 
-/// The network of `tenant` whose IPv4 subnet overlaps `subnet`, if any: two subnets overlap
-/// when one's prefix bits start the other's, so this reads the index keys under ours (one
-/// listing) and the ones ours starts with (one key per shorter length, read together).
+/// The key of a tenant's [`PrefixLengths`].
+pub fn prefix_lengths_key(tenant: &str) -> String {
+    keys::state(keys::category::SUBNET_LENGTHS, tenant)
+}
+
+/// The IPv4 prefix lengths a tenant's networks have, or had (a length is not taken out when its
+/// last network goes: it only costs a read per later create). One small record per tenant that
+/// changes only when a new length appears.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrefixLengths(std::collections::BTreeSet<u8>);
+
+impl PrefixLengths {
+    fn insert(&mut self, len: u8) -> bool {
+        self.0.insert(len)
+    }
+}
+
+/// The network of `tenant` whose subnet overlaps `subnet`, if any, from the subnet index: a
+/// network inside it (keys under its own), or one containing it (its key at a shorter length).
+/// Containing subnets are looked up only at the lengths the tenant uses (all lengths when the
+/// tenant has no record yet); the lengths record is read under guard and gets the new length, so
+/// a concurrent create at a new length conflicts with this one instead of passing unseen.
 async fn subnet_overlap(
     tx: &mut Tx<'_>,
     tenant: &str,
@@ -75,17 +111,35 @@ async fn subnet_overlap(
     if let Some((_, v)) = tx.list_raw(&own).await?.into_iter().next() {
         return Ok(Some(serde_json::from_slice(&v).unwrap_or_default()));
     }
+    let lengths_key = prefix_lengths_key(tenant);
     let cut = own.len() - usize::from(subnet.len);
+    let stored: Option<PrefixLengths> = tx.get(&lengths_key, "subnet prefix lengths").await?;
+    let mut lengths = match stored.clone() {
+        Some(l) => l,
+        // No record (a tenant's first network): the lengths of the index keys it has.
+        None => PrefixLengths(
+            tx.list_raw(&own[..cut])
+                .await?
+                .iter()
+                .filter_map(|(k, _)| u8::try_from(k.len() - cut).ok())
+                .collect(),
+        ),
+    };
     let shorter: Vec<String> = (crate::resources::ipv4::MIN_PREFIX_LEN..subnet.len)
+        .filter(|l| lengths.0.contains(l))
         .map(|l| own[..cut + usize::from(l)].to_string())
         .collect();
-    Ok(tx
+    let found = tx
         .get_many(&shorter)
         .await?
         .into_iter()
         .flatten()
         .next()
-        .map(|v| serde_json::from_slice(&v).unwrap_or_default()))
+        .map(|v| serde_json::from_slice(&v).unwrap_or_default());
+    if found.is_none() && (lengths.insert(subnet.len) || stored.is_none()) {
+        tx.put(&lengths_key, "subnet prefix lengths", &lengths)?;
+    }
+    Ok(found)
 }
 
 /// Largest packet tag accepted for a VXLAN network (24-bit VNI).
@@ -265,6 +319,24 @@ impl Object for Network {
     }
     fn strip_derived(&mut self) {
         super::derived::strip_network(self);
+    }
+
+    fn read_ahead(&self, key: &str) -> ReadAhead {
+        let tenant = &self.tenant_name;
+        let mut ahead = ReadAhead {
+            keys: vec![
+                Global::store_key("global"),
+                Tenant::store_key(tenant),
+                EndpointGroup::store_key(key),
+                prefix_lengths_key(tenant),
+            ],
+            prefixes: Vec::new(),
+        };
+        ahead.keys.extend(global::pool_keys(&self.encap));
+        if let Ok(subnet) = SubnetSpec::parse("subnet", &self.subnet) {
+            ahead.prefixes.push(subnet_index_key(tenant, &subnet));
+        }
+        ahead
     }
 
     async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {

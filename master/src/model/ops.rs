@@ -129,7 +129,12 @@ struct Upsert<T> {
 impl<T: Object> Request for Upsert<T> {
     type Output = (T, bool);
     fn prefetch(&self) -> Vec<String> {
-        vec![T::store_key(&self.key)]
+        let mut keys = vec![T::store_key(&self.key)];
+        keys.extend(self.body.read_ahead(&self.key).keys);
+        keys
+    }
+    fn prefetch_prefixes(&self) -> Vec<String> {
+        self.body.read_ahead(&self.key).prefixes
     }
     fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<(T, bool)>> {
         Box::pin(upsert_in(tx, &self.key, &self.body))

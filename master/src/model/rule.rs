@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::link::{self, Link, LinkSet};
 use super::network::is_zero;
-use super::{EndpointGroup, Network, Object, Policy, load, load_required, validate};
+use super::{EndpointGroup, Network, Object, Policy, ReadAhead, load, load_required, validate};
 use crate::error::{Error, Result};
 use crate::policy::{attach, protocol_number};
 use crate::store::Tx;
@@ -205,6 +205,33 @@ impl Object for Rule {
     fn keep_links(&mut self, stored: &Self) {
         self.link_sets = stored.link_sets.clone();
         self.links = stored.links.clone();
+    }
+
+    fn read_ahead(&self, _key: &str) -> ReadAhead {
+        let tenant = &self.tenant_name;
+        let mut keys = vec![Policy::store_key(&format!("{tenant}:{}", self.policy_name))];
+        let (group, network) = if self.direction == "in" {
+            (&self.from_endpoint_group, &self.from_network)
+        } else {
+            (&self.to_endpoint_group, &self.to_network)
+        };
+        if !group.is_empty() {
+            keys.push(EndpointGroup::store_key(&format!("{tenant}:{group}")));
+            keys.push(crate::state::EndpointGroupState::key_for(
+                &crate::state::EndpointGroupState::id_for(tenant, group),
+            ));
+        }
+        if !network.is_empty() {
+            keys.push(Network::store_key(&format!("{tenant}:{network}")));
+        }
+        ReadAhead {
+            keys,
+            // The groups using the policy (see `attach::rule_added`).
+            prefixes: vec![format!(
+                "{}{tenant}:",
+                crate::store::keys::model_prefix(EndpointGroup::TYPE)
+            )],
+        }
     }
 
     async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {

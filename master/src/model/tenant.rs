@@ -131,6 +131,7 @@ impl Object for Tenant {
                 )));
             }
         }
+        tx.delete(&super::network::prefix_lengths_key(&obj.tenant_name));
         Ok(())
     }
 

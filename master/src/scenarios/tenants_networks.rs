@@ -126,6 +126,68 @@ async fn networks_stored_before_the_subnet_index_are_indexed() {
     assert_eq!(err.http_status(), 409);
 }
 
+/// A tenant's record of prefix lengths in use: written with its first network, given the new
+/// length by a network at another length, rebuilt at leader start for networks stored before it;
+/// whichever way it came, a network inside or around an existing one is refused.
+#[tokio::test]
+async fn the_prefix_lengths_record_finds_containing_networks_at_every_length_in_use() {
+    use crate::model::network::{PrefixLengths, prefix_lengths_key};
+    let db = db();
+    setup(&db).await;
+    let lengths = async |db: &crate::store::txn::Db| -> Option<String> {
+        let kv = db
+            .store()
+            .get(&prefix_lengths_key("default"))
+            .await
+            .unwrap()?;
+        let l: PrefixLengths = serde_json::from_slice(&kv.value).unwrap();
+        Some(serde_json::to_string(&l).unwrap())
+    };
+    assert_eq!(lengths(&db).await, None);
+    add_net(&db, net("default", "a", "vxlan", "10.1.1.0/24", 0))
+        .await
+        .unwrap();
+    assert_eq!(lengths(&db).await.as_deref(), Some("[24]"));
+    add_net(&db, net("default", "b", "vxlan", "10.2.0.0/16", 0))
+        .await
+        .unwrap();
+    assert_eq!(lengths(&db).await.as_deref(), Some("[16,24]"));
+    // Inside b (a containing network at a length in the record) and around a (a network inside).
+    for (name, subnet) in [
+        ("c", "10.2.3.0/24"),
+        ("d", "10.2.3.128/25"),
+        ("e", "10.1.0.0/20"),
+    ] {
+        let err = add_net(&db, net("default", name, "vxlan", subnet, 0))
+            .await
+            .unwrap_err();
+        assert_eq!(err.http_status(), 409, "{subnet}: {err}");
+    }
+    // The record lost (or written by no earlier version): rebuilt from the index at leader start,
+    // and derived from the index keys by a create that finds none.
+    db.store()
+        .delete(&prefix_lengths_key("default"))
+        .await
+        .unwrap();
+    let err = add_net(&db, net("default", "f", "vxlan", "10.2.9.0/24", 0))
+        .await
+        .unwrap_err();
+    assert_eq!(err.http_status(), 409, "{err}");
+    db.store()
+        .delete(&prefix_lengths_key("default"))
+        .await
+        .unwrap();
+    crate::model::network::index_subnets(&db).await.unwrap();
+    assert_eq!(lengths(&db).await.as_deref(), Some("[16,24]"));
+    let err = add_net(&db, net("default", "g", "vxlan", "10.2.200.0/24", 0))
+        .await
+        .unwrap_err();
+    assert_eq!(err.http_status(), 409, "{err}");
+    add_net(&db, net("default", "h", "vxlan", "10.3.0.0/24", 0))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn network_add_delete() {
     let db = db();

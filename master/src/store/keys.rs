@@ -61,4 +61,8 @@ pub mod category {
     /// Not in Contiv: one key per network's IPv4 subnet, `<tenant>/<the subnet's prefix bits as
     /// 0/1>`, so an overlap check reads a few keys instead of every network of the tenant.
     pub const SUBNETS: &str = "subnets";
+    /// Not in Contiv: per tenant, the IPv4 prefix lengths its networks' subnets have (at most
+    /// 21 numbers), so an overlap check reads the index keys of containing subnets only at
+    /// lengths in use instead of at every length.
+    pub const SUBNET_LENGTHS: &str = "subnetLengths";
 }

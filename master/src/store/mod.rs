@@ -19,6 +19,8 @@ pub mod follow;
 pub mod keys;
 pub mod members;
 pub mod memory;
+#[cfg(test)]
+pub(crate) mod round_trips;
 pub mod txn;
 
 use futures::future::BoxFuture;

@@ -113,6 +113,9 @@ pub struct Tx<'s> {
     /// Values read ahead by [`Tx::prefetch`], not yet guarded: a key becomes a guarded read the
     /// first time the transaction reads it.
     prefetched: std::collections::HashMap<String, (i64, Option<Vec<u8>>)>,
+    /// Listings read ahead by [`Tx::prefetch`] (revision, entries), not yet guarded: a prefix
+    /// becomes a guarded listing the first time the transaction lists it.
+    prefetched_listings: std::collections::HashMap<String, (i64, Arc<Vec<KeyValue>>)>,
     journal: Vec<Undo>,
 }
 
@@ -137,6 +140,7 @@ impl<'s> Tx<'s> {
             writes: BTreeMap::new(),
             ordinary_writes: 0,
             prefetched: std::collections::HashMap::new(),
+            prefetched_listings: std::collections::HashMap::new(),
             journal: Vec::new(),
         }
     }
@@ -209,12 +213,35 @@ impl<'s> Tx<'s> {
         Ok(out)
     }
 
-    /// Read `keys` ahead, concurrently, without guarding them yet: each becomes a guarded read
-    /// (from the value fetched here) only when the transaction reads it. A batch prefetches the
-    /// first key of each of its requests, so they cost one round trip instead of one each.
-    pub async fn prefetch(&mut self, keys: &[String]) -> StoreResult<()> {
-        for (key, read) in self.fetch_missing(keys).await? {
+    /// Read `keys` and list `prefixes` ahead, all concurrently, without guarding them yet: each
+    /// becomes a guarded read or listing (of what was fetched here) only when the transaction
+    /// reads or lists it. A batch reads ahead what each of its requests will read, so they cost
+    /// one round trip together instead of a few each, one after another.
+    pub async fn prefetch(&mut self, keys: &[String], prefixes: &[String]) -> StoreResult<()> {
+        let missing: Vec<&String> = prefixes
+            .iter()
+            .filter(|p| {
+                !self.listed.iter().any(|l| &l.prefix == *p)
+                    && !self.prefetched_listings.contains_key(*p)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let store = self.store;
+        let (reads, listings) = futures::future::join(
+            self.fetch_missing(keys),
+            futures::future::join_all(missing.iter().map(|p| super::list_all(store, p.as_str()))),
+        )
+        .await;
+        for (key, read) in reads? {
             self.prefetched.insert(key, read);
+        }
+        for (prefix, listing) in missing.into_iter().zip(listings) {
+            let listing = listing?;
+            self.prefetched_listings.insert(
+                prefix.clone(),
+                (listing.revision, Arc::new(listing.entries)),
+            );
         }
         Ok(())
     }
@@ -238,11 +265,16 @@ impl<'s> Tx<'s> {
         let entries = match self.listed.iter().find(|l| l.prefix == prefix) {
             Some(l) => l.entries.clone(),
             None => {
-                let listing = super::list_all(self.store, prefix).await?;
-                let entries = Arc::new(listing.entries);
+                let (revision, entries) = match self.prefetched_listings.remove(prefix) {
+                    Some(ahead) => ahead,
+                    None => {
+                        let listing = super::list_all(self.store, prefix).await?;
+                        (listing.revision, Arc::new(listing.entries))
+                    }
+                };
                 self.listed.push(Listed {
                     prefix: prefix.to_string(),
-                    revision: listing.revision,
+                    revision,
                     entries: entries.clone(),
                 });
                 self.journal.push(Undo::Listing);
@@ -425,7 +457,11 @@ impl<'s> Tx<'s> {
                     }
                 }
                 Some(Undo::Listing) => {
-                    self.listed.pop();
+                    if let Some(l) = self.listed.pop() {
+                        // Still valid as a read-ahead for the step that comes back later.
+                        self.prefetched_listings
+                            .insert(l.prefix, (l.revision, l.entries));
+                    }
                 }
                 None => break,
             }

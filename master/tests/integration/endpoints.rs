@@ -320,3 +320,54 @@ async fn overlapping_networks_created_at_once_by_two_writers_never_both_land() {
     }
     assert_eq!(landed, 40);
 }
+
+/// The race the prefix-lengths record must not let through: the tenant's networks are all /24s
+/// (its record says so), one writer creates a /16 (a length new to the tenant) while the other
+/// creates a /24 inside it. The /24's create looks up containing networks only at lengths in the
+/// record, so it is the record's guard that must make one of the two see the other.
+#[tokio::test]
+async fn a_network_at_a_new_prefix_length_and_one_inside_it_never_both_land() {
+    use master::model::{Network, Tenant, ops};
+
+    testbed::require!(Etcd);
+    let etcd = testbed::Etcd::start().unwrap();
+    let (a, b) = two_writers(&etcd).await;
+    let net = |tenant: &str, name: &str, subnet: &str| Network {
+        network_name: name.into(),
+        tenant_name: tenant.into(),
+        encap: "vxlan".into(),
+        subnet: subnet.into(),
+        ..Default::default()
+    };
+    let mut landed = 0;
+    for i in 0..30u32 {
+        let tenant = format!("t{i}");
+        ops::upsert(&a, &tenant, Tenant::named(&tenant))
+            .await
+            .unwrap();
+        // The tenant's record: /24 only.
+        ops::upsert(
+            &a,
+            &format!("{tenant}:seed"),
+            net(&tenant, "seed", "10.50.0.0/24"),
+        )
+        .await
+        .unwrap();
+        let wide = net(&tenant, "wide", "10.60.0.0/16");
+        let narrow = net(&tenant, "narrow", &format!("10.60.{i}.0/24"));
+        let (dw, dn) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let (kw, kn) = (format!("{tenant}:wide"), format!("{tenant}:narrow"));
+        let (rw, rn) = tokio::join!(ops::upsert(dw, &kw, wide), ops::upsert(dn, &kn, narrow));
+        match (&rw, &rn) {
+            (Ok(_), Err(e)) | (Err(e), Ok(_)) => {
+                assert!(
+                    e.to_string().contains("conflicts with subnet"),
+                    "tenant {tenant}: {e}"
+                );
+                landed += 1;
+            }
+            _ => panic!("tenant {tenant}: both or neither landed: {rw:?} / {rn:?}"),
+        }
+    }
+    assert_eq!(landed, 30);
+}
