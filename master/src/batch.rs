@@ -229,7 +229,7 @@ fn is_contention(e: &Error) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
@@ -262,13 +262,12 @@ mod tests {
         }
     }
 
-    /// Submit `requests` while the batch thread is held, then release it: they go as one
-    /// queue. Returns the answers in order.
-    async fn queued<T: crate::model::Object>(
+    /// Run `submit` (which queues requests) while the batch thread is held, then release it:
+    /// everything `submit` queued in its first 100 ms goes as one queue.
+    pub(crate) async fn while_held<F: std::future::Future>(
         writes: &Writes,
-        db: &Db,
-        requests: Vec<(String, T)>,
-    ) -> Vec<Result<T>> {
+        submit: F,
+    ) -> F::Output {
         let (started, is_held) = oneshot::channel();
         let (release, hold) = oneshot::channel();
         let held = writes.submit(Hold {
@@ -276,24 +275,34 @@ mod tests {
             release: Mutex::new(Some(hold)),
         });
         let (was_held, other) = oneshot::channel::<()>();
-        let answers =
-            async move {
-                let _ = is_held.await;
-                let _ = was_held.send(());
-                futures::future::join_all(requests.into_iter().map(|(key, obj)| async move {
-                    ops::upsert_batched(writes, db, &key, obj).await
-                }))
-                .await
-            };
+        let work = async move {
+            let _ = is_held.await;
+            let _ = was_held.send(());
+            submit.await
+        };
         let release = async move {
             let _ = other.await;
-            // Every request was queued when `answers` was first polled after the hold started.
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             let _ = release.send(());
         };
-        let (held, answers, ()) = futures::future::join3(held, answers, release).await;
+        let (held, out, ()) = futures::future::join3(held, work, release).await;
         held.unwrap();
-        answers
+        out
+    }
+
+    /// Submit `requests` while the batch thread is held, then release it: they go as one
+    /// queue. Returns the answers in order.
+    async fn queued<T: crate::model::Object>(
+        writes: &Writes,
+        db: &Db,
+        requests: Vec<(String, T)>,
+    ) -> Vec<Result<T>> {
+        let answers = futures::future::join_all(
+            requests
+                .into_iter()
+                .map(|(key, obj)| async move { ops::upsert_batched(writes, db, &key, obj).await }),
+        );
+        while_held(writes, answers).await
     }
 
     async fn revision(store: &MemoryStore) -> i64 {

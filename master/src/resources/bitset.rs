@@ -62,10 +62,20 @@ impl Bitset {
         }
     }
 
-    /// Set every bit in `from..=to` (clamped to the length).
+    /// Set every bit in `from..=to` (clamped to the length), a word at a time.
     pub fn set_range(&mut self, from: u64, to: u64) {
-        for i in from..=to.min(self.len.saturating_sub(1)) {
-            self.set(i);
+        if self.len == 0 {
+            return;
+        }
+        let to = to.min(self.len - 1);
+        let mut i = from;
+        while i <= to {
+            let word = (i / 64) as usize;
+            let first = i % 64;
+            let last = if to / 64 == i / 64 { to % 64 } else { 63 };
+            let mask = (u64::MAX >> (63 - last)) & (u64::MAX << first);
+            self.words[word] |= mask;
+            i = (i / 64 + 1) * 64;
         }
     }
 
@@ -210,6 +220,30 @@ fn base64_url_decode(text: &str) -> Result<Vec<u8>, BitsetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_range_sets_exactly_the_range_word_by_word() {
+        for len in [0u64, 1, 63, 64, 65, 200, 4096] {
+            for (from, to) in [
+                (0, 0),
+                (0, 63),
+                (1, 64),
+                (63, 64),
+                (5, 130),
+                (64, 127),
+                (0, 9999),
+                (150, 190),
+            ] {
+                let mut fast = Bitset::new(len);
+                fast.set_range(from, to);
+                let mut slow = Bitset::new(len);
+                for i in from..=to.min(len.saturating_sub(1)) {
+                    slow.set(i);
+                }
+                assert_eq!(fast, slow, "len {len}, {from}..={to}");
+            }
+        }
+    }
 
     #[test]
     fn empty_set_matches_reference_form() {

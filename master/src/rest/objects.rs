@@ -14,11 +14,17 @@ pub fn routes<T: Object>(cfg: &mut web::ServiceConfig) {
     let base = format!("/api/v1/{}", T::PLURAL);
     cfg.route(&format!("{base}/"), web::get().to(list::<T>));
     cfg.route(&base, web::get().to(list::<T>));
+    // One resource per path with its methods: the router matches each path pattern once (a
+    // regex per dynamic pattern), not once per method.
     for path in [format!("{base}/{{key}}/"), format!("{base}/{{key}}")] {
-        cfg.route(&path, web::get().to(get::<T>));
-        cfg.route(&path, web::post().to(upsert::<T>));
-        cfg.route(&path, web::put().to(upsert::<T>));
-        cfg.route(&path, web::delete().to(delete::<T>));
+        cfg.service(
+            web::resource(path)
+                .route(web::get().to(get::<T>))
+                .route(web::post().to(upsert::<T>))
+                .route(web::put().to(upsert::<T>))
+                .route(web::delete().to(delete::<T>))
+                .default_service(web::to(super::no_such_route)),
+        );
     }
     let inspect_base = format!("/api/v1/inspect/{}", T::PLURAL);
     cfg.route(

@@ -392,3 +392,21 @@ async fn metrics_are_local_and_count_requests_by_route_template() {
         "a raw path became a label:\n{text}"
     );
 }
+
+/// A method an object path does not take, and a path no route takes, answer 404 "no such route"
+/// (the object paths are one resource per path; the answer is what it was with a route per
+/// method).
+#[actix_web::test]
+async fn unknown_methods_and_paths_answer_no_such_route() {
+    let svc = test::init_service(app(seeded().await)).await;
+    for req in [
+        test::TestRequest::patch().uri("/api/v1/networks/default:n1/"),
+        test::TestRequest::get().uri("/api/v1/nothings/x/"),
+        test::TestRequest::get().uri("/plugin/createEndpoint"),
+    ] {
+        let resp = test::call_service(&svc, req.to_request()).await;
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        let body = test::read_body(resp).await;
+        assert_eq!(body, "no such route");
+    }
+}

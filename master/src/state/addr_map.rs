@@ -53,11 +53,12 @@ impl Layout {
         let start = c * CHUNK_BITS;
         let len = self.chunk_len(c);
         let mut b = Bitset::new(len);
-        for j in 0..len {
-            let i = start + j;
-            if i < self.lo || i > self.hi {
-                b.set(j);
-            }
+        // Below `lo` and above `hi`: not for hand-out.
+        if self.lo > start {
+            b.set_range(0, self.lo - start - 1);
+        }
+        if self.hi < start + len - 1 {
+            b.set_range((self.hi + 1).saturating_sub(start), len - 1);
         }
         for &r in &self.reserved {
             if (start..start + len).contains(&r) {
@@ -65,6 +66,27 @@ impl Layout {
             }
         }
         b
+    }
+
+    /// Whether a fresh chunk `c` has no address to hand out, without building it when the
+    /// answer is plain (the chunk's part of `lo..=hi` is empty, or larger than the reserved
+    /// addresses could cover).
+    fn fresh_chunk_full(&self, c: u64) -> bool {
+        let start = c * CHUNK_BITS;
+        let end = start + self.chunk_len(c); // exclusive
+        let (from, to) = (self.lo.max(start), self.hi.min(end.saturating_sub(1)));
+        if from > to || end == start {
+            return true;
+        }
+        let reserved_here = self
+            .reserved
+            .iter()
+            .filter(|r| (from..=to).contains(*r))
+            .count();
+        if (to - from + 1) > reserved_here as u64 {
+            return false;
+        }
+        self.fresh_chunk(c).next_clear(0).is_none()
     }
 }
 
@@ -97,7 +119,7 @@ impl AddrMap {
         };
         let mut full = Bitset::new(layout.chunk_count());
         for c in 0..layout.chunk_count() {
-            if layout.fresh_chunk(c).next_clear(0).is_none() {
+            if layout.fresh_chunk_full(c) {
                 full.set(c);
             }
         }
@@ -460,5 +482,56 @@ pub async fn group_used(
     match AddrMap::group(&mut s, subnet)? {
         Some(mut m) => m.used(tx).await,
         None => Ok(Bitset::new(0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fresh chunk bit by bit, as the definition says.
+    fn reference(l: &Layout, c: u64) -> Bitset {
+        let start = c * CHUNK_BITS;
+        let len = l.chunk_len(c);
+        let mut b = Bitset::new(len);
+        for j in 0..len {
+            let i = start + j;
+            if i < l.lo || i > l.hi || l.reserved.contains(&i) {
+                b.set(j);
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn fresh_chunks_and_full_chunks_match_the_definition() {
+        let layouts = [
+            (256, 1, 254, vec![]),
+            (256, 1, 254, vec![254]),
+            (65_536, 1, 65_534, vec![1]),
+            (65_536, 4_000, 4_200, vec![]),
+            (65_536, 4_095, 4_096, vec![4_095, 4_096]),
+            (65_536, 8_192, 12_287, vec![8_192]),
+            (10_000, 0, 9_999, vec![]),
+            (4_097, 4_096, 4_096, vec![4_096]),
+            (8, 3, 2, vec![]),
+        ];
+        for (size, lo, hi, reserved) in layouts {
+            let l = Layout {
+                size,
+                lo,
+                hi,
+                reserved,
+            };
+            for c in 0..l.chunk_count() {
+                let want = reference(&l, c);
+                assert_eq!(l.fresh_chunk(c), want, "{l:?} chunk {c}");
+                assert_eq!(
+                    l.fresh_chunk_full(c),
+                    want.next_clear(0).is_none(),
+                    "{l:?} chunk {c}"
+                );
+            }
+        }
     }
 }
