@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
 use crate::store::StoreError;
-use crate::store::txn::{Db, StoreFailure, Tx};
+use crate::store::txn::{Db, ReadAhead, StoreFailure, Tx};
 
 /// Most requests per transaction. Requests that together pass etcd's limits are split anyway.
 pub const MAX_BATCH: usize = 64;
@@ -39,21 +39,16 @@ pub const MAX_BATCH: usize = 64;
 /// A write request that can share a transaction with others.
 pub trait Request: Send + 'static {
     type Output: Send + 'static;
-    /// Keys the request reads first, read ahead with the other requests' (not guarded until
-    /// the request reads them).
-    fn prefetch(&self) -> Vec<String>;
-    /// Prefixes the request lists, listed ahead the same way.
-    fn prefetch_prefixes(&self) -> Vec<String> {
-        Vec::new()
-    }
+    /// Keys the request reads and prefixes it lists, read ahead with the other requests' (not
+    /// guarded until the request reads them).
+    fn prefetch(&self) -> ReadAhead;
     /// Apply the request inside the batch's transaction. Runs again on every attempt.
     fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<Self::Output>>;
 }
 
 /// A queued request with its answer channel (type-erased for the queue).
 trait Step: Send {
-    fn prefetch(&self) -> Vec<String>;
-    fn prefetch_prefixes(&self) -> Vec<String>;
+    fn prefetch(&self) -> ReadAhead;
     fn apply<'a>(&'a mut self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<()>>;
     /// Answer with the kept output, or with `error`.
     fn answer(self: Box<Self>, error: Option<Error>);
@@ -66,12 +61,8 @@ struct Job<R: Request> {
 }
 
 impl<R: Request> Step for Job<R> {
-    fn prefetch(&self) -> Vec<String> {
+    fn prefetch(&self) -> ReadAhead {
         self.request.prefetch()
-    }
-
-    fn prefetch_prefixes(&self) -> Vec<String> {
-        self.request.prefetch_prefixes()
     }
 
     fn apply<'a>(&'a mut self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<()>> {
@@ -158,9 +149,11 @@ async fn run_batch(db: &Db, mut jobs: Vec<Box<dyn Step>>) -> Vec<Box<dyn Step>> 
     let result = db
         .write(async |tx| {
             outcomes.clear();
-            let ahead: Vec<String> = jobs.iter().flat_map(|j| j.prefetch()).collect();
-            let prefixes: Vec<String> = jobs.iter().flat_map(|j| j.prefetch_prefixes()).collect();
-            tx.prefetch(&ahead, &prefixes).await?;
+            let mut ahead = ReadAhead::default();
+            for job in &jobs {
+                ahead.extend(job.prefetch());
+            }
+            tx.prefetch(&ahead).await?;
             for (i, job) in jobs.iter_mut().enumerate() {
                 let savepoint = tx.savepoint();
                 match job.apply(tx).await {
@@ -245,8 +238,8 @@ pub(crate) mod tests {
 
     impl Request for Hold {
         type Output = ();
-        fn prefetch(&self) -> Vec<String> {
-            Vec::new()
+        fn prefetch(&self) -> ReadAhead {
+            ReadAhead::default()
         }
         fn apply<'a>(&'a self, _: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<()>> {
             Box::pin(async move {
@@ -303,6 +296,16 @@ pub(crate) mod tests {
                 .map(|(key, obj)| async move { ops::upsert_batched(writes, db, &key, obj).await }),
         );
         while_held(writes, answers).await
+    }
+
+    /// The global object (bridge mode) and the `default` tenant.
+    pub(crate) async fn bridge_and_default_tenant(db: &Db) {
+        ops::upsert(db, "global", Global::defaults("bridge", "default"))
+            .await
+            .unwrap();
+        ops::upsert(db, "default", Tenant::named("default"))
+            .await
+            .unwrap();
     }
 
     async fn revision(store: &MemoryStore) -> i64 {
@@ -373,12 +376,7 @@ pub(crate) mod tests {
         use crate::store::round_trips::RoundTrips;
         let store = RoundTrips::default();
         let db = Db::new(Arc::new(store.clone()));
-        ops::upsert(&db, "global", Global::defaults("bridge", "default"))
-            .await
-            .unwrap();
-        ops::upsert(&db, "default", Tenant::named("default"))
-            .await
-            .unwrap();
+        bridge_and_default_tenant(&db).await;
         // The tenant's first network writes its prefix-lengths record.
         let net = |i: usize| Network {
             network_name: format!("n{i}"),

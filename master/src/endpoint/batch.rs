@@ -12,6 +12,7 @@ use crate::batch::{Request, Writes};
 use crate::error::Result;
 use crate::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
 use crate::store::Tx;
+use crate::store::txn::ReadAhead;
 
 struct Create(NewEndpoint);
 
@@ -19,7 +20,7 @@ impl Request for Create {
     type Output = CfgEndpointState;
     /// The endpoint's own record, its network's state and its group's state (the address map
     /// chunk it takes from depends on the network state, so it is read after).
-    fn prefetch(&self) -> Vec<String> {
+    fn prefetch(&self) -> ReadAhead {
         let ne = &self.0;
         let net_id = CfgNetworkState::id_for(&ne.tenant, &ne.network);
         let mut keys = vec![
@@ -31,7 +32,7 @@ impl Request for Create {
                 &ne.tenant, &ne.group,
             )));
         }
-        keys
+        ReadAhead::keys(keys)
     }
     fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<CfgEndpointState>> {
         Box::pin(create_endpoint_in(tx, &self.0))
@@ -42,8 +43,8 @@ struct Delete(String);
 
 impl Request for Delete {
     type Output = CfgEndpointState;
-    fn prefetch(&self) -> Vec<String> {
-        vec![CfgEndpointState::key_for(&self.0)]
+    fn prefetch(&self) -> ReadAhead {
+        ReadAhead::keys(vec![CfgEndpointState::key_for(&self.0)])
     }
     fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<CfgEndpointState>> {
         Box::pin(delete_endpoint_in(tx, &self.0))
@@ -66,7 +67,7 @@ mod tests {
 
     use super::*;
     use crate::endpoint::ConfigEp;
-    use crate::model::{Global, Network, Tenant, ops};
+    use crate::model::{Network, ops};
     use crate::store::txn::Db;
     use crate::store::{MemoryStore, StateStore};
 
@@ -91,12 +92,7 @@ mod tests {
         use crate::store::round_trips::RoundTrips;
         let store = RoundTrips::default();
         let db = Db::new(Arc::new(store.clone()));
-        ops::upsert(&db, "global", Global::defaults("bridge", "default"))
-            .await
-            .unwrap();
-        ops::upsert(&db, "default", Tenant::named("default"))
-            .await
-            .unwrap();
+        crate::batch::tests::bridge_and_default_tenant(&db).await;
         let net = Network {
             network_name: "n1".into(),
             tenant_name: "default".into(),
@@ -136,12 +132,7 @@ mod tests {
     async fn batched_requests_commit_together_and_fail_alone() {
         let store = Arc::new(MemoryStore::new());
         let db = Db::new(store.clone());
-        ops::upsert(&db, "global", Global::defaults("bridge", "default"))
-            .await
-            .unwrap();
-        ops::upsert(&db, "default", Tenant::named("default"))
-            .await
-            .unwrap();
+        crate::batch::tests::bridge_and_default_tenant(&db).await;
         let net = Network {
             network_name: "n1".into(),
             tenant_name: "default".into(),

@@ -267,17 +267,14 @@ impl Object for EndpointGroup {
 
     fn read_ahead(&self, key: &str) -> ReadAhead {
         let net = CfgNetworkState::id_for(&self.tenant_name, &self.network_name);
-        ReadAhead {
-            keys: vec![
-                Tenant::store_key(&self.tenant_name),
-                Network::store_key(&self.network_key()),
-                Network::store_key(key),
-                CfgNetworkState::key_for(&net),
-                epg_ids_key(),
-                super::Global::store_key("global"),
-            ],
-            prefixes: Vec::new(),
-        }
+        ReadAhead::keys(vec![
+            Tenant::store_key(&self.tenant_name),
+            Network::store_key(&self.network_key()),
+            Network::store_key(key),
+            CfgNetworkState::key_for(&net),
+            epg_ids_key(),
+            super::Global::store_key("global"),
+        ])
     }
 
     async fn create(tx: &mut Tx<'_>, obj: &mut Self) -> Result<()> {

@@ -43,14 +43,9 @@ pub use rule::Rule;
 pub use service_lb::ServiceLb;
 pub use tenant::Tenant;
 
-/// A REST model object kind.
-/// Keys and prefixes a write will read (see [`Object::read_ahead`]).
-#[derive(Debug, Clone, Default)]
-pub struct ReadAhead {
-    pub keys: Vec<String>,
-    pub prefixes: Vec<String>,
-}
+pub use crate::store::txn::ReadAhead;
 
+/// A REST model object kind.
 pub trait Object: Serialize + DeserializeOwned + Clone + PartialEq + Send + Sync + 'static {
     /// The modeldb type name (`tenant`, `endpointGroup`, ...), also used in links.
     const TYPE: &'static str;

@@ -10,7 +10,7 @@
 use futures::future::LocalBoxFuture;
 use serde_json::{Value, json};
 
-use super::{Object, load, load_required, save, validate};
+use super::{Object, ReadAhead, load, load_required, save, validate};
 use crate::batch::{Request, Writes};
 use crate::error::{Error, Result};
 use crate::store::keys;
@@ -128,13 +128,10 @@ struct Upsert<T> {
 
 impl<T: Object> Request for Upsert<T> {
     type Output = (T, bool);
-    fn prefetch(&self) -> Vec<String> {
-        let mut keys = vec![T::store_key(&self.key)];
-        keys.extend(self.body.read_ahead(&self.key).keys);
-        keys
-    }
-    fn prefetch_prefixes(&self) -> Vec<String> {
-        self.body.read_ahead(&self.key).prefixes
+    fn prefetch(&self) -> ReadAhead {
+        let mut ahead = ReadAhead::keys(vec![T::store_key(&self.key)]);
+        ahead.extend(self.body.read_ahead(&self.key));
+        ahead
     }
     fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<(T, bool)>> {
         Box::pin(upsert_in(tx, &self.key, &self.body))
@@ -149,8 +146,8 @@ struct Delete<T> {
 
 impl<T: Object> Request for Delete<T> {
     type Output = ();
-    fn prefetch(&self) -> Vec<String> {
-        vec![T::store_key(&self.key)]
+    fn prefetch(&self) -> ReadAhead {
+        ReadAhead::keys(vec![T::store_key(&self.key)])
     }
     fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<()>> {
         Box::pin(delete_in::<T>(tx, &self.key))

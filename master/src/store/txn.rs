@@ -72,6 +72,29 @@ impl StoreFailure for StoreError {
     }
 }
 
+/// Keys and prefixes a write will read, for [`Tx::prefetch`].
+#[derive(Debug, Clone, Default)]
+pub struct ReadAhead {
+    pub keys: Vec<String>,
+    pub prefixes: Vec<String>,
+}
+
+impl ReadAhead {
+    /// Just these keys.
+    pub fn keys(keys: Vec<String>) -> Self {
+        ReadAhead {
+            keys,
+            prefixes: Vec::new(),
+        }
+    }
+
+    /// Add what `other` reads.
+    pub fn extend(&mut self, other: ReadAhead) {
+        self.keys.extend(other.keys);
+        self.prefixes.extend(other.prefixes);
+    }
+}
+
 /// One buffered write.
 #[derive(Debug, Clone)]
 struct Write {
@@ -213,11 +236,12 @@ impl<'s> Tx<'s> {
         Ok(out)
     }
 
-    /// Read `keys` and list `prefixes` ahead, all concurrently, without guarding them yet: each
-    /// becomes a guarded read or listing (of what was fetched here) only when the transaction
-    /// reads or lists it. A batch reads ahead what each of its requests will read, so they cost
-    /// one round trip together instead of a few each, one after another.
-    pub async fn prefetch(&mut self, keys: &[String], prefixes: &[String]) -> StoreResult<()> {
+    /// Read the keys and list the prefixes of `ahead`, all concurrently, without guarding them
+    /// yet: each becomes a guarded read or listing (of what was fetched here) only when the
+    /// transaction reads or lists it. A batch reads ahead what each of its requests will read, so
+    /// they cost one round trip together instead of a few each, one after another.
+    pub async fn prefetch(&mut self, ahead: &ReadAhead) -> StoreResult<()> {
+        let (keys, prefixes) = (&ahead.keys, &ahead.prefixes);
         let missing: Vec<&String> = prefixes
             .iter()
             .filter(|p| {
