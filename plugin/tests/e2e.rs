@@ -226,6 +226,26 @@ fn fifty_parallel_pods_then_nothing_left() {
     ips.dedup();
     assert_eq!(ips.len(), 50, "addresses are not distinct");
     assert_eq!(endpoint_ports(&c).len(), 50);
+    // Each port has the OpenFlow number netplugin asked for (its flows went in before
+    // ovs-vswitchd numbered it), distinct although the 50 were asked for at once.
+    let mut numbers: Vec<u32> = pods
+        .iter()
+        .map(|p| asked_ofport(&c, &pod_port(&c, &p.container_id)))
+        .collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    assert_eq!(
+        numbers.len(),
+        50,
+        "ports share OpenFlow numbers: {numbers:?}"
+    );
+    let dump = flows(&c, VXLAN_BRIDGE);
+    for n in &numbers {
+        assert!(
+            dump.contains(&format!("in_port={n} ")) || dump.contains(&format!("in_port={n},")),
+            "no flow for port {n}:\n{dump}"
+        );
+    }
     // Everyone reaches the first pod, and the first pod reaches everyone.
     std::thread::scope(|s| {
         for p in &pods[1..] {
@@ -247,10 +267,32 @@ fn fifty_parallel_pods_then_nothing_left() {
     assert!(local_endpoints(&c).is_empty());
     let oper = c.netctl(&["net", "inspect", "many"]).unwrap();
     assert!(oper.contains("\"allocatedAddressesCount\": 0"), "{oper}");
+    // A number freed a moment ago is not the next pod's (stale flows or counters of the old
+    // port would otherwise apply to it).
+    let next = c.add_pod(&conf).unwrap();
+    let n = asked_ofport(&c, &pod_port(&c, &next.container_id));
+    assert!(
+        n > numbers[numbers.len() - 1],
+        "port number {n} reused after {numbers:?}"
+    );
+    c.del_pod(&next).unwrap();
+    drop(next);
     let namespaces: Vec<String> = pods.iter().map(|p| p.netns.name().to_string()).collect();
     drop(pods);
     let listed = testbed::run(&["ip", "netns", "list"]).unwrap();
     assert!(namespaces.iter().all(|n| !listed.contains(n.as_str())));
+}
+
+/// The OpenFlow number of interface `port`, asserting it is the one netplugin asked for.
+fn asked_ofport(c: &Cluster, port: &str) -> u32 {
+    let out = c
+        .ovs
+        .vsctl(&["get", "Interface", port, "ofport", "ofport_request"])
+        .unwrap();
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines[0], lines[1], "{port}: ofport, ofport_request");
+    lines[0].parse().unwrap()
 }
 
 /// netplugin SIGKILLed and restarted while a pod pings another at 100 packets/s: nothing is

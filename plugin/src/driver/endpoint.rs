@@ -30,6 +30,10 @@ use crate::netlink::{MacAddr, PodInterfaceSpec, in_netns};
 use crate::oper::{OperEndpointState, port_name_for};
 use crate::ovsdb::PortSpec;
 
+/// The first number past the OpenFlow port range (`OFPP_MAX` is 0xff00; the ones above are
+/// reserved ports).
+const OFPORT_MAX: u32 = 0xff00;
+
 /// A pod to attach.
 #[derive(Debug, Clone, Default)]
 pub struct PodAttach {
@@ -211,7 +215,8 @@ pub(crate) fn disable_tx_offload(ifname: &str) -> Option<String> {
 /// `netmaster` (createEndpoint: REST + etcd transaction), `labels` (updateEndpoint), `veth`
 /// (pair into the pod namespace), `ovsdb` (port transaction until the cache has it), `ofport`
 /// (until ovs-vswitchd numbered it), `pod_side` (MAC, addresses, routes, offload), `flows`
-/// (bundle confirmed by the switch), `oper` (oper state in etcd).
+/// (bundle confirmed by the switch), `oper` (oper state in etcd), `flows_moved` (only when
+/// ovs-vswitchd did not give the port the number asked for).
 #[derive(Default)]
 struct StepLog {
     steps: std::sync::Mutex<Vec<(&'static str, std::time::Duration)>>,
@@ -413,38 +418,74 @@ impl Driver {
         steps: &StepLog,
     ) -> Result<LocalEndpointInfo> {
         let kind = bridge_kind(&net.pkt_tag_type);
+        let ovs_port = format!("v{}", port_name_for(ep_id));
+        let planned = self.plan_ofport(bridge_name(kind), &ovs_port);
         // Rollback of the host side is idempotent, so it is marked before it starts.
         created.veth = true;
         created.port = true;
         let (veth_ready, veth_made) = futures::channel::oneshot::channel::<()>();
-        let host = self.host_side(pod, net, group, ep_id, steps, veth_ready);
-        let created_endpoint = &mut created.endpoint;
+        let port = PortSpec::access(ovs_port.as_str(), access_tag(net, group))
+            .endpoint_id(ep_id)
+            .policing(policing_of(group)?)
+            .ofport_request(planned);
+        let host = self.host_side(pod, kind, &port, steps, veth_ready);
+        let (created_endpoint, created_ofport) = (&mut created.endpoint, &mut created.ofport);
         let pod_branch = async {
             let ep = self.allocate(pod, steps).await?;
             *created_endpoint = true;
             let oper = self.oper_state(pod, ep_id, &ep);
-            // The pod end must exist; if the host branch failed, its error is the answer.
-            if veth_made.await.is_err() {
-                return Ok(None);
-            }
-            self.pod_side_and_oper(pod, net, &oper, steps).await?;
-            Ok::<_, PluginError>(Some(oper))
+            let local = local_endpoint(&oper, net, group, planned)?;
+            let announce = local.ipv4;
+            // The flows name the port by the number asked for, so they go in while
+            // ovs-vswitchd is still adding the port (rolled back if anything fails).
+            *created_ofport = Some(planned);
+            let flows = async {
+                steps
+                    .time("flows", self.agent(kind).add_local_endpoint(local))
+                    .await
+                    .map_err(|e| PluginError::agent(kind, e))
+            };
+            let pod_side = async {
+                // The pod end must exist; if the host branch failed, its error is the answer.
+                if veth_made.await.is_err() {
+                    return Ok(false);
+                }
+                self.pod_side_and_oper(pod, net, &oper, steps).await?;
+                Ok::<_, PluginError>(true)
+            };
+            let (flows, pod_side) = futures::join!(flows, pod_side);
+            flows?;
+            Ok::<_, PluginError>(pod_side?.then_some((oper, announce)))
         };
-        let (ofport, oper) = futures::join!(host, pod_branch);
+        let (ofport, pod_branch) = futures::join!(host, pod_branch);
         let ofport = ofport?;
-        let Some(oper) = oper? else {
+        let Some((oper, announce)) = pod_branch? else {
             return Err(PluginError::Invalid {
                 field: "veth",
                 problem: format!("the host branch of {ep_id} ended without a veth"),
             });
         };
-        let local = local_endpoint(&oper, net, group, ofport)?;
-        let announce = local.ipv4;
-        steps
-            .time("flows", self.agent(kind).add_local_endpoint(local))
-            .await
-            .map_err(|e| PluginError::agent(kind, e))?;
-        created.ofport = Some(ofport);
+        if ofport != planned {
+            // ovs-vswitchd numbers the port otherwise only if the number was taken meanwhile
+            // (by a port added behind netplugin's back): the flows move to the real number.
+            tracing::info!(
+                endpoint = ep_id,
+                requested = planned,
+                ofport,
+                "ovs-vswitchd gave the port another number; moving its flows"
+            );
+            self.agent(kind)
+                .remove_local_endpoint(planned)
+                .await
+                .map_err(|e| PluginError::agent(kind, e))?;
+            created.ofport = None;
+            let local = local_endpoint(&oper, net, group, ofport)?;
+            steps
+                .time("flows_moved", self.agent(kind).add_local_endpoint(local))
+                .await
+                .map_err(|e| PluginError::agent(kind, e))?;
+            created.ofport = Some(ofport);
+        }
         self.bgp_local(kind, announce, true);
         let host_access = if self.wants_host_access(net, pod) {
             created.host_access = true;
@@ -611,21 +652,18 @@ impl Driver {
     }
 
     /// The veth pair (pod end born in the pod namespace under `CNI_IFNAME`, down), the host
-    /// end up as an OVS access port; returns its OpenFlow port number. `veth_ready` is told
-    /// once the pair exists (and dropped untold if it could not be made).
+    /// end up as OVS port `port` on `kind`'s bridge; returns its OpenFlow port number.
+    /// `veth_ready` is told once the pair exists (and dropped untold if it could not be made).
     async fn host_side(
         &self,
         pod: &PodAttach,
-        net: &CfgNetworkState,
-        group: Option<&EndpointGroupState>,
-        ep_id: &str,
+        kind: BridgeKind,
+        port: &PortSpec,
         steps: &StepLog,
         veth_ready: futures::channel::oneshot::Sender<()>,
     ) -> Result<u32> {
-        let kind = bridge_kind(&net.pkt_tag_type);
-        let ovs_port = format!("v{}", port_name_for(ep_id));
         let (host, ifname, netns, mtu) = (
-            ovs_port.clone(),
+            port.name.clone(),
             pod.ifname.clone(),
             pod.netns.clone(),
             self.pod_mtu(kind),
@@ -647,15 +685,47 @@ impl Driver {
         });
         steps.time("veth", veth).await?;
         let _ = veth_ready.send(());
-        let port = PortSpec::access(ovs_port.as_str(), access_tag(net, group))
-            .endpoint_id(ep_id)
-            .policing(policing_of(group)?);
         steps
-            .time("ovsdb", self.ovsdb.ensure_port(bridge_name(kind), &port))
+            .time("ovsdb", self.ovsdb.ensure_port(bridge_name(kind), port))
             .await?;
         Ok(steps
-            .time("ofport", self.ovsdb.wait_ofport(&ovs_port, OFPORT_TIMEOUT))
+            .time("ofport", self.ovsdb.wait_ofport(&port.name, OFPORT_TIMEOUT))
             .await?)
+    }
+
+    /// The OpenFlow port number to ask for pod port `ovs_port` on `bridge`: its own if the
+    /// port exists already (a leftover the attach keeps), else the next number after the last
+    /// one asked for and every number in use that no interface of the bridge has or asked
+    /// for. Counting on rather than taking the lowest free number does what ovs-vswitchd does
+    /// itself: a number freed a moment ago is not given to the next pod. Numbers asked for by
+    /// attaches in flight stay unique because the counter moves under the state lock.
+    fn plan_ofport(&self, bridge: &'static str, ovs_port: &str) -> u32 {
+        let (own, used) = self.ovsdb.read(|c| {
+            let own = c
+                .interface(ovs_port)
+                .and_then(|i| i.ofport)
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n > 0);
+            (own, c.ofports_of_bridge(bridge))
+        });
+        if let Some(own) = own {
+            return own;
+        }
+        self.with_state(|s| {
+            let last = s.last_ofport.entry(bridge).or_insert(0);
+            let highest = used.range(..OFPORT_MAX).next_back().copied().unwrap_or(0);
+            let mut next = (*last).max(highest);
+            // At most every number once: on a full bridge the request is for a taken
+            // number, and ovs-vswitchd's own answer (no port) is the error.
+            for _ in 0..OFPORT_MAX {
+                next = if next + 1 >= OFPORT_MAX { 1 } else { next + 1 };
+                if !used.contains(&next) {
+                    break;
+                }
+            }
+            *last = next;
+            next
+        })
     }
 
     async fn put_oper(&self, oper: &OperEndpointState) -> Result<()> {

@@ -74,6 +74,8 @@ struct State {
     host_port: Option<ofnet::HostNatPort>,
     /// The host's routes through `contivh1` (routing mode, `driver::infra`).
     host_routes: std::collections::BTreeSet<ipnet::Ipv4Net>,
+    /// The OpenFlow port number last asked for a pod's port, by bridge name.
+    last_ofport: BTreeMap<&'static str, u32>,
 }
 
 /// See the module documentation.

@@ -242,6 +242,18 @@ impl Cache {
             .unwrap_or_default()
     }
 
+    /// The OpenFlow port numbers bridge `name`'s interfaces have or asked for.
+    pub fn ofports_of_bridge(&self, name: &str) -> std::collections::BTreeSet<u32> {
+        self.ports_of_bridge(name)
+            .iter()
+            .flat_map(|p| p.interfaces.iter())
+            .filter_map(|u| self.interface_by_uuid(u))
+            .flat_map(|i| [i.ofport, i.ofport_request])
+            .flatten()
+            .filter_map(|n| u32::try_from(n).ok())
+            .collect()
+    }
+
     /// Whether a row with this uuid exists in `table`.
     pub fn contains(&self, table: &str, uuid: &Uuid) -> bool {
         self.row(table, uuid).is_some()
@@ -345,6 +357,8 @@ pub struct InterfaceRow {
     pub kind: String,
     /// The OpenFlow port number; `None` until ovs-vswitchd assigns one, `Some(-1)` on failure.
     pub ofport: Option<i64>,
+    /// The number asked for (`ofport_request`), if any.
+    pub ofport_request: Option<i64>,
     pub options: BTreeMap<String, String>,
     pub external_ids: BTreeMap<String, String>,
     pub ingress_policing_rate: i64,
@@ -361,6 +375,7 @@ impl InterfaceRow {
             name: str_col(row, "name"),
             kind: str_col(row, "type"),
             ofport: column(row, "ofport").and_then(optional_int),
+            ofport_request: column(row, "ofport_request").and_then(optional_int),
             options: column(row, "options")
                 .map(string_map_entries)
                 .unwrap_or_default(),

@@ -96,6 +96,11 @@ pub struct PortSpec {
     pub policing: Policing,
     /// Written to both the Port and the Interface row.
     pub external_ids: BTreeMap<String, String>,
+    /// The OpenFlow port number asked of ovs-vswitchd (`ofport_request`), so that flows
+    /// naming the port can be installed before it has numbered the port. Written only when
+    /// the interface is created: an existing port keeps its number, and a differing request
+    /// does not make it "not match".
+    pub ofport_request: Option<u32>,
 }
 
 impl PortSpec {
@@ -107,6 +112,7 @@ impl PortSpec {
             vlan: VlanMode::Access(tag),
             policing: Policing::default(),
             external_ids: BTreeMap::new(),
+            ofport_request: None,
         }
     }
 
@@ -149,6 +155,12 @@ impl PortSpec {
     /// Police ingress traffic.
     pub fn policing(mut self, policing: Policing) -> Self {
         self.policing = policing;
+        self
+    }
+
+    /// Ask for OpenFlow port number `ofport` when the interface is created.
+    pub fn ofport_request(mut self, ofport: u32) -> Self {
+        self.ofport_request = Some(ofport);
         self
     }
 
@@ -389,6 +401,9 @@ fn detach_op(bridge: &Uuid, port: &Uuid) -> Operation {
 fn insert_ops(bridge: &Uuid, spec: &PortSpec) -> Vec<Operation> {
     let mut interface = spec.interface_columns();
     interface.insert("name".into(), json!(spec.name));
+    if let Some(ofport) = spec.ofport_request {
+        interface.insert("ofport_request".into(), json!(ofport));
+    }
     let mut port = spec.port_columns();
     port.insert("name".into(), json!(spec.name));
     port.insert("interfaces".into(), set([named_uuid("iface")]));
