@@ -460,6 +460,35 @@ mod tests {
         assert!(cache.apply(&json!([1])).is_err());
     }
 
+    /// A number an interface has and one another only asked for (ovs-vswitchd has not
+    /// numbered it yet) are both taken.
+    #[test]
+    fn a_bridges_ofports_include_the_ones_asked_for() {
+        let mut cache = Cache::default();
+        cache.reset(&initial()).unwrap();
+        assert!(cache.ofports_of_bridge("br0").is_empty());
+        cache
+            .apply(&json!({
+                "Interface": {
+                    "i-1": {"old": {"ofport": ["set", []]}, "new": {"ofport": 7}},
+                    "i-2": {"new": {"name": "vvport2", "type": "", "ofport": ["set", []], "ofport_request": 9}}
+                },
+                "Port": {"p-2": {"new": {"name": "vvport2", "interfaces": ["uuid", "i-2"]}}},
+                "Bridge": {"br-1": {"old": {"ports": ["uuid", "p-1"]},
+                            "new": {"ports": ["set", [["uuid", "p-1"], ["uuid", "p-2"]]]}}}
+            }))
+            .unwrap();
+        assert_eq!(
+            cache
+                .ofports_of_bridge("br0")
+                .into_iter()
+                .collect::<Vec<_>>(),
+            vec![7, 9]
+        );
+        assert_eq!(cache.interface("vvport2").unwrap().ofport_request, Some(9));
+        assert!(cache.ofports_of_bridge("br1").is_empty());
+    }
+
     #[test]
     fn monitor_request_names_every_table() {
         let req = monitor_requests();
