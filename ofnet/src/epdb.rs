@@ -417,6 +417,13 @@ pub enum EndpointOp {
 #[rtype(result = "Result<Arc<EndpointTable>, EndpointDbError>")]
 pub struct Apply(pub EndpointOp);
 
+/// Apply changes in order, each all-or-nothing: a refused one is left out and the next applies
+/// to the table as it was. Answers, for each, the snapshot right after it or why it was
+/// refused (one message for a batch of the agent's updates).
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<Result<Arc<EndpointTable>, EndpointDbError>>")]
+pub struct ApplyEach(pub Vec<EndpointOp>);
+
 /// Put a snapshot back (the switch refused the flows of the change that produced the current
 /// one).
 #[derive(Debug, Message)]
@@ -447,6 +454,23 @@ impl Handler<Apply> for EndpointDb {
         next.apply(op)?;
         self.table = Arc::new(next);
         Ok(self.table.clone())
+    }
+}
+
+impl Handler<ApplyEach> for EndpointDb {
+    type Result = MessageResult<ApplyEach>;
+
+    fn handle(&mut self, ApplyEach(ops): ApplyEach, _: &mut Context<Self>) -> Self::Result {
+        let answers = ops
+            .into_iter()
+            .map(|op| {
+                let mut next = (*self.table).clone();
+                next.apply(op)?;
+                self.table = Arc::new(next);
+                Ok(self.table.clone())
+            })
+            .collect();
+        MessageResult(answers)
     }
 }
 

@@ -1,6 +1,7 @@
 //! How the agent scales with the number of endpoints. Every update recomputes the complete
 //! flow set and sends the difference, so the cost per update grows with the table. Run with
 //! `cargo test -p ofnet --release --test scale -- --ignored --nocapture`; prints the numbers.
+//! One check runs always: updates sent at once share switch transactions.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -79,6 +80,114 @@ fn desired_state_computation() {
             "{total} endpoints, {} flows: from scratch {full:?}, one endpoint's owners {:?}",
             d.flow_count(),
             start.elapsed() / rounds
+        );
+    }
+}
+
+/// The agent's counter `name` (0 if it never counted).
+async fn stat(agent: &AgentHandle, name: &str) -> u64 {
+    let export = agent.inspect().await.unwrap();
+    export.stats.get(name).copied().unwrap_or(0)
+}
+
+/// Forty endpoint adds sent at once go to the switch in a few transactions (group commit), and
+/// each keeps its own answer: the two the endpoint DB refuses (a port that holds another
+/// endpoint, a VLAN without a network) fail alone with their reason, every other endpoint's
+/// flows are in OVS when its add answers, and a removal and an add on the same port sent
+/// together apply in the order sent.
+#[actix_rt::test]
+async fn updates_sent_at_once_share_transactions_and_keep_their_own_answers() {
+    testbed::require!(Root, Ovs);
+    init_tracing();
+    let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
+    ovs.add_bridge("br0").unwrap();
+    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vxlan, "br0"));
+    let _listener = connect(&ovs, "br0", &agent).await;
+    for n in 0..NETWORKS {
+        agent.add_network(network(n)).await.unwrap();
+    }
+    let before = stat(&agent, "UpdateBatches").await;
+    let mut eps: Vec<LocalEndpoint> = (0..40).map(endpoint).collect();
+    let taken = LocalEndpoint {
+        mac: MacAddr([2, 2, 10, 9, 9, 1]),
+        ipv4: Some(Ipv4Addr::new(10, 9, 9, 1)),
+        ..endpoint(0)
+    };
+    let nowhere = LocalEndpoint {
+        vlan: 999,
+        ..endpoint(99)
+    };
+    eps.insert(5, taken.clone());
+    eps.insert(20, nowhere.clone());
+    let answers =
+        futures::future::join_all(eps.iter().map(|e| agent.add_local_endpoint(e.clone()))).await;
+    let batches = stat(&agent, "UpdateBatches").await - before;
+    eprintln!("42 adds sent at once: {batches} switch transactions");
+    let flows = ovs.ofctl(&["dump-flows", "br0"]).unwrap();
+    for (ep, answer) in eps.iter().zip(&answers) {
+        if ep.mac == taken.mac || ep.vlan == nowhere.vlan {
+            let e = answer
+                .as_ref()
+                .expect_err("a refused endpoint was accepted");
+            let text = e.to_string();
+            assert!(
+                text.contains("port 1 already holds") || text.contains("no network on VLAN 999"),
+                "{text}"
+            );
+            assert!(!flows.contains(&ep.mac.to_string()), "{}", ep.mac);
+        } else {
+            answer.as_ref().unwrap();
+            assert!(
+                flows.contains(&ep.mac.to_string()),
+                "no flow for {}",
+                ep.mac
+            );
+        }
+    }
+    assert!(
+        (1..=10).contains(&batches),
+        "40 adds sent at once took {batches} switch transactions"
+    );
+
+    // Remove port 3 and put another endpoint on it, sent together.
+    let again = LocalEndpoint {
+        mac: MacAddr([2, 2, 10, 8, 8, 3]),
+        ipv4: Some(Ipv4Addr::new(10, 8, 8, 3)),
+        ..endpoint(2)
+    };
+    let (removed, added) = futures::join!(
+        agent.remove_local_endpoint(endpoint(2).port_no),
+        agent.add_local_endpoint(again.clone())
+    );
+    removed.unwrap();
+    added.unwrap();
+    let flows = ovs.ofctl(&["dump-flows", "br0"]).unwrap();
+    assert!(!flows.contains(&endpoint(2).mac.to_string()));
+    assert!(flows.contains(&again.mac.to_string()));
+
+    // One the switch refuses (a meter of rate 0) among others sent at once: the batch is put
+    // back and its updates run one at a time, so that one fails alone.
+    let refused = LocalEndpoint {
+        bandwidth: Some(ofnet::Bandwidth {
+            rate_kbps: 0,
+            burst_kbit: 0,
+        }),
+        ..endpoint(50)
+    };
+    let others: Vec<LocalEndpoint> = (51..55).map(endpoint).collect();
+    let (bad, good) = futures::join!(
+        agent.add_local_endpoint(refused.clone()),
+        futures::future::join_all(others.iter().map(|e| agent.add_local_endpoint(e.clone())))
+    );
+    assert!(bad.is_err());
+    let flows = ovs.ofctl(&["dump-flows", "br0"]).unwrap();
+    assert!(!flows.contains(&refused.mac.to_string()), "{flows}");
+    for (ep, answer) in others.iter().zip(good) {
+        answer.unwrap();
+        assert!(
+            flows.contains(&ep.mac.to_string()),
+            "no flow for {}",
+            ep.mac
         );
     }
 }

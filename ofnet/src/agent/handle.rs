@@ -55,6 +55,7 @@ impl AgentHandle {
             garp_rounds: BTreeMap::new(),
             masters: BTreeMap::new(),
             rpc_port: 0,
+            updates: Default::default(),
         };
         // The input table's ARP punt depends on the ARP mode alone: compute the empty state's
         // flows once so they are installed from the first connect.

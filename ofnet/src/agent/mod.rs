@@ -8,7 +8,8 @@
 //! them for networks and VTEPs), and only the difference goes to `ofctrl` as one transaction.
 //! The call returns once the switch confirmed it (or once it was recorded, if no switch is connected: it goes out on connect). If the switch refuses, the
 //! endpoint DB and the settings are put back, so the state always describes what is installed.
-//! Updates run one at a time (the mailbox waits), so they apply in the order they were sent.
+//! Updates apply in the order they were sent; the ones that wait while the switch confirms a
+//! transaction go together as the next one, each keeping its own answer (`batch.rs`).
 //!
 //! The agent also receives the listener's switch events: ARP requests punted by the input
 //! table are answered or re-injected ([`crate::arp`]); the connected switch is remembered for
@@ -19,6 +20,7 @@
 //! `service.rs` serves the agent's RPC methods; `svcproxy.rs` answers connections to service
 //! ports without providers and serves service statistics.
 
+mod batch;
 mod handle;
 mod ops;
 mod service;
@@ -291,6 +293,8 @@ pub struct Agent {
     /// Masters by `host:port`.
     masters: BTreeMap<String, (Node, Peer)>,
     rpc_port: u16,
+    /// Updates waiting for their batch (`batch.rs`).
+    updates: batch::UpdateQueue,
 }
 
 impl Actor for Agent {
@@ -546,94 +550,6 @@ impl Agent {
         tracing::debug!(bridge = %self.config.bridge, in_port, ?outcome, "ARP request");
         self.count(outcome.counter());
         self.send_packets(packets);
-    }
-}
-
-impl Handler<Update> for Agent {
-    type Result = AtomicResponse<Self, Result<(), AgentError>>;
-
-    fn handle(&mut self, Update(op): Update, _: &mut Context<Self>) -> Self::Result {
-        if let AgentOp::AddRemoteEndpoint(ep) = &op
-            && ep.originator_ip.is_some()
-            && ep.originator_ip == self.config.local_ip
-        {
-            // Our own endpoint, echoed back by the master.
-            return AtomicResponse::new(Box::pin(fut::ready(Ok(()))));
-        }
-        let epdb = self.epdb.clone();
-        let ep_op = endpoint_op(&op, self.config.local_ip);
-        let db_changed = ep_op.is_some();
-        let fetch = async move {
-            match ep_op {
-                Some(o) => epdb
-                    .send(epdb::Apply(o))
-                    .await
-                    .map_err(|_| AgentError::Stopped)?
-                    .map(Some)
-                    .map_err(AgentError::from),
-                None => Ok(None),
-            }
-        };
-        let work = fetch.into_actor(self).then(move |snapshot, act, _| {
-            let prev_endpoints = act.endpoints.clone();
-            let rollback = move |act: &mut Agent, undo: Option<SettingsUndo>| {
-                if db_changed {
-                    act.epdb.do_send(epdb::Restore(prev_endpoints.clone()));
-                }
-                act.endpoints = prev_endpoints;
-                if let Some(undo) = undo {
-                    undo.restore(&mut act.settings);
-                }
-            };
-            let before = act.endpoints.clone();
-            let removed = match &op {
-                AgentOp::RemoveLocalEndpoint(p) => before.local(*p).cloned(),
-                _ => None,
-            };
-            let mut undo = None;
-            let next = snapshot.and_then(|snap| {
-                if let Some(s) = snap {
-                    act.endpoints = s;
-                }
-                let changed = apply_settings(act.datapath.as_ref(), &mut act.settings, &op)?;
-                let owners = touched(
-                    &op,
-                    &before,
-                    &act.endpoints,
-                    changed.before(&act.settings),
-                    &act.settings,
-                );
-                undo = Some(changed);
-                act.recompute(owners)
-            });
-            let (updates, changes) = match next {
-                Ok(n) => n,
-                Err(e) => {
-                    // A refused endpoint-DB change changed nothing there.
-                    if !matches!(e, AgentError::EndpointDb(_)) {
-                        rollback(act, undo);
-                    }
-                    return futures::future::Either::Left(fut::ready(Err(e)));
-                }
-            };
-            let bridge = act.bridge.clone();
-            futures::future::Either::Right(
-                async move { bridge.apply(changes).await }
-                    .into_actor(act)
-                    .map(move |applied, act, ctx| match applied {
-                        Ok(_) => {
-                            act.installed.commit(updates);
-                            act.after(&op, removed, ctx);
-                            Ok(())
-                        }
-                        Err(e) => {
-                            rollback(act, undo);
-                            Err(AgentError::Switch(e))
-                        }
-                    }),
-            )
-        });
-        AtomicResponse::new(Box::pin(work))
     }
 }
 

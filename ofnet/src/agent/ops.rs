@@ -167,6 +167,24 @@ pub(super) enum Touched {
 }
 
 impl Touched {
+    /// What two ops touched together.
+    pub(super) fn merge(self, other: Touched) -> Touched {
+        match (self, other) {
+            (Touched::All, _) | (_, Touched::All) => Touched::All,
+            (Touched::Owners(mut a), Touched::Owners(b)) => {
+                a.extend(b);
+                Touched::Owners(a)
+            }
+            (
+                Touched::Owners(mut a) | Touched::Shared(mut a),
+                Touched::Owners(b) | Touched::Shared(b),
+            ) => {
+                a.extend(b);
+                Touched::Shared(a)
+            }
+        }
+    }
+
     /// The owners to recompute, given what is installed and what the datapath has now.
     pub(super) fn owners(
         self,
@@ -361,6 +379,9 @@ pub(super) enum SettingsUndo {
     },
     /// The whole settings before the op.
     Whole(Box<Settings>),
+    /// Nothing: the op is the endpoint DB's alone (networks, endpoints). Copying the settings
+    /// for it cost a copy of every rule and service provider per pod.
+    Unchanged,
 }
 
 /// The settings before an op, as far as [`touched`] looks at them.
@@ -385,6 +406,11 @@ impl SettingsUndo {
                 netpols: &s.netpols,
                 stateful: s.stateful(),
             },
+            SettingsUndo::Unchanged => Before {
+                services: &now.services,
+                netpols: &now.netpols,
+                stateful: now.stateful(),
+            },
         }
     }
 
@@ -400,6 +426,7 @@ impl SettingsUndo {
                 }
             }
             SettingsUndo::Whole(before) => *s = *before,
+            SettingsUndo::Unchanged => {}
         }
     }
 }
@@ -418,6 +445,13 @@ pub(super) fn apply_settings(
             .iter()
             .chain(add.iter().map(|r| &r.rule_id))
             .collect(),
+        AgentOp::AddNetwork(_)
+        | AgentOp::RemoveNetwork(_)
+        | AgentOp::AddLocalEndpoint(_)
+        | AgentOp::UpdateLocalEndpoint { .. }
+        | AgentOp::RemoveLocalEndpoint(_)
+        | AgentOp::AddRemoteEndpoint(_)
+        | AgentOp::RemoveRemoteEndpoint(_) => return Ok(SettingsUndo::Unchanged),
         _ => {
             let whole = Box::new(s.clone());
             change_settings(datapath, s, op)?;
@@ -596,7 +630,14 @@ fn change_settings(
                 }
             }
         }
-        _ => {}
+        // The endpoint DB's ops (see `apply_settings`).
+        AgentOp::AddNetwork(_)
+        | AgentOp::RemoveNetwork(_)
+        | AgentOp::AddLocalEndpoint(_)
+        | AgentOp::UpdateLocalEndpoint { .. }
+        | AgentOp::RemoveLocalEndpoint(_)
+        | AgentOp::AddRemoteEndpoint(_)
+        | AgentOp::RemoveRemoteEndpoint(_) => {}
     }
     Ok(())
 }
