@@ -412,11 +412,6 @@ pub enum EndpointOp {
     RemoveRemote(String),
 }
 
-/// Apply a change; answers with the resulting snapshot.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<Arc<EndpointTable>, EndpointDbError>")]
-pub struct Apply(pub EndpointOp);
-
 /// Apply changes in order, each all-or-nothing: a refused one is left out and the next applies
 /// to the table as it was. Answers, for each, the snapshot right after it or why it was
 /// refused (one message for a batch of the agent's updates).
@@ -443,18 +438,6 @@ pub struct EndpointDb {
 
 impl Actor for EndpointDb {
     type Context = Context<Self>;
-}
-
-impl Handler<Apply> for EndpointDb {
-    type Result = Result<Arc<EndpointTable>, EndpointDbError>;
-
-    fn handle(&mut self, Apply(op): Apply, _: &mut Context<Self>) -> Self::Result {
-        // Copy-on-write: the agent still holds the previous snapshot for a possible Restore.
-        let mut next = (*self.table).clone();
-        next.apply(op)?;
-        self.table = Arc::new(next);
-        Ok(self.table.clone())
-    }
 }
 
 impl Handler<ApplyEach> for EndpointDb {

@@ -45,6 +45,14 @@ pub(super) struct UpdateQueue {
 #[rtype(result = "()")]
 struct Drain;
 
+/// An update of the running batch whose settings part applied.
+struct Ready {
+    queued: Queued,
+    undo: SettingsUndo,
+    /// It has an endpoint-DB part (its answer is next in the `ApplyEach` answers).
+    has_ep_op: bool,
+}
+
 /// An update of the running batch, applied to the settings and the endpoint table.
 struct Applied {
     queued: Queued,
@@ -122,7 +130,7 @@ impl Handler<Drain> for Agent {
         // Settings first: they do not depend on the endpoint table, and an op with an
         // endpoint-DB part changes no setting (`apply_settings`), so a refused endpoint op
         // never has a setting to take back out of order.
-        let mut ready: Vec<(Queued, SettingsUndo, bool)> = Vec::new();
+        let mut ready: Vec<Ready> = Vec::new();
         let mut ep_ops: Vec<EndpointOp> = Vec::new();
         for queued in batch {
             if let AgentOp::AddRemoteEndpoint(ep) = &queued.op
@@ -138,7 +146,11 @@ impl Handler<Drain> for Agent {
                     let ep_op = endpoint_op(&queued.op, self.config.local_ip);
                     let has_ep_op = ep_op.is_some();
                     ep_ops.extend(ep_op);
-                    ready.push((queued, undo, has_ep_op));
+                    ready.push(Ready {
+                        queued,
+                        undo,
+                        has_ep_op,
+                    });
                 }
                 Err(e) => {
                     let _ = queued.reply.send(Err(e));
@@ -159,7 +171,7 @@ impl Handler<Drain> for Agent {
                 Err(_) => {
                     let mut applied: Vec<Applied> = ready
                         .into_iter()
-                        .map(|(queued, undo, _)| Applied {
+                        .map(|Ready { queued, undo, .. }| Applied {
                             queued,
                             undo: Some(undo),
                             removed: None,
@@ -175,7 +187,12 @@ impl Handler<Drain> for Agent {
             let mut table = start.clone();
             let mut owners: Option<Touched> = None;
             let mut applied = Vec::with_capacity(ready.len());
-            for (queued, undo, has_ep_op) in ready {
+            for Ready {
+                queued,
+                undo,
+                has_ep_op,
+            } in ready
+            {
                 let after = match has_ep_op {
                     false => table.clone(),
                     true => match answers.next() {

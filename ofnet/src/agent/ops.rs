@@ -874,6 +874,94 @@ mod tests {
         }
     }
 
+    /// What the agent does with a batch (`batch.rs`): the settings parts of all ops, then
+    /// their endpoint-DB parts, then one recompute of every owner they touched (merged), gives
+    /// exactly the table built from scratch after every batch of a random sequence.
+    #[test]
+    fn batched_updates_equal_the_table_built_from_scratch() {
+        type Gen = fn(&mut Lcg) -> AgentOp;
+        let cases: [(Box<dyn Datapath>, u64, Gen); 3] = [
+            (Box::new(VxlanBridge), 11, random_op),
+            (Box::new(VlanBridge), 12, random_routing_op),
+            (Box::new(crate::VrouterBridge), 13, random_op),
+        ];
+        for (datapath, seed, gen_op) in cases {
+            let mut r = Lcg(seed);
+            let (mut table, mut settings) = (EndpointTable::new(), Settings::default());
+            let topo = Topology {
+                endpoints: &table,
+                settings: &settings,
+            };
+            let mut installed = datapath.desired(&topo).unwrap();
+            let mut batches = 0;
+            for round in 0..150 {
+                let ops: Vec<AgentOp> = (0..1 + r.next(6)).map(|_| gen_op(&mut r)).collect();
+                let mut s = settings.clone();
+                let kept: Vec<(&AgentOp, SettingsUndo)> = ops
+                    .iter()
+                    .filter_map(|op| {
+                        Some((op, apply_settings(datapath.as_ref(), &mut s, op).ok()?))
+                    })
+                    .collect();
+                let mut t = table.clone();
+                let mut owners: Option<Touched> = None;
+                for (op, undo) in &kept {
+                    let before = t.clone();
+                    if let Some(e) = endpoint_op(op, None)
+                        && t.apply(e).is_err()
+                    {
+                        t = before;
+                        continue;
+                    }
+                    let this = touched(op, &before, &t, undo.before(&s), &s);
+                    owners = Some(match owners {
+                        Some(o) => o.merge(this),
+                        None => this,
+                    });
+                }
+                let Some(owners) = owners else { continue };
+                let topo = Topology {
+                    endpoints: &t,
+                    settings: &s,
+                };
+                let updates: Vec<(Owner, Part)> = owners
+                    .owners(&installed, datapath.as_ref(), &topo)
+                    .into_iter()
+                    .map(|o| {
+                        let p = datapath.part(&topo, &o).unwrap();
+                        (o, p)
+                    })
+                    .collect();
+                if installed.plan(&updates).is_err() {
+                    // Refused as a whole (the agent then runs the ops one at a time).
+                    continue;
+                }
+                installed.commit(updates);
+                (table, settings) = (t, s);
+                batches += 1;
+                let scratch = datapath
+                    .desired(&Topology {
+                        endpoints: &table,
+                        settings: &settings,
+                    })
+                    .unwrap();
+                assert_eq!(
+                    installed.flow_lines(),
+                    scratch.flow_lines(),
+                    "{:?} round {round}: flows after {ops:?}",
+                    datapath.kind()
+                );
+                assert_eq!(
+                    installed.group_lines(),
+                    scratch.group_lines(),
+                    "{:?} round {round}: groups after {ops:?}",
+                    datapath.kind()
+                );
+            }
+            assert!(batches > 60, "only {batches} batches applied");
+        }
+    }
+
     /// Updating only the owners an op touches gives exactly the table built from scratch,
     /// after every op of a long random sequence (services, their groups and providers included).
     #[test]

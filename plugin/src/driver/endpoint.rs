@@ -694,11 +694,12 @@ impl Driver {
     }
 
     /// The OpenFlow port number to ask for pod port `ovs_port` on `bridge`: its own if the
-    /// port exists already (a leftover the attach keeps), else the next number after the last
-    /// one asked for and every number in use that no interface of the bridge has or asked
-    /// for. Counting on rather than taking the lowest free number does what ovs-vswitchd does
-    /// itself: a number freed a moment ago is not given to the next pod. Numbers asked for by
-    /// attaches in flight stay unique because the counter moves under the state lock.
+    /// port exists already (a leftover the attach keeps), else a number no interface of the
+    /// bridge has or asked for, counting on from the highest of the last number asked for and
+    /// the numbers in use (wrapping at the end of the range). Counting on rather than taking
+    /// the lowest free number does what ovs-vswitchd does itself: a number freed a moment ago
+    /// is not given to the next pod. Numbers asked for by attaches in flight stay unique
+    /// because the counter moves under the state lock.
     fn plan_ofport(&self, bridge: &'static str, ovs_port: &str) -> u32 {
         let (own, used) = self.ovsdb.read(|c| {
             let own = c
