@@ -298,16 +298,6 @@ pub(crate) mod tests {
         while_held(writes, answers).await
     }
 
-    /// The global object (bridge mode) and the `default` tenant.
-    pub(crate) async fn bridge_and_default_tenant(db: &Db) {
-        ops::upsert(db, "global", Global::defaults("bridge", "default"))
-            .await
-            .unwrap();
-        ops::upsert(db, "default", Tenant::named("default"))
-            .await
-            .unwrap();
-    }
-
     async fn revision(store: &MemoryStore) -> i64 {
         store.list("/").await.unwrap().revision
     }
@@ -341,13 +331,7 @@ pub(crate) mod tests {
         ops::upsert(&db, "default", Tenant::named("default"))
             .await
             .unwrap();
-        let net = Network {
-            network_name: "n1".into(),
-            tenant_name: "default".into(),
-            encap: "vxlan".into(),
-            subnet: "10.1.0.0/16".into(),
-            ..Default::default()
-        };
+        let net = crate::scenarios::net("default", "n1", "vxlan", "10.1.0.0/16", 0);
         ops::upsert(&db, "default:n1", net).await.unwrap();
         let policy = Policy {
             policy_name: "pol".into(),
@@ -376,14 +360,16 @@ pub(crate) mod tests {
         use crate::store::round_trips::RoundTrips;
         let store = RoundTrips::default();
         let db = Db::new(Arc::new(store.clone()));
-        bridge_and_default_tenant(&db).await;
+        crate::scenarios::setup(&db).await;
         // The tenant's first network writes its prefix-lengths record.
-        let net = |i: usize| Network {
-            network_name: format!("n{i}"),
-            tenant_name: "default".into(),
-            encap: "vxlan".into(),
-            subnet: format!("10.1.{i}.0/24"),
-            ..Default::default()
+        let net = |i: usize| {
+            crate::scenarios::net(
+                "default",
+                &format!("n{i}"),
+                "vxlan",
+                &format!("10.1.{i}.0/24"),
+                0,
+            )
         };
         ops::upsert(&db, "default:n99", net(99)).await.unwrap();
         let writes = Writes::spawn(db.clone()).unwrap();
@@ -503,13 +489,13 @@ pub(crate) mod tests {
             .map(|i| {
                 (
                     format!("default:m{i}"),
-                    Network {
-                        network_name: format!("m{i}"),
-                        tenant_name: "default".into(),
-                        encap: "vxlan".into(),
-                        subnet: format!("10.{}.{}.0/24", 100 + i / 16, i % 16),
-                        ..Default::default()
-                    },
+                    crate::scenarios::net(
+                        "default",
+                        &format!("m{i}"),
+                        "vxlan",
+                        &format!("10.{}.{}.0/24", 100 + i / 16, i % 16),
+                        0,
+                    ),
                 )
             })
             .collect();

@@ -84,6 +84,18 @@ fn desired_state_computation() {
     }
 }
 
+/// A VXLAN agent driving bridge `br0` of a dummy-datapath OVS, with the [`NETWORKS`] networks.
+async fn vxlan_agent_with_networks() -> (Ovs, AgentHandle, ofctrl::Listener) {
+    let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
+    ovs.add_bridge("br0").unwrap();
+    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vxlan, "br0"));
+    let listener = connect(&ovs, "br0", &agent).await;
+    for n in 0..NETWORKS {
+        agent.add_network(network(n)).await.unwrap();
+    }
+    (ovs, agent, listener)
+}
+
 /// The agent's counter `name` (0 if it never counted).
 async fn stat(agent: &AgentHandle, name: &str) -> u64 {
     let export = agent.inspect().await.unwrap();
@@ -99,13 +111,7 @@ async fn stat(agent: &AgentHandle, name: &str) -> u64 {
 async fn updates_sent_at_once_share_transactions_and_keep_their_own_answers() {
     testbed::require!(Root, Ovs);
     init_tracing();
-    let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
-    ovs.add_bridge("br0").unwrap();
-    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vxlan, "br0"));
-    let _listener = connect(&ovs, "br0", &agent).await;
-    for n in 0..NETWORKS {
-        agent.add_network(network(n)).await.unwrap();
-    }
+    let (ovs, agent, _listener) = vxlan_agent_with_networks().await;
     let before = stat(&agent, "UpdateBatches").await;
     let mut eps: Vec<LocalEndpoint> = (0..40).map(endpoint).collect();
     let taken = LocalEndpoint {
@@ -197,13 +203,7 @@ async fn updates_sent_at_once_share_transactions_and_keep_their_own_answers() {
 async fn endpoint_adds_against_a_real_bridge() {
     testbed::require!(Root, Ovs);
     init_tracing();
-    let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
-    ovs.add_bridge("br0").unwrap();
-    let agent = AgentHandle::start(AgentConfig::new(BridgeKind::Vxlan, "br0"));
-    let _listener = connect(&ovs, "br0", &agent).await;
-    for n in 0..NETWORKS {
-        agent.add_network(network(n)).await.unwrap();
-    }
+    let (ovs, agent, _listener) = vxlan_agent_with_networks().await;
     let total = 2000;
     let mut last = Instant::now();
     let start = last;

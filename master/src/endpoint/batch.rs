@@ -67,7 +67,7 @@ mod tests {
 
     use super::*;
     use crate::endpoint::ConfigEp;
-    use crate::model::{Network, ops};
+    use crate::model::ops;
     use crate::store::txn::Db;
     use crate::store::{MemoryStore, StateStore};
 
@@ -92,14 +92,8 @@ mod tests {
         use crate::store::round_trips::RoundTrips;
         let store = RoundTrips::default();
         let db = Db::new(Arc::new(store.clone()));
-        crate::batch::tests::bridge_and_default_tenant(&db).await;
-        let net = Network {
-            network_name: "n1".into(),
-            tenant_name: "default".into(),
-            encap: "vxlan".into(),
-            subnet: "10.1.0.0/16".into(),
-            ..Default::default()
-        };
+        crate::scenarios::setup(&db).await;
+        let net = crate::scenarios::net("default", "n1", "vxlan", "10.1.0.0/16", 0);
         ops::upsert(&db, "default:n1", net).await.unwrap();
         let group = EndpointGroup {
             group_name: "g1".into(),
@@ -132,14 +126,8 @@ mod tests {
     async fn batched_requests_commit_together_and_fail_alone() {
         let store = Arc::new(MemoryStore::new());
         let db = Db::new(store.clone());
-        crate::batch::tests::bridge_and_default_tenant(&db).await;
-        let net = Network {
-            network_name: "n1".into(),
-            tenant_name: "default".into(),
-            encap: "vxlan".into(),
-            subnet: "10.1.1.0/29".into(),
-            ..Default::default()
-        };
+        crate::scenarios::setup(&db).await;
+        let net = crate::scenarios::net("default", "n1", "vxlan", "10.1.1.0/29", 0);
         ops::upsert(&db, "default:n1", net).await.unwrap();
         let writes = Writes::spawn(db.clone()).unwrap();
         // 6 usable addresses, 8 containers (one named twice), one unknown network.

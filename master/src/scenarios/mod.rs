@@ -35,7 +35,8 @@ fn status<T: std::fmt::Debug>(r: Result<T, Error>) -> u16 {
     }
 }
 
-async fn setup(db: &Db) {
+/// The global object (bridge mode) and the `default` tenant (also the batch tests' start).
+pub(crate) async fn setup(db: &Db) {
     ops::upsert(db, "global", Global::defaults("bridge", "default"))
         .await
         .unwrap();
@@ -44,7 +45,8 @@ async fn setup(db: &Db) {
         .unwrap();
 }
 
-fn net(tenant: &str, name: &str, encap: &str, subnet: &str, tag: i64) -> Network {
+/// A network with just its name, encapsulation, subnet and tag (0: allocated).
+pub(crate) fn net(tenant: &str, name: &str, encap: &str, subnet: &str, tag: i64) -> Network {
     Network {
         network_name: name.into(),
         tenant_name: tenant.into(),

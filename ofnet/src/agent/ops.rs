@@ -874,6 +874,44 @@ mod tests {
         }
     }
 
+    /// The new parts of the owners `touched` names, as the agent's `recompute` builds them.
+    fn new_parts(
+        datapath: &dyn Datapath,
+        topo: &Topology<'_>,
+        touched: Touched,
+        installed: &Desired,
+    ) -> Vec<(Owner, Part)> {
+        touched
+            .owners(installed, datapath, topo)
+            .into_iter()
+            .map(|o| {
+                let p = datapath.part(topo, &o).unwrap();
+                (o, p)
+            })
+            .collect()
+    }
+
+    /// The installed flows and groups are exactly the ones built from scratch for `topo`.
+    fn assert_as_built(
+        datapath: &dyn Datapath,
+        installed: &Desired,
+        topo: &Topology<'_>,
+        when: &str,
+    ) {
+        let scratch = datapath.desired(topo).unwrap();
+        let kind = datapath.kind();
+        assert_eq!(
+            installed.flow_lines(),
+            scratch.flow_lines(),
+            "{kind:?} {when}: flows"
+        );
+        assert_eq!(
+            installed.group_lines(),
+            scratch.group_lines(),
+            "{kind:?} {when}: groups"
+        );
+    }
+
     /// What the agent does with a batch (`batch.rs`): the settings parts of all ops, then
     /// their endpoint-DB parts, then one recompute of every owner they touched (merged), gives
     /// exactly the table built from scratch after every batch of a random sequence.
@@ -924,39 +962,20 @@ mod tests {
                     endpoints: &t,
                     settings: &s,
                 };
-                let updates: Vec<(Owner, Part)> = owners
-                    .owners(&installed, datapath.as_ref(), &topo)
-                    .into_iter()
-                    .map(|o| {
-                        let p = datapath.part(&topo, &o).unwrap();
-                        (o, p)
-                    })
-                    .collect();
+                let updates = new_parts(datapath.as_ref(), &topo, owners, &installed);
                 if installed.plan(&updates).is_err() {
                     // Refused as a whole (the agent then runs the ops one at a time).
                     continue;
                 }
                 installed.commit(updates);
+                assert_as_built(
+                    datapath.as_ref(),
+                    &installed,
+                    &topo,
+                    &format!("round {round}: after {ops:?}"),
+                );
                 (table, settings) = (t, s);
                 batches += 1;
-                let scratch = datapath
-                    .desired(&Topology {
-                        endpoints: &table,
-                        settings: &settings,
-                    })
-                    .unwrap();
-                assert_eq!(
-                    installed.flow_lines(),
-                    scratch.flow_lines(),
-                    "{:?} round {round}: flows after {ops:?}",
-                    datapath.kind()
-                );
-                assert_eq!(
-                    installed.group_lines(),
-                    scratch.group_lines(),
-                    "{:?} round {round}: groups after {ops:?}",
-                    datapath.kind()
-                );
             }
             assert!(batches > 60, "only {batches} batches applied");
         }
@@ -1016,14 +1035,7 @@ mod tests {
                 let mut undone = s.clone();
                 undo.restore(&mut undone);
                 assert_eq!(undone, settings, "step {step}: undoing {op:?}");
-                let owners = touched.owners(&installed, datapath.as_ref(), &topo);
-                let updates: Vec<(Owner, Part)> = owners
-                    .into_iter()
-                    .map(|o| {
-                        let p = datapath.part(&topo, &o).unwrap();
-                        (o, p)
-                    })
-                    .collect();
+                let updates = new_parts(datapath.as_ref(), &topo, touched, &installed);
                 if installed.plan(&updates).is_err() {
                     // A conflicting op (e.g. a remote endpoint claiming a local MAC) is refused.
                     table = before;
@@ -1049,18 +1061,11 @@ mod tests {
                     endpoints: &table,
                     settings: &settings,
                 };
-                let scratch = datapath.desired(&topo).unwrap();
-                assert_eq!(
-                    installed.flow_lines(),
-                    scratch.flow_lines(),
-                    "{:?} step {step}: flows after {op:?}",
-                    datapath.kind()
-                );
-                assert_eq!(
-                    installed.group_lines(),
-                    scratch.group_lines(),
-                    "{:?} step {step}: groups after {op:?}",
-                    datapath.kind()
+                assert_as_built(
+                    datapath.as_ref(),
+                    &installed,
+                    &topo,
+                    &format!("step {step}: after {op:?}"),
                 );
             }
             assert!(applied > 200, "only {applied} ops applied");
