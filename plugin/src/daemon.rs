@@ -148,6 +148,8 @@ fn kube_client(cfg: &Config) -> Result<Option<Arc<KubeClient>>> {
 
 /// Start netplugin and serve until `shutdown` resolves. Must run on an actix system.
 pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
+    // Runs as long as the daemon: the replay and every rebuild of flows free large bursts.
+    actix_rt::spawn(crate::heap::keep_trimmed(crate::heap::PERIOD));
     // First: a broken Kubernetes config must stop us before anything is created.
     let kube = kube_client(&cfg)?;
     let etcd = master::store::EtcdConfig {

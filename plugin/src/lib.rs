@@ -18,6 +18,7 @@
 //! - [`http`]: the small HTTP/1.1 server both APIs use.
 //! - [`oper`]: the endpoint oper state kept in etcd.
 //! - [`ofnet_rpc`]: the VXLAN agent's RPC server and its registration with the ofnet master.
+//! - [`heap`]: gives the heap freed after a burst of rebuilt flows back to the kernel.
 //! - [`hostnet`]: netlink in the namespace OVS's datapath lives in.
 //! - [`ovsdb`]: OVSDB JSON-RPC client, monitor cache, bridge and port operations.
 //! - [`netlink`]: veth pairs, pod namespaces, addresses, routes.
@@ -32,6 +33,7 @@ pub mod dns;
 pub mod docker;
 pub mod driver;
 pub mod error;
+pub mod heap;
 pub mod hostnet;
 pub mod http;
 pub mod kubeapi;
