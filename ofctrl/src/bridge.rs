@@ -38,7 +38,7 @@
 use crate::cookie::{Cookie, next_generation};
 use crate::desired::{Change, DesiredState, Flow, Group, Meter, Plan};
 use crate::error::{SwitchError, TxError};
-use crate::switch::{SwitchEvent, SwitchHandle, TxMode};
+use crate::switch::{SwitchEvent, SwitchHandle, TxMode, TxRequest};
 use crate::table::{MISS_CATEGORY, MISS_PRIORITY, Miss, TableSpec};
 use actix::prelude::*;
 use futures::future::LocalBoxFuture;
@@ -51,6 +51,7 @@ use ofproto::multipart::{FlowStats, GroupDesc, MeterConfig};
 use ofproto::port::{OFPP_CONTROLLER, OFPP_NORMAL};
 use ofproto::{Action, Message};
 use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -226,7 +227,7 @@ impl Bridge {
         let misses: Vec<Change> = config
             .tables
             .iter()
-            .map(|t| Change::AddFlow(miss_flow(t)))
+            .map(|t| Change::add_flow(miss_flow(t)))
             .collect();
         let plan = desired.plan(&misses);
         desired.commit(&plan);
@@ -554,7 +555,7 @@ impl Handler<CurrentSwitch> for Bridge {
 
 /// Steps 2-4 of the module documentation: the new generation and the one bundle that makes
 /// the switch (holding `contents`) equal to `desired`.
-fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16, Vec<Message>) {
+fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16, Vec<TxRequest>) {
     let present = &contents.flows;
     let seen = present
         .iter()
@@ -574,7 +575,7 @@ fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16
         } else {
             MeterModCommand::Add
         };
-        messages.push(meter_mod(m, command));
+        messages.push(meter_mod(m, command).into());
     }
     for g in desired.groups() {
         let command = if have_groups.contains(&g.id) {
@@ -582,10 +583,10 @@ fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16
         } else {
             GroupModCommand::Add
         };
-        messages.push(group_mod(g, command));
+        messages.push(group_mod(g, command).into());
     }
-    for f in desired.full().add_flows {
-        messages.push(Message::FlowMod(flow_mod(&f, generation)));
+    for flow in desired.full().add_flows {
+        messages.push(TxRequest::AddFlow { flow, generation });
     }
     let stale: BTreeSet<u16> = present
         .iter()
@@ -593,65 +594,60 @@ fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16
         .filter(|g| *g != generation)
         .collect();
     for g in stale {
-        messages.push(Message::FlowMod(
-            FlowMod::delete(ALL_TABLES)
-                .cookie_masked(Cookie::new(g, 0, 0).0, Cookie::GENERATION_MASK),
-        ));
+        messages.push(
+            Message::FlowMod(
+                FlowMod::delete(ALL_TABLES)
+                    .cookie_masked(Cookie::new(g, 0, 0).0, Cookie::GENERATION_MASK),
+            )
+            .into(),
+        );
     }
     for id in have_groups.difference(&want_groups) {
-        messages.push(group_delete(*id));
+        messages.push(group_delete(*id).into());
     }
     for id in have_meters.difference(&want_meters) {
-        messages.push(meter_delete(*id));
+        messages.push(meter_delete(*id).into());
     }
     (generation, messages)
 }
 
-/// The messages for a plan, meters and groups before the flows that use them and after the
-/// flows that stop using them.
-pub fn plan_messages(plan: &Plan, generation: u16) -> Vec<Message> {
-    let mut out = Vec::with_capacity(plan.len());
+/// The requests for a plan, meters and groups before the flows that use them and after the
+/// flows that stop using them. Added flows are sent from the plan's shared flows, not copied.
+pub fn plan_messages(plan: &Plan, generation: u16) -> Vec<TxRequest> {
+    let mut out: Vec<TxRequest> = Vec::with_capacity(plan.len());
     for m in &plan.add_meters {
-        out.push(meter_mod(m, MeterModCommand::Add));
+        out.push(meter_mod(m, MeterModCommand::Add).into());
     }
     for m in &plan.modify_meters {
-        out.push(meter_mod(m, MeterModCommand::Modify));
+        out.push(meter_mod(m, MeterModCommand::Modify).into());
     }
     for g in &plan.add_groups {
-        out.push(group_mod(g, GroupModCommand::Add));
+        out.push(group_mod(g, GroupModCommand::Add).into());
     }
     for g in &plan.modify_groups {
-        out.push(group_mod(g, GroupModCommand::Modify));
+        out.push(group_mod(g, GroupModCommand::Modify).into());
     }
     for f in &plan.add_flows {
-        out.push(Message::FlowMod(flow_mod(f, generation)));
+        out.push(TxRequest::AddFlow {
+            flow: Arc::clone(f),
+            generation,
+        });
     }
     for k in &plan.remove_flows {
-        out.push(Message::FlowMod(
-            FlowMod::delete_strict(k.table, k.priority).matching(k.matches.clone()),
-        ));
+        out.push(
+            Message::FlowMod(
+                FlowMod::delete_strict(k.table, k.priority).matching(k.matches.clone()),
+            )
+            .into(),
+        );
     }
     for id in &plan.remove_groups {
-        out.push(group_delete(*id));
+        out.push(group_delete(*id).into());
     }
     for id in &plan.remove_meters {
-        out.push(meter_delete(*id));
+        out.push(meter_delete(*id).into());
     }
     out
-}
-
-/// The FLOW_MOD that installs (or replaces) `flow` under `generation`.
-pub fn flow_mod(flow: &Flow, generation: u16) -> FlowMod {
-    let mut fm = FlowMod::add(flow.key.table, flow.key.priority)
-        .cookie(flow.cookie(generation).0)
-        .matching(flow.key.matches.clone())
-        .idle_timeout(flow.idle_timeout)
-        .hard_timeout(flow.hard_timeout);
-    if flow.notify_removed {
-        fm = fm.flags(ofproto::flow_mod::OFPFF_SEND_FLOW_REM);
-    }
-    fm.instructions = flow.instructions.clone();
-    fm
 }
 
 fn group_mod(g: &Group, command: GroupModCommand) -> Message {

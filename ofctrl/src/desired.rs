@@ -9,6 +9,7 @@
 //! desired state exactly as it was.
 
 use crate::cookie::Cookie;
+use ofproto::flow_mod::FlowMod;
 use ofproto::group::{Bucket, GroupType};
 use ofproto::instruction::Instruction;
 use ofproto::matches::Match;
@@ -16,6 +17,7 @@ use ofproto::meter::MeterBand;
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// What identifies a flow in a table.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -68,6 +70,29 @@ impl Flow {
     pub fn cookie(&self, generation: u16) -> Cookie {
         Cookie::new(generation, self.category, self.object)
     }
+
+    /// The FLOW_MOD that installs (or replaces) this flow under `generation`.
+    pub fn flow_mod(&self, generation: u16) -> FlowMod {
+        FlowMod {
+            matching: self.key.matches.clone(),
+            instructions: self.instructions.clone(),
+            ..self.flow_mod_fixed(generation)
+        }
+    }
+
+    /// [`Flow::flow_mod`]'s fixed fields, with an empty match and no instructions: for
+    /// encoding with the flow's own borrowed ([`ofproto::flow_mod::FlowMod::borrowing`]).
+    pub fn flow_mod_fixed(&self, generation: u16) -> FlowMod {
+        let fm = FlowMod::add(self.key.table, self.key.priority)
+            .cookie(self.cookie(generation).0)
+            .idle_timeout(self.idle_timeout)
+            .hard_timeout(self.hard_timeout);
+        if self.notify_removed {
+            fm.flags(ofproto::flow_mod::OFPFF_SEND_FLOW_REM)
+        } else {
+            fm
+        }
+    }
 }
 
 /// A group as its owner wants it.
@@ -112,8 +137,10 @@ impl Meter {
 /// One requested change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    /// Add a flow, or replace the flow with the same key.
-    AddFlow(Flow),
+    /// Add a flow, or replace the flow with the same key. The flow is shared: the desired state
+    /// keeps this very allocation, so an owner that keeps its flows too (the ofnet agent) holds
+    /// no second copy.
+    AddFlow(Arc<Flow>),
     /// Remove the flow with this key (no-op if absent).
     RemoveFlow(FlowKey),
     /// Add a group, or replace the group with the same id.
@@ -127,6 +154,13 @@ pub enum Change {
     RemoveMeter(u32),
 }
 
+impl Change {
+    /// Add `flow` (see [`Change::AddFlow`]).
+    pub fn add_flow(flow: Flow) -> Change {
+        Change::AddFlow(Arc::new(flow))
+    }
+}
+
 /// The switch-level operations a set of changes needs (sent in a safe order by
 /// [`crate::bridge::plan_messages`]).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -135,7 +169,7 @@ pub struct Plan {
     pub modify_meters: Vec<Meter>,
     pub add_groups: Vec<Group>,
     pub modify_groups: Vec<Group>,
-    pub add_flows: Vec<Flow>,
+    pub add_flows: Vec<Arc<Flow>>,
     pub remove_flows: Vec<FlowKey>,
     pub remove_groups: Vec<u32>,
     pub remove_meters: Vec<u32>,
@@ -162,7 +196,7 @@ impl Plan {
 /// A flow in the desired table, found by its key: the key is stored once, inside the flow
 /// (a `HashMap<FlowKey, Flow>` would hold every match twice).
 #[derive(Debug, Clone)]
-struct ByKey(Flow);
+struct ByKey(Arc<Flow>);
 
 impl PartialEq for ByKey {
     fn eq(&self, other: &Self) -> bool {
@@ -184,10 +218,14 @@ impl Borrow<FlowKey> for ByKey {
     }
 }
 
+/// The hasher of the flow tables: fast (foldhash), randomly seeded per table; the keys are
+/// flows our own agents build, not input an attacker picks.
+type FlowHasher = foldhash::fast::RandomState;
+
 /// Everything a bridge should hold.
 #[derive(Debug, Default, Clone)]
 pub struct DesiredState {
-    flows: HashSet<ByKey>,
+    flows: HashSet<ByKey, FlowHasher>,
     groups: BTreeMap<u32, Group>,
     meters: BTreeMap<u32, Meter>,
     /// Flows per table, kept with `flows` (metrics read it without walking every flow).
@@ -204,7 +242,7 @@ impl DesiredState {
     /// one) produce no operation; later changes to the same key win over earlier ones.
     pub fn plan(&self, changes: &[Change]) -> Plan {
         // Net effect per key first, so add-then-remove of the same flow is nothing at all.
-        let mut flows: HashMap<&FlowKey, Option<&Flow>> = HashMap::new();
+        let mut flows: HashMap<&FlowKey, Option<&Arc<Flow>>, FlowHasher> = HashMap::default();
         let mut groups: BTreeMap<u32, Option<&Group>> = BTreeMap::new();
         let mut meters: BTreeMap<u32, Option<&Meter>> = BTreeMap::new();
         for c in changes {
@@ -232,8 +270,8 @@ impl DesiredState {
         let mut plan = Plan::default();
         for (key, want) in flows {
             match (self.flows.get(key).map(|e| &e.0), want) {
-                (Some(have), Some(want)) if have == want => {}
-                (_, Some(want)) => plan.add_flows.push(want.clone()),
+                (Some(have), Some(want)) if **have == **want => {}
+                (_, Some(want)) => plan.add_flows.push(Arc::clone(want)),
                 (Some(_), None) => plan.remove_flows.push(key.clone()),
                 (None, None) => {}
             }
@@ -273,7 +311,8 @@ impl DesiredState {
         // The last change of each key wins: mark them, walking backwards.
         let mut last = vec![false; changes.len()];
         {
-            let mut flows: std::collections::HashSet<&FlowKey> = std::collections::HashSet::new();
+            let mut flows: HashSet<&FlowKey, FlowHasher> =
+                HashSet::with_capacity_and_hasher(changes.len(), FlowHasher::default());
             let mut groups = std::collections::HashSet::new();
             let mut meters = std::collections::HashSet::new();
             for (i, c) in changes.iter().enumerate().rev() {
@@ -294,7 +333,7 @@ impl DesiredState {
             }
             match c {
                 Change::AddFlow(want) => {
-                    if self.flows.get(&want.key).map(|e| &e.0) != Some(&want) {
+                    if self.flows.get(&want.key).map(|e| &*e.0) != Some(&*want) {
                         plan.add_flows.push(want);
                     }
                 }
@@ -419,11 +458,11 @@ impl DesiredState {
     }
 
     pub fn flows(&self) -> impl Iterator<Item = &Flow> {
-        self.flows.iter().map(|e| &e.0)
+        self.flows.iter().map(|e| &*e.0)
     }
 
     pub fn flow(&self, key: &FlowKey) -> Option<&Flow> {
-        self.flows.get(key).map(|e| &e.0)
+        self.flows.get(key).map(|e| &*e.0)
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
@@ -469,7 +508,7 @@ mod tests {
     #[test]
     fn adding_a_new_flow_plans_one_add() {
         let s = DesiredState::new();
-        let plan = s.plan(&[Change::AddFlow(flow(0, 10, 1, 2))]);
+        let plan = s.plan(&[Change::add_flow(flow(0, 10, 1, 2))]);
         assert_eq!(plan.add_flows.len(), 1);
         assert_eq!(plan.len(), 1);
     }
@@ -477,11 +516,11 @@ mod tests {
     #[test]
     fn identical_readd_is_no_op_and_changed_actions_replace() {
         let mut s = DesiredState::new();
-        let p = s.plan(&[Change::AddFlow(flow(0, 10, 1, 2))]);
+        let p = s.plan(&[Change::add_flow(flow(0, 10, 1, 2))]);
         s.commit(&p);
-        assert!(s.plan(&[Change::AddFlow(flow(0, 10, 1, 2))]).is_empty());
-        let p = s.plan(&[Change::AddFlow(flow(0, 10, 1, 3))]);
-        assert_eq!(p.add_flows, vec![flow(0, 10, 1, 3)]);
+        assert!(s.plan(&[Change::add_flow(flow(0, 10, 1, 2))]).is_empty());
+        let p = s.plan(&[Change::add_flow(flow(0, 10, 1, 3))]);
+        assert_eq!(p.add_flows, vec![Arc::new(flow(0, 10, 1, 3))]);
         assert!(
             p.remove_flows.is_empty(),
             "a replace is an add, not delete+add"
@@ -495,7 +534,7 @@ mod tests {
         assert!(s.plan(&[Change::RemoveFlow(f.key.clone())]).is_empty());
         assert!(
             s.plan(&[
-                Change::AddFlow(f.clone()),
+                Change::add_flow(f.clone()),
                 Change::RemoveFlow(f.key.clone())
             ])
             .is_empty()
@@ -505,7 +544,7 @@ mod tests {
     #[test]
     fn plan_does_not_change_state_until_commit() {
         let mut s = DesiredState::new();
-        let p = s.plan(&[Change::AddFlow(flow(0, 10, 1, 2))]);
+        let p = s.plan(&[Change::add_flow(flow(0, 10, 1, 2))]);
         assert_eq!(s.flow_count(), 0);
         s.commit(&p);
         assert_eq!(s.flow_count(), 1);
@@ -541,8 +580,8 @@ mod tests {
     fn same_match_different_priority_are_different_flows() {
         let mut s = DesiredState::new();
         let p = s.plan(&[
-            Change::AddFlow(flow(0, 10, 1, 2)),
-            Change::AddFlow(flow(0, 11, 1, 2)),
+            Change::add_flow(flow(0, 10, 1, 2)),
+            Change::add_flow(flow(0, 11, 1, 2)),
         ]);
         s.commit(&p);
         assert_eq!(s.flow_count(), 2);
@@ -557,24 +596,24 @@ mod tests {
     fn owned_plan_and_commit_match_the_borrowed_ones() {
         let mut base = DesiredState::new();
         let seed: Vec<Change> = (0..20u32)
-            .map(|i| Change::AddFlow(flow((i % 3) as u8, 10 + i as u16, i, 1)))
+            .map(|i| Change::add_flow(flow((i % 3) as u8, 10 + i as u16, i, 1)))
             .chain([Change::AddMeter(Meter::drop_above(3, 1000, 100))])
             .collect();
         base.commit(&base.plan(&seed));
         // Replace, re-add unchanged, remove, add then remove, remove then add, new ones, meters.
         let mut changes = vec![
-            Change::AddFlow(flow(0, 10, 0, 2)),
-            Change::AddFlow(flow(1, 11, 1, 1)),
+            Change::add_flow(flow(0, 10, 0, 2)),
+            Change::add_flow(flow(1, 11, 1, 1)),
             Change::RemoveFlow(flow(2, 12, 2, 1).key),
-            Change::AddFlow(flow(5, 50, 7, 7)),
+            Change::add_flow(flow(5, 50, 7, 7)),
             Change::RemoveFlow(flow(5, 50, 7, 7).key),
             Change::RemoveFlow(flow(0, 13, 3, 1).key),
-            Change::AddFlow(flow(0, 13, 3, 9)),
+            Change::add_flow(flow(0, 13, 3, 9)),
             Change::RemoveMeter(3),
             Change::AddMeter(Meter::drop_above(4, 2000, 100)),
             Change::RemoveFlow(flow(9, 1, 1, 1).key),
         ];
-        changes.extend((100..130u32).map(|i| Change::AddFlow(flow(4, 1 + (i % 7) as u16, i, 3))));
+        changes.extend((100..130u32).map(|i| Change::add_flow(flow(4, 1 + (i % 7) as u16, i, 3))));
         let borrowed = base.plan(&changes);
         let owned = base.plan_owned(changes.clone());
         let sorted = |p: &Plan| {

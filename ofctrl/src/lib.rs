@@ -29,5 +29,5 @@ pub use cookie::Cookie;
 pub use desired::{Change, Flow, FlowKey, Group, Meter};
 pub use error::{RequestFailure, SwitchError, TxError, describe};
 pub use listener::{ListenAddr, Listener};
-pub use switch::{SwitchEvent, SwitchHandle, SwitchInfo, SwitchOptions, TxMode};
+pub use switch::{SwitchEvent, SwitchHandle, SwitchInfo, SwitchOptions, TxMode, TxRequest};
 pub use table::{Miss, TableSpec};

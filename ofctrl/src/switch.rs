@@ -9,6 +9,7 @@
 //!
 //! Other code holds a [`SwitchHandle`], never the actor type.
 
+use crate::desired::Flow;
 use crate::error::{RequestFailure, SwitchError, TxError};
 use crate::wire::{Incoming, Out, SwitchCodec};
 use actix::io::{FramedWrite, WriteHandler};
@@ -166,15 +167,24 @@ impl SwitchHandle {
     /// Meter mods go outside the bundle (Open vSwitch refuses them inside one): adds and
     /// modifies before it, so its flows find their meters, deletes after it, because deleting
     /// a meter deletes the flows still using it.
-    pub async fn transact(&self, requests: Vec<Message>, mode: TxMode) -> Result<(), TxError> {
+    pub async fn transact(
+        &self,
+        requests: Vec<impl Into<TxRequest>>,
+        mode: TxMode,
+    ) -> Result<(), TxError> {
         let mut before = Vec::new();
         let mut rest = Vec::new();
         let mut after = Vec::new();
-        for m in requests {
-            match &m {
-                Message::MeterMod(mm) if mm.command == MeterModCommand::Delete => after.push(m),
-                Message::MeterMod(_) => before.push(m),
-                _ => rest.push(m),
+        for r in requests {
+            let r = r.into();
+            match &r {
+                TxRequest::Message(Message::MeterMod(mm))
+                    if mm.command == MeterModCommand::Delete =>
+                {
+                    after.push(r)
+                }
+                TxRequest::Message(Message::MeterMod(_)) => before.push(r),
+                _ => rest.push(r),
             }
         }
         self.run_tx(before, TxMode::Barrier).await?;
@@ -182,7 +192,7 @@ impl SwitchHandle {
         self.run_tx(after, TxMode::Barrier).await
     }
 
-    async fn run_tx(&self, requests: Vec<Message>, mode: TxMode) -> Result<(), TxError> {
+    async fn run_tx(&self, requests: Vec<TxRequest>, mode: TxMode) -> Result<(), TxError> {
         if requests.is_empty() {
             return Ok(());
         }
@@ -361,7 +371,7 @@ struct XidRange {
 }
 
 struct PendingTx {
-    requests: Vec<Message>,
+    requests: Vec<TxRequest>,
     xids: Vec<u32>,
     failures: Vec<RequestFailure>,
     bundle_error: Option<ErrorMsg>,
@@ -406,8 +416,55 @@ struct Send(Message);
 #[derive(Message)]
 #[rtype(result = "Result<(), TxError>")]
 struct Transact {
-    requests: Vec<Message>,
+    requests: Vec<TxRequest>,
     mode: TxMode,
+}
+
+/// One request of a transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TxRequest {
+    /// A message, sent as it is.
+    Message(Message),
+    /// Add (or replace) a flow of a bridge's desired state under cookie generation
+    /// `generation`: its FLOW_MOD is encoded straight from the shared flow, which is never
+    /// copied into a `FlowMod` (a 100,000-flow change would copy every match and action).
+    AddFlow { flow: Arc<Flow>, generation: u16 },
+}
+
+impl TxRequest {
+    /// The message this request sends (for an added flow, a `FlowMod` with copies of its
+    /// parts: for barrier mode and error reports only).
+    pub fn to_message(&self) -> Message {
+        match self {
+            TxRequest::Message(m) => m.clone(),
+            TxRequest::AddFlow { flow, generation } => Message::FlowMod(flow.flow_mod(*generation)),
+        }
+    }
+
+    /// Append the request as a message of bundle `bundle_id` (see
+    /// [`BundleAdd::encode_borrowed`]).
+    fn encode_bundled(
+        &self,
+        bundle_id: u32,
+        flags: u16,
+        xid: u32,
+        out: &mut BytesMut,
+    ) -> Result<(), ofproto::EncodeError> {
+        match self {
+            TxRequest::Message(m) => BundleAdd::encode_borrowed(bundle_id, flags, xid, m, out),
+            TxRequest::AddFlow { flow, generation } => {
+                let fixed = flow.flow_mod_fixed(*generation);
+                let fm = fixed.borrowing(&flow.key.matches, &flow.instructions);
+                BundleAdd::encode_flow_mod(bundle_id, flags, xid, fm, out)
+            }
+        }
+    }
+}
+
+impl From<Message> for TxRequest {
+    fn from(m: Message) -> TxRequest {
+        TxRequest::Message(m)
+    }
 }
 
 #[derive(Message)]
@@ -587,14 +644,16 @@ impl Handler<Transact> for Switch {
             TxMode::Barrier => {
                 // Refuse the whole transaction before sending anything if one request is
                 // malformed.
-                for (index, msg) in tx.requests.iter().enumerate() {
+                let messages: Vec<Message> =
+                    tx.requests.iter().map(TxRequest::to_message).collect();
+                for (index, msg) in messages.iter().enumerate() {
                     if let Err(e) = msg.check() {
                         return refuse(index, msg, e);
                     }
                 }
-                for (i, msg) in tx.requests.iter().enumerate() {
+                for (i, msg) in messages.into_iter().enumerate() {
                     let xid = self.xid();
-                    self.writer.write(Out::message(xid, msg.clone()));
+                    self.writer.write(Out::message(xid, msg));
                     self.tx_xids.insert(xid, (id, TxRole::Request(i)));
                     xids.push(xid);
                 }
@@ -622,14 +681,12 @@ impl Handler<Transact> for Switch {
                 let bundle_id = self.next_bundle;
                 let flags = BUNDLE_ATOMIC | BUNDLE_ORDERED;
                 let mut adds = BytesMut::with_capacity(tx.requests.len() * 160);
-                for (i, msg) in tx.requests.iter().enumerate() {
+                for (i, request) in tx.requests.iter().enumerate() {
                     // Open vSwitch reports a failing bundled message under this xid and
                     // requires it to equal the outer one.
                     let xid = first.wrapping_add(i as u32);
-                    if let Err(e) =
-                        BundleAdd::encode_borrowed(bundle_id, flags, xid, msg, &mut adds)
-                    {
-                        return refuse(i, msg, e);
+                    if let Err(e) = request.encode_bundled(bundle_id, flags, xid, &mut adds) {
+                        return refuse(i, &request.to_message(), e);
                     }
                 }
                 self.next_bundle = self.next_bundle.wrapping_add(1);
@@ -858,7 +915,7 @@ impl Switch {
                     TxRole::Request(index) => t.failures.push(RequestFailure {
                         index,
                         xid,
-                        request: t.requests[index].clone(),
+                        request: t.requests[index].to_message(),
                         error: err,
                     }),
                     TxRole::Open => t.bundle_error = Some(err),

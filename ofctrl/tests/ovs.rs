@@ -111,7 +111,7 @@ fn tables() -> Vec<TableSpec> {
 fn flows(n: u32) -> Vec<Change> {
     (0..n)
         .map(|i| {
-            Change::AddFlow(
+            Change::add_flow(
                 Flow::new(
                     1,
                     100,
@@ -214,7 +214,7 @@ async fn desired_state_comes_back_after_ovs_is_killed_and_restarted() {
     };
     let mut changes = flows(50);
     changes.push(Change::AddGroup(group.clone()));
-    changes.push(Change::AddFlow(Flow::new(
+    changes.push(Change::add_flow(Flow::new(
         0,
         50,
         Match::new().eth_type(0x0806),
@@ -367,7 +367,7 @@ async fn a_bundle_referencing_a_missing_group_applies_nothing_and_names_the_flow
         vec![Instruction::ApplyActions(vec![Action::Group(4242)])],
     );
     let err = bridge
-        .apply(vec![Change::AddFlow(good.clone()), Change::AddFlow(bad)])
+        .apply(vec![Change::add_flow(good.clone()), Change::add_flow(bad)])
         .await
         .unwrap_err();
     let text = err.to_string();
@@ -397,7 +397,7 @@ async fn a_bundle_referencing_a_missing_group_applies_nothing_and_names_the_flow
     assert_eq!(bridge.status().await.unwrap().flows, 2);
     // The same good flow alone goes through.
     assert_eq!(
-        bridge.apply(vec![Change::AddFlow(good)]).await.unwrap(),
+        bridge.apply(vec![Change::add_flow(good)]).await.unwrap(),
         Applied::Installed(1)
     );
 }
@@ -522,7 +522,7 @@ impl ofctrl::FlowAdopter for Keeper {
                 })
                 .map(|f| {
                     let c = ofctrl::Cookie(f.cookie);
-                    Change::AddFlow(
+                    Change::add_flow(
                         Flow::new(
                             f.table_id,
                             f.priority,
@@ -544,7 +544,7 @@ impl ofctrl::FlowAdopter for Keeper {
 
 /// A flow of category 5 in table 1 sending `dst` out `port`.
 fn adoptable(dst: Ipv4Addr, port: u32, object: u64) -> Change {
-    Change::AddFlow(
+    Change::add_flow(
         Flow::new(
             1,
             50,
@@ -685,7 +685,7 @@ async fn meters_come_back_after_an_ovs_restart_and_a_reconnect_and_strays_go() {
     );
     let applied = bridge
         .apply(vec![
-            Change::AddFlow(metered_flow(Some(id))),
+            Change::add_flow(metered_flow(Some(id))),
             Change::AddMeter(ofctrl::Meter::drop_above(id, 10_000, 1000)),
         ])
         .await
@@ -733,7 +733,7 @@ async fn meters_come_back_after_an_ovs_restart_and_a_reconnect_and_strays_go() {
     // meter is deleted only after the flow no longer uses it).
     bridge
         .apply(vec![
-            Change::AddFlow(metered_flow(None)),
+            Change::add_flow(metered_flow(None)),
             Change::RemoveMeter(id),
         ])
         .await

@@ -717,6 +717,18 @@ impl Table {
                 _ => {}
             }
         }
+        // Matches and action lists are built a field at a time, so their vectors carry spare
+        // capacity (a 5-field match has room for 8); a flow lives as long as its owner, often
+        // thousands of them, so it keeps only what it uses.
+        let mut matches = matches;
+        matches.fields.shrink_to_fit();
+        let mut instructions = instructions;
+        for i in &mut instructions {
+            if let Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) = i {
+                actions.shrink_to_fit();
+            }
+        }
+        instructions.shrink_to_fit();
         Ok(Flow::new(self.decl.id, priority, matches, instructions))
     }
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{connect, init_tracing};
-use ofnet::datapath::{Datapath, Owner, Part, Settings, Topology};
+use ofnet::datapath::{Datapath, HeldPart, Owner, Settings, Topology};
 use ofnet::epdb::{EndpointOp, EndpointTable};
 use ofnet::{AgentConfig, AgentHandle, BridgeKind, LocalEndpoint, MacAddr, Network, VxlanBridge};
 use std::net::Ipv4Addr;
@@ -69,10 +69,10 @@ fn desired_state_computation() {
         let start = Instant::now();
         for n in 0..rounds {
             let ep = endpoint(n);
-            let updates: Vec<(Owner, Part)> =
+            let updates: Vec<(Owner, HeldPart)> =
                 [Owner::LocalEndpoint(ep.port_no), Owner::Network(ep.vlan)]
                     .into_iter()
-                    .map(|o| (o.clone(), VxlanBridge.part(&topo, &o).unwrap()))
+                    .map(|o| (o.clone(), VxlanBridge.part(&topo, &o).unwrap().into()))
                     .collect();
             assert!(d.plan(&updates).unwrap().is_empty());
         }

@@ -7,9 +7,11 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::flow_mod::FlowModRef;
+use crate::header::{Header, MsgType};
 use crate::macros::code_enum;
 use crate::msg::Message;
-use crate::wire::{DecodeError, EncodeError, fixed, pad8, put_zeros, take, u16p, u32p};
+use crate::wire::{DecodeError, EncodeError, fixed, pad8, patch_len, put_zeros, take, u16p, u32p};
 
 /// `ONFT_BUNDLE_CONTROL`.
 pub const ONFT_BUNDLE_CONTROL: u32 = 2300;
@@ -162,6 +164,46 @@ impl BundleAdd {
         if let Message::FlowMod(f) = message {
             f.matching.check()?;
         }
+        let inner_name = message.msg_type().name().unwrap_or("message");
+        Self::encode_wrapped(bundle_id, flags, xid, inner_name, out, |out| {
+            message.encode(xid, out)
+        })
+    }
+
+    /// [`BundleAdd::encode_borrowed`] for a FLOW_MOD whose match and instructions are borrowed
+    /// ([`FlowMod::borrowing`]): byte for byte what it writes for the `FlowMod` owning them.
+    pub fn encode_flow_mod(
+        bundle_id: u32,
+        flags: u16,
+        xid: u32,
+        flow_mod: FlowModRef<'_>,
+        out: &mut BytesMut,
+    ) -> Result<(), EncodeError> {
+        flow_mod.matching().check()?;
+        let inner_name = MsgType::FlowMod.name().unwrap_or("message");
+        Self::encode_wrapped(bundle_id, flags, xid, inner_name, out, |out| {
+            let start = out.len();
+            Header {
+                version: crate::header::OFP_VERSION,
+                msg_type: MsgType::FlowMod,
+                length: 0,
+                xid,
+            }
+            .emit(out);
+            flow_mod.emit(out);
+            patch_len(out, start + 2, start);
+        })
+    }
+
+    /// The bundle add around the message `inner` appends (named `inner_name` in errors).
+    fn encode_wrapped(
+        bundle_id: u32,
+        flags: u16,
+        xid: u32,
+        inner_name: &'static str,
+        out: &mut BytesMut,
+        inner_message: impl FnOnce(&mut BytesMut),
+    ) -> Result<(), EncodeError> {
         let start = out.len();
         out.extend_from_slice(&[crate::header::OFP_VERSION, 4, 0, 0]);
         out.extend_from_slice(&xid.to_be_bytes());
@@ -171,13 +213,13 @@ impl BundleAdd {
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(&flags.to_be_bytes());
         let inner = out.len();
-        message.encode(xid, out);
+        inner_message(out);
         let len = out.len() - start;
         let Ok(len16) = u16::try_from(len) else {
             let inner_len = out.len() - inner;
             out.truncate(start);
             let what = if inner_len > usize::from(u16::MAX) {
-                message.msg_type().name().unwrap_or("message")
+                inner_name
             } else {
                 "bundle add"
             };
@@ -256,6 +298,62 @@ mod test {
         assert!(BundleAdd::encode_borrowed(1, 0, 1, &bad, &mut out).is_err());
         let long = Message::EchoRequest(Bytes::from(vec![0u8; 65_530]));
         assert!(BundleAdd::encode_borrowed(1, 0, 1, &long, &mut out).is_err());
+        assert_eq!(&out[..], b"xy", "nothing left behind");
+    }
+
+    #[test]
+    fn a_borrowed_flow_mod_encodes_as_the_flow_mod_owning_its_parts() {
+        use crate::action::Action;
+        use crate::flow_mod::{FlowMod, OFPFF_SEND_FLOW_REM};
+        use crate::instruction::Instruction;
+        use crate::matches::Match;
+        let matching = Match::new().eth_type(0x0800).ip_proto(6).tcp_dst(80);
+        let instructions = vec![
+            Instruction::ApplyActions(vec![Action::Output {
+                port: crate::port::PortNo(3),
+                max_len: 0,
+            }]),
+            Instruction::GotoTable(9),
+        ];
+        let fixed = FlowMod::add(5, 100)
+            .cookie(7)
+            .idle_timeout(30)
+            .flags(OFPFF_SEND_FLOW_REM);
+        let owning = Message::FlowMod(FlowMod {
+            matching: matching.clone(),
+            instructions: instructions.clone(),
+            ..fixed.clone()
+        });
+        let mut borrowed = BytesMut::from(&b"xy"[..]);
+        BundleAdd::encode_flow_mod(
+            9,
+            BUNDLE_ATOMIC,
+            42,
+            fixed.borrowing(&matching, &instructions),
+            &mut borrowed,
+        )
+        .unwrap();
+        let mut whole = BytesMut::from(&b"xy"[..]);
+        BundleAdd::encode_borrowed(9, BUNDLE_ATOMIC, 42, &owning, &mut whole).unwrap();
+        assert_eq!(borrowed, whole);
+        // The fixed flow mod's own match is not read; the borrowed one is checked.
+        let with_own = fixed.clone().matching(Match::new().in_port(1));
+        let mut out = BytesMut::new();
+        BundleAdd::encode_flow_mod(
+            9,
+            BUNDLE_ATOMIC,
+            42,
+            with_own.borrowing(&matching, &instructions),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out[..], whole[2..]);
+        let no_prerequisite = Match::new().tcp_dst(80);
+        let mut out = BytesMut::from(&b"xy"[..]);
+        assert!(
+            BundleAdd::encode_flow_mod(1, 0, 1, fixed.borrowing(&no_prerequisite, &[]), &mut out)
+                .is_err()
+        );
         assert_eq!(&out[..], b"xy", "nothing left behind");
     }
 

@@ -207,21 +207,21 @@ impl FlowMod {
 
     /// Append the body.
     pub fn emit(&self, out: &mut BytesMut) {
-        let mut b = [0u8; 40];
-        b[0..8].copy_from_slice(&self.cookie.to_be_bytes());
-        b[8..16].copy_from_slice(&self.cookie_mask.to_be_bytes());
-        b[16] = self.table_id;
-        b[17] = self.command.code();
-        b[18..20].copy_from_slice(&self.idle_timeout.to_be_bytes());
-        b[20..22].copy_from_slice(&self.hard_timeout.to_be_bytes());
-        b[22..24].copy_from_slice(&self.priority.to_be_bytes());
-        b[24..28].copy_from_slice(&self.buffer_id.to_be_bytes());
-        b[28..32].copy_from_slice(&self.out_port.to_be_bytes());
-        b[32..36].copy_from_slice(&self.out_group.to_be_bytes());
-        b[36..38].copy_from_slice(&self.flags.to_be_bytes());
-        out.extend_from_slice(&b);
-        self.matching.emit(out);
-        emit_instructions(&self.instructions, out);
+        self.borrowing(&self.matching, &self.instructions).emit(out);
+    }
+
+    /// This flow mod's fixed fields (command, table, priority, cookie, timeouts, ...) with a
+    /// match and instructions borrowed from elsewhere in place of its own, which are not read.
+    pub fn borrowing<'a>(
+        &'a self,
+        matching: &'a Match,
+        instructions: &'a [Instruction],
+    ) -> FlowModRef<'a> {
+        FlowModRef {
+            fixed: self,
+            matching,
+            instructions,
+        }
     }
 
     /// All actions of apply-actions and write-actions instructions, in order.
@@ -230,6 +230,43 @@ impl FlowMod {
             Instruction::ApplyActions(a) | Instruction::WriteActions(a) => a.as_slice(),
             _ => &[],
         })
+    }
+}
+
+/// A FLOW_MOD whose match and instructions are borrowed (see [`FlowMod::borrowing`]), e.g. from
+/// a flow a controller keeps: it encodes byte for byte as a [`FlowMod`] owning copies of them,
+/// without making the copies.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowModRef<'a> {
+    fixed: &'a FlowMod,
+    matching: &'a Match,
+    instructions: &'a [Instruction],
+}
+
+impl FlowModRef<'_> {
+    /// The match.
+    pub fn matching(&self) -> &Match {
+        self.matching
+    }
+
+    /// Append the body.
+    pub fn emit(&self, out: &mut BytesMut) {
+        let f = self.fixed;
+        let mut b = [0u8; 40];
+        b[0..8].copy_from_slice(&f.cookie.to_be_bytes());
+        b[8..16].copy_from_slice(&f.cookie_mask.to_be_bytes());
+        b[16] = f.table_id;
+        b[17] = f.command.code();
+        b[18..20].copy_from_slice(&f.idle_timeout.to_be_bytes());
+        b[20..22].copy_from_slice(&f.hard_timeout.to_be_bytes());
+        b[22..24].copy_from_slice(&f.priority.to_be_bytes());
+        b[24..28].copy_from_slice(&f.buffer_id.to_be_bytes());
+        b[28..32].copy_from_slice(&f.out_port.to_be_bytes());
+        b[32..36].copy_from_slice(&f.out_group.to_be_bytes());
+        b[36..38].copy_from_slice(&f.flags.to_be_bytes());
+        out.extend_from_slice(&b);
+        self.matching.emit(out);
+        emit_instructions(self.instructions, out);
     }
 }
 

@@ -33,8 +33,8 @@ use ops::{SettingsUndo, Touched, apply_settings, endpoint_op, touched};
 
 use crate::arp;
 use crate::datapath::{
-    Datapath, DatapathError, Desired, HostNatPort, Owner, PacketOut, Part, RouterPort, Settings,
-    Topology, host::HostAccessPort,
+    Datapath, DatapathError, Desired, HeldPart, HostNatPort, Owner, PacketOut, RouterPort,
+    Settings, Topology, host::HostAccessPort,
 };
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flows;
@@ -307,7 +307,7 @@ impl Actor for Agent {
 }
 
 /// New parts by owner, and the switch changes that install them.
-type Recomputed = (Vec<(Owner, Part)>, Vec<ofctrl::Change>);
+type Recomputed = (Vec<(Owner, HeldPart)>, Vec<ofctrl::Change>);
 
 impl Agent {
     fn topology(&self) -> Topology<'_> {
@@ -329,7 +329,7 @@ impl Agent {
             .into_iter()
             .map(|o| {
                 let part = self.datapath.part(&topo, &o)?;
-                Ok((o, part))
+                Ok((o, part.into()))
             })
             .collect::<Result<Vec<_>, DatapathError>>()?;
         let changes = self.installed.plan(&updates)?;

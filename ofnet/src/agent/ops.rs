@@ -880,13 +880,13 @@ mod tests {
         topo: &Topology<'_>,
         touched: Touched,
         installed: &Desired,
-    ) -> Vec<(Owner, Part)> {
+    ) -> Vec<(Owner, HeldPart)> {
         touched
             .owners(installed, datapath, topo)
             .into_iter()
             .map(|o| {
                 let p = datapath.part(topo, &o).unwrap();
-                (o, p)
+                (o, p.into())
             })
             .collect()
     }

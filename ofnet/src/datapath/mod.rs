@@ -27,6 +27,7 @@ pub mod vrouter;
 pub mod vxlan;
 
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use crate::epdb::EndpointTable;
 use crate::flows::{self, policy::RuleError};
@@ -226,6 +227,38 @@ impl Part {
     }
 }
 
+/// A part as [`Desired`] plans and keeps it: each flow behind an `Arc` that the change sent to
+/// `ofctrl` shares ([`Change::AddFlow`]), so a flow both the agent and the bridge's desired
+/// state hold is in memory once (flows are most of an agent's memory; see
+/// docs/performance.md, "Memory").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldPart {
+    pub flows: Vec<Arc<Flow>>,
+    pub groups: Vec<Group>,
+    pub meters: Vec<Meter>,
+}
+
+impl HeldPart {
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty() && self.groups.is_empty() && self.meters.is_empty()
+    }
+}
+
+impl From<Part> for HeldPart {
+    fn from(part: Part) -> HeldPart {
+        HeldPart {
+            flows: part.flows.into_iter().map(Arc::new).collect(),
+            groups: part.groups,
+            meters: part.meters,
+        }
+    }
+}
+
+/// Parts as built, ready for [`Desired::plan`] (their flows moved behind `Arc`s, not copied).
+pub fn held(updates: Vec<(Owner, Part)>) -> Vec<(Owner, HeldPart)> {
+    updates.into_iter().map(|(o, p)| (o, p.into())).collect()
+}
+
 /// A local endpoint's meter and the input-table flow using it, when it has a bandwidth limit
 /// (see [`flows::meter_input`]); added to its part by both datapaths.
 fn meter_part(p: &'static Pipeline, ep: &Endpoint, part: &mut Part) -> Result<(), DatapathError> {
@@ -247,7 +280,7 @@ struct FlowSlot {
 
 /// The key of the flow a slot points at (`None` only if the slot is stale, which
 /// [`Desired::commit`] never leaves behind).
-fn slot_key<'a>(parts: &'a HashMap<Owner, Part>, slot: &FlowSlot) -> Option<&'a FlowKey> {
+fn slot_key<'a>(parts: &'a HashMap<Owner, HeldPart>, slot: &FlowSlot) -> Option<&'a FlowKey> {
     let index = usize::try_from(slot.index).ok()?;
     parts.get(&slot.owner)?.flows.get(index).map(|f| &f.key)
 }
@@ -255,12 +288,13 @@ fn slot_key<'a>(parts: &'a HashMap<Owner, Part>, slot: &FlowSlot) -> Option<&'a 
 /// What the bridge holds (or should hold), by owner.
 #[derive(Debug, Clone, Default)]
 pub struct Desired {
-    parts: HashMap<Owner, Part>,
+    parts: HashMap<Owner, HeldPart>,
     /// Which owner holds each flow key: a slot per flow, found by the key's hash and checked
     /// against the flow in its part, so no key is stored a second time (flows are most of an
     /// agent's memory; see docs/performance.md).
     flow_owner: hashbrown::HashTable<FlowSlot>,
-    hasher: std::hash::RandomState,
+    /// Fast and randomly seeded: the keys are flows the datapaths build.
+    hasher: foldhash::fast::RandomState,
     group_owner: HashMap<u32, Owner>,
     meter_owner: HashMap<u32, Owner>,
 }
@@ -275,14 +309,16 @@ impl Desired {
     }
 
     pub fn flows(&self) -> impl Iterator<Item = &Flow> {
-        self.parts.values().flat_map(|p| &p.flows)
+        self.parts
+            .values()
+            .flat_map(|p| p.flows.iter().map(|f| &**f))
     }
 
     /// Every flow with its owner.
     pub fn owned_flows(&self) -> impl Iterator<Item = (&Owner, &Flow)> {
         self.parts
             .iter()
-            .flat_map(|(o, p)| p.flows.iter().map(move |f| (o, f)))
+            .flat_map(|(o, p)| p.flows.iter().map(move |f| (o, &**f)))
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
@@ -298,7 +334,7 @@ impl Desired {
     }
 
     /// The owner of the installed flow with key `key`, and the flow.
-    fn installed(&self, key: &FlowKey) -> Option<(&Owner, &Flow)> {
+    fn installed(&self, key: &FlowKey) -> Option<(&Owner, &Arc<Flow>)> {
         let hash = self.hasher.hash_one(key);
         let slot = self
             .flow_owner
@@ -326,9 +362,10 @@ impl Desired {
     /// The changes that replace the parts of the given owners (an empty part removes the
     /// owner). Refuses a flow or group another owner holds. Does not change `self`; see
     /// [`Desired::commit`].
-    pub fn plan(&self, updates: &[(Owner, Part)]) -> Result<Vec<Change>, DatapathError> {
-        let replaced: HashMap<&Owner, &Part> = updates.iter().map(|(o, p)| (o, p)).collect();
-        let mut new_flows: HashMap<&FlowKey, (&Owner, &Flow)> = HashMap::new();
+    pub fn plan(&self, updates: &[(Owner, HeldPart)]) -> Result<Vec<Change>, DatapathError> {
+        let replaced: HashMap<&Owner, &HeldPart> = updates.iter().map(|(o, p)| (o, p)).collect();
+        let mut new_flows: HashMap<&FlowKey, (&Owner, &Arc<Flow>), foldhash::fast::RandomState> =
+            HashMap::default();
         let mut new_groups: HashMap<u32, (&Owner, &Group)> = HashMap::new();
         let mut new_meters: HashMap<u32, (&Owner, &Meter)> = HashMap::new();
         for (owner, part) in &replaced {
@@ -419,7 +456,7 @@ impl Desired {
                 out.push(Change::AddMeter((*m).clone()));
             }
         }
-        let installed_flow = |k: &FlowKey| self.installed(k).map(|(_, f)| f);
+        let installed_flow = |k: &FlowKey| self.installed(k).map(|(_, f)| &**f);
         for (id, (_, g)) in &new_groups {
             let have = self
                 .group_owner
@@ -431,8 +468,8 @@ impl Desired {
             }
         }
         for (k, (_, f)) in &new_flows {
-            if installed_flow(k) != Some(*f) {
-                out.push(Change::AddFlow((*f).clone()));
+            if installed_flow(k) != Some(&***f) {
+                out.push(Change::AddFlow(Arc::clone(f)));
             }
         }
         out.extend(removed_groups);
@@ -441,7 +478,19 @@ impl Desired {
     }
 
     /// Record parts the switch confirmed (after [`Desired::plan`] accepted them).
-    pub fn commit(&mut self, updates: Vec<(Owner, Part)>) {
+    pub fn commit(&mut self, mut updates: Vec<(Owner, HeldPart)>) {
+        // A flow built again equal to the installed one was not sent (`plan` left it out), so
+        // ofctrl still holds the installed `Arc`: keep that one, not the new copy.
+        for (_, part) in &mut updates {
+            for f in &mut part.flows {
+                if let Some((_, have)) = self.installed(&f.key)
+                    && !Arc::ptr_eq(have, f)
+                    && **have == **f
+                {
+                    *f = Arc::clone(have);
+                }
+            }
+        }
         let Desired {
             parts,
             flow_owner,
@@ -542,10 +591,10 @@ pub trait Datapath: std::fmt::Debug {
 
     /// Everything the bridge should hold for `topo`, built from scratch.
     fn desired(&self, topo: &Topology<'_>) -> Result<Desired, DatapathError> {
-        let updates: Vec<(Owner, Part)> = self
+        let updates: Vec<(Owner, HeldPart)> = self
             .owners(topo)
             .into_iter()
-            .map(|o| Ok((o.clone(), self.part(topo, &o)?)))
+            .map(|o| Ok((o.clone(), self.part(topo, &o)?.into())))
             .collect::<Result<_, DatapathError>>()?;
         let mut d = Desired::new();
         d.plan(&updates)?;
@@ -796,12 +845,13 @@ mod tests {
         )
     }
 
-    fn part(flows: Vec<Flow>) -> Part {
+    fn part(flows: Vec<Flow>) -> HeldPart {
         Part {
             flows,
             groups: Vec::new(),
             meters: Vec::new(),
         }
+        .into()
     }
 
     fn adds_and_removes(changes: &[Change]) -> (usize, Vec<FlowKey>) {
@@ -844,7 +894,7 @@ mod tests {
             settings: &settings,
         };
         let owner = Owner::LocalEndpoint(3);
-        let updates = vec![(owner.clone(), datapath.part(&topo, &owner).unwrap())];
+        let updates = vec![(owner.clone(), datapath.part(&topo, &owner).unwrap().into())];
         let changes = before.plan(&updates).unwrap();
         (changes, datapath.desired(&topo).unwrap())
     }
@@ -929,12 +979,44 @@ mod tests {
             d.plan(&u).unwrap().is_empty(),
             "same part again: nothing to do"
         );
-        let gone = vec![(Owner::LocalEndpoint(1), Part::default())];
+        let gone = vec![(Owner::LocalEndpoint(1), HeldPart::default())];
         let (adds, removes) = adds_and_removes(&d.plan(&gone).unwrap());
         assert_eq!((adds, removes.len()), (0, 2));
         d.commit(gone);
         assert_eq!(d.flow_count(), 0);
         assert_eq!(d.owners().count(), 0);
+    }
+
+    #[test]
+    fn a_flow_built_again_unchanged_stays_the_one_the_switch_state_holds() {
+        let mut d = Desired::new();
+        let u = vec![(Owner::LocalEndpoint(1), part(vec![f(1, 3)]))];
+        let changes = d.plan(&u).unwrap();
+        let Some(Change::AddFlow(sent)) = changes.first() else {
+            panic!("a new flow is added: {changes:?}");
+        };
+        assert!(
+            Arc::ptr_eq(sent, &u[0].1.flows[0]),
+            "the change shares the part's flow, no copy"
+        );
+        let sent = Arc::clone(sent);
+        d.commit(u);
+        // Rebuilt equal (a new allocation): nothing goes to the switch, so ofctrl keeps `sent`;
+        // the agent must keep that one too, not a second copy.
+        let again = vec![(Owner::LocalEndpoint(1), part(vec![f(1, 3)]))];
+        assert!(d.plan(&again).unwrap().is_empty());
+        d.commit(again);
+        let held = &d.parts[&Owner::LocalEndpoint(1)].flows[0];
+        assert!(Arc::ptr_eq(held, &sent), "one copy of an unchanged flow");
+        // A changed flow is the new one.
+        let changed = vec![(Owner::LocalEndpoint(1), part(vec![f(1, 4)]))];
+        let fresh = Arc::clone(&changed[0].1.flows[0]);
+        assert_eq!(d.plan(&changed).unwrap().len(), 1);
+        d.commit(changed);
+        assert!(Arc::ptr_eq(
+            &d.parts[&Owner::LocalEndpoint(1)].flows[0],
+            &fresh
+        ));
     }
 
     #[test]
@@ -944,7 +1026,7 @@ mod tests {
         d.plan(&u).unwrap();
         d.commit(u);
         let u = vec![
-            (Owner::Uplink(1), Part::default()),
+            (Owner::Uplink(1), HeldPart::default()),
             (Owner::LocalEndpoint(1), part(vec![f(1, 3)])),
         ];
         let (adds, removes) = adds_and_removes(&d.plan(&u).unwrap());

@@ -210,7 +210,7 @@ async fn measure(ovs: &Ovs, n: usize, change: usize) -> Result<FlowPushReport> {
     wait_synced(&bridge).await?;
     let changes: Vec<Change> = flows
         .iter()
-        .map(|(f, _)| Change::AddFlow(f.clone()))
+        .map(|(f, _)| Change::add_flow(f.clone()))
         .collect();
     let start = Instant::now();
     let applied = bridge.apply(changes).await?;
@@ -222,7 +222,7 @@ async fn measure(ovs: &Ovs, n: usize, change: usize) -> Result<FlowPushReport> {
 
     let mut changes: Vec<Change> = changed
         .iter()
-        .map(|(f, _)| Change::AddFlow(f.clone()))
+        .map(|(f, _)| Change::add_flow(f.clone()))
         .collect();
     changes.extend(
         removed
