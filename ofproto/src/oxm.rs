@@ -372,14 +372,17 @@ fn be_u128(bytes: &[u8]) -> u128 {
         .fold(0u128, |acc, b| (acc << 8) | u128::from(*b))
 }
 
-/// Bytes a field's value and mask share inline; longer ones (tunnel metadata, experimenter
-/// fields) go to the heap.
-const INLINE: usize = 32;
+/// Bytes a field's value and mask share inline; longer ones (a masked IPv6 address or
+/// conntrack label, tunnel metadata, experimenter fields) go to the heap. 16, not 32: a flow's
+/// fields are most of a controller's memory (tens of thousands of flows, each kept as long as it
+/// is installed), and 16 bytes hold every field a flow usually matches; the codec benchmark
+/// (`benches/codec.rs`) decodes and encodes as fast as with 32.
+const INLINE: usize = 16;
 
 /// One match field: `field = value` or `field = value/mask`.
 ///
-/// Value and mask sit side by side in one 32-byte inline buffer (the value first), which covers
-/// every field but tunnel metadata. The type is plain integers and arrays rather than an enum of
+/// Value and mask sit side by side in one 16-byte inline buffer (the value first), which covers
+/// every field but masked IPv6 addresses and labels and tunnel metadata. The type is plain integers and arrays rather than an enum of
 /// inline and boxed bytes so the decoder can build it straight into a match's vector: an enum
 /// there made the compiler assemble each field on the stack piece by piece and copy it with wide
 /// loads, stalling on every field (store-to-load forwarding failures).
