@@ -225,6 +225,26 @@ pub async fn replay(driver: &Driver, topic: Topic) -> Result<i64> {
     Ok(listing.revision)
 }
 
+/// The next item of `stream` and every item already waiting behind it, at most `max`; `None`
+/// when the stream has ended. Unlike `ready_chunks`, which keeps a buffer with room for `max`
+/// items between bursts (per watch, for the daemon's life), the batch is only as large as the
+/// burst.
+async fn next_batch<S: futures::Stream + Unpin + futures::stream::FusedStream>(
+    stream: &mut S,
+    max: usize,
+) -> Option<Vec<S::Item>> {
+    let first = stream.next().await?;
+    let mut batch = vec![first];
+    while batch.len() < max {
+        match futures::FutureExt::now_or_never(stream.next()) {
+            Some(Some(item)) => batch.push(item),
+            // Ended (the next call says so) or nothing more waiting.
+            Some(None) | None => break,
+        }
+    }
+    Some(batch)
+}
+
 /// Follow `topic` from `revision + 1` forever (run it as a task).
 pub async fn follow(driver: Arc<Driver>, topic: Topic, mut revision: i64) {
     loop {
@@ -232,8 +252,8 @@ pub async fn follow(driver: Arc<Driver>, topic: Topic, mut revision: i64) {
             Ok(events) => {
                 // Events already waiting are taken together: policy rules go to the agents
                 // as one change per batch (a 10,000-rule attach is a few bundles, not 10,000).
-                let mut batches = events.ready_chunks(BATCH);
-                'watch: while let Some(batch) = batches.next().await {
+                let mut events = events.fuse();
+                'watch: while let Some(batch) = next_batch(&mut events, BATCH).await {
                     let mut policy = Vec::new();
                     let mut services = Vec::new();
                     for event in batch {
@@ -285,5 +305,32 @@ pub async fn follow(driver: Arc<Driver>, topic: Topic, mut revision: i64) {
             Ok(r) => revision = r,
             Err(e) => tracing::warn!(?topic, error = %e, "re-listing after a broken watch"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_batch_is_what_is_waiting_up_to_the_limit() {
+        let mut ready = futures::stream::iter(0..10).fuse();
+        assert_eq!(next_batch(&mut ready, 4).await, Some(vec![0, 1, 2, 3]));
+        assert_eq!(next_batch(&mut ready, 100).await, Some((4..10).collect()));
+        assert_eq!(next_batch(&mut ready, 100).await, None, "ended");
+
+        // Only what has arrived: the batch does not wait for more.
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut arriving = rx.fuse();
+        for i in 0..3 {
+            tx.unbounded_send(i).unwrap();
+        }
+        let batch = next_batch(&mut arriving, 100).await.unwrap();
+        assert_eq!(batch, vec![0, 1, 2]);
+        assert!(batch.capacity() < 100, "sized by the burst, not the limit");
+        tx.unbounded_send(3).unwrap();
+        drop(tx);
+        assert_eq!(next_batch(&mut arriving, 100).await, Some(vec![3]));
+        assert_eq!(next_batch(&mut arriving, 100).await, None);
     }
 }
