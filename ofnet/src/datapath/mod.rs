@@ -270,25 +270,26 @@ fn meter_part(p: &'static Pipeline, ep: &Endpoint, part: &mut Part) -> Result<()
     Ok(())
 }
 
-/// Where a flow is: its owner, its index in the owner's part, and its key's hash.
+/// Where a flow is: its owner, its index in the owner's part, and its key's hash. The owner is
+/// the part's own key, shared: a slot per installed flow must not copy an owner's name.
 #[derive(Debug, Clone)]
 struct FlowSlot {
-    owner: Owner,
+    owner: Arc<Owner>,
     index: u32,
     hash: u64,
 }
 
 /// The key of the flow a slot points at (`None` only if the slot is stale, which
 /// [`Desired::commit`] never leaves behind).
-fn slot_key<'a>(parts: &'a HashMap<Owner, HeldPart>, slot: &FlowSlot) -> Option<&'a FlowKey> {
+fn slot_key<'a>(parts: &'a HashMap<Arc<Owner>, HeldPart>, slot: &FlowSlot) -> Option<&'a FlowKey> {
     let index = usize::try_from(slot.index).ok()?;
-    parts.get(&slot.owner)?.flows.get(index).map(|f| &f.key)
+    parts.get(&*slot.owner)?.flows.get(index).map(|f| &f.key)
 }
 
 /// What the bridge holds (or should hold), by owner.
 #[derive(Debug, Clone, Default)]
 pub struct Desired {
-    parts: HashMap<Owner, HeldPart>,
+    parts: HashMap<Arc<Owner>, HeldPart>,
     /// Which owner holds each flow key: a slot per flow, found by the key's hash and checked
     /// against the flow in its part, so no key is stored a second time (flows are most of an
     /// agent's memory; see docs/performance.md).
@@ -305,7 +306,7 @@ impl Desired {
     }
 
     pub fn owners(&self) -> impl Iterator<Item = &Owner> {
-        self.parts.keys()
+        self.parts.keys().map(|o| &**o)
     }
 
     pub fn flows(&self) -> impl Iterator<Item = &Flow> {
@@ -318,7 +319,7 @@ impl Desired {
     pub fn owned_flows(&self) -> impl Iterator<Item = (&Owner, &Flow)> {
         self.parts
             .iter()
-            .flat_map(|(o, p)| p.flows.iter().map(move |f| (o, &**f)))
+            .flat_map(|(o, p)| p.flows.iter().map(move |f| (&**o, &**f)))
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
@@ -341,10 +342,10 @@ impl Desired {
             .find(hash, |s| slot_key(&self.parts, s) == Some(key))?;
         let flow = self
             .parts
-            .get(&slot.owner)?
+            .get(&*slot.owner)?
             .flows
             .get(usize::try_from(slot.index).ok()?)?;
-        Some((&slot.owner, flow))
+        Some((&*slot.owner, flow))
     }
 
     /// The flows in `ovs-ofctl` syntax, sorted (see [`text::sorted`]).
@@ -427,7 +428,7 @@ impl Desired {
         let mut removed_groups = Vec::new();
         let mut removed_meters = Vec::new();
         for owner in replaced.keys() {
-            let Some(old) = self.parts.get(owner) else {
+            let Some(old) = self.parts.get(*owner) else {
                 continue;
             };
             for f in &old.flows {
@@ -499,7 +500,11 @@ impl Desired {
             meter_owner,
         } = self;
         for (owner, part) in updates {
-            if let Some(old) = parts.get(&owner) {
+            // The installed key when the owner has a part already, so its slots keep sharing it.
+            let owner = parts
+                .get_key_value(&owner)
+                .map_or_else(|| Arc::new(owner), |(held, _)| Arc::clone(held));
+            if let Some(old) = parts.get(&*owner) {
                 for (i, f) in old.flows.iter().enumerate() {
                     let index = u32::try_from(i).unwrap_or(u32::MAX);
                     if let Ok(slot) = flow_owner.find_entry(hasher.hash_one(&f.key), |s| {
@@ -509,33 +514,33 @@ impl Desired {
                     }
                 }
                 for g in &old.groups {
-                    if group_owner.get(&g.id) == Some(&owner) {
+                    if group_owner.get(&g.id) == Some(&*owner) {
                         group_owner.remove(&g.id);
                     }
                 }
                 for m in &old.meters {
-                    if meter_owner.get(&m.id) == Some(&owner) {
+                    if meter_owner.get(&m.id) == Some(&*owner) {
                         meter_owner.remove(&m.id);
                     }
                 }
-                parts.remove(&owner);
+                parts.remove(&*owner);
             }
             if part.is_empty() {
                 continue;
             }
             for g in &part.groups {
-                group_owner.insert(g.id, owner.clone());
+                group_owner.insert(g.id, (*owner).clone());
             }
             for m in &part.meters {
-                meter_owner.insert(m.id, owner.clone());
+                meter_owner.insert(m.id, (*owner).clone());
             }
-            parts.insert(owner.clone(), part);
-            let Some(flows) = parts.get(&owner).map(|p| &p.flows) else {
+            parts.insert(Arc::clone(&owner), part);
+            let Some(flows) = parts.get(&*owner).map(|p| &p.flows) else {
                 continue;
             };
             for (i, f) in flows.iter().enumerate() {
                 let slot = FlowSlot {
-                    owner: owner.clone(),
+                    owner: Arc::clone(&owner),
                     index: u32::try_from(i).unwrap_or(u32::MAX),
                     hash: hasher.hash_one(&f.key),
                 };
