@@ -229,7 +229,7 @@ pub async fn replay(driver: &Driver, topic: Topic) -> Result<i64> {
 /// when the stream has ended. Unlike `ready_chunks`, which keeps a buffer with room for `max`
 /// items between bursts (per watch, for the daemon's life), the batch is only as large as the
 /// burst.
-async fn next_batch<S: futures::Stream + Unpin + futures::stream::FusedStream>(
+async fn next_batch<S: futures::stream::FusedStream + Unpin>(
     stream: &mut S,
     max: usize,
 ) -> Option<Vec<S::Item>> {
