@@ -328,11 +328,11 @@ impl Bridge {
         epoch: u64,
         ctx: &mut Context<Self>,
     ) {
-        let (generation, messages) = reconcile_messages(&self.desired, &contents);
+        let (generation, requests) = reconcile_requests(&self.desired, &contents);
         let mode = self.config.mode;
-        let count = messages.len();
+        let count = requests.len();
         let start = std::time::Instant::now();
-        let fut = async move { switch.transact(messages, mode).await };
+        let fut = async move { switch.transact(requests, mode).await };
         ctx.wait(fut.into_actor(self).map(move |result, this, _| {
             if let Some(o) = &this.config.observer {
                 match &result {
@@ -445,11 +445,11 @@ impl Handler<Apply> for Bridge {
                 return MessageResult(rx);
             }
         };
-        let messages = plan_messages(&plan, self.generation);
-        let count = messages.len();
+        let requests = plan_requests(&plan, self.generation);
+        let count = requests.len();
         let mode = self.config.mode;
         let start = std::time::Instant::now();
-        let fut = async move { switch.transact(messages, mode).await };
+        let fut = async move { switch.transact(requests, mode).await };
         ctx.wait(fut.into_actor(self).map(move |result, this, _| {
             if let Some(o) = &this.config.observer {
                 match &result {
@@ -555,7 +555,7 @@ impl Handler<CurrentSwitch> for Bridge {
 
 /// Steps 2-4 of the module documentation: the new generation and the one bundle that makes
 /// the switch (holding `contents`) equal to `desired`.
-fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16, Vec<TxRequest>) {
+fn reconcile_requests(desired: &DesiredState, contents: &SwitchContents) -> (u16, Vec<TxRequest>) {
     let present = &contents.flows;
     let seen = present
         .iter()
@@ -568,14 +568,14 @@ fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16
     let want_groups: HashSet<u32> = desired.groups().map(|g| g.id).collect();
     let have_meters: HashSet<u32> = contents.meters.iter().map(|m| m.meter_id).collect();
     let want_meters: HashSet<u32> = desired.meters().map(|m| m.id).collect();
-    let mut messages = Vec::new();
+    let mut requests = Vec::new();
     for m in desired.meters() {
         let command = if have_meters.contains(&m.id) {
             MeterModCommand::Modify
         } else {
             MeterModCommand::Add
         };
-        messages.push(meter_mod(m, command).into());
+        requests.push(meter_mod(m, command).into());
     }
     for g in desired.groups() {
         let command = if have_groups.contains(&g.id) {
@@ -583,10 +583,10 @@ fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16
         } else {
             GroupModCommand::Add
         };
-        messages.push(group_mod(g, command).into());
+        requests.push(group_mod(g, command).into());
     }
     for flow in desired.full().add_flows {
-        messages.push(TxRequest::AddFlow { flow, generation });
+        requests.push(TxRequest::AddFlow { flow, generation });
     }
     let stale: BTreeSet<u16> = present
         .iter()
@@ -594,7 +594,7 @@ fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16
         .filter(|g| *g != generation)
         .collect();
     for g in stale {
-        messages.push(
+        requests.push(
             Message::FlowMod(
                 FlowMod::delete(ALL_TABLES)
                     .cookie_masked(Cookie::new(g, 0, 0).0, Cookie::GENERATION_MASK),
@@ -603,17 +603,17 @@ fn reconcile_messages(desired: &DesiredState, contents: &SwitchContents) -> (u16
         );
     }
     for id in have_groups.difference(&want_groups) {
-        messages.push(group_delete(*id).into());
+        requests.push(group_delete(*id).into());
     }
     for id in have_meters.difference(&want_meters) {
-        messages.push(meter_delete(*id).into());
+        requests.push(meter_delete(*id).into());
     }
-    (generation, messages)
+    (generation, requests)
 }
 
 /// The requests for a plan, meters and groups before the flows that use them and after the
 /// flows that stop using them. Added flows are sent from the plan's shared flows, not copied.
-pub fn plan_messages(plan: &Plan, generation: u16) -> Vec<TxRequest> {
+pub fn plan_requests(plan: &Plan, generation: u16) -> Vec<TxRequest> {
     let mut out: Vec<TxRequest> = Vec::with_capacity(plan.len());
     for m in &plan.add_meters {
         out.push(meter_mod(m, MeterModCommand::Add).into());

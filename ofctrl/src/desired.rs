@@ -15,7 +15,7 @@ use ofproto::instruction::Instruction;
 use ofproto::matches::Match;
 use ofproto::meter::MeterBand;
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -162,7 +162,7 @@ impl Change {
 }
 
 /// The switch-level operations a set of changes needs (sent in a safe order by
-/// [`crate::bridge::plan_messages`]).
+/// [`crate::bridge::plan_requests`]).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub add_meters: Vec<Meter>,
@@ -241,67 +241,8 @@ impl DesiredState {
     /// Changes that would not alter anything (re-adding an identical flow, removing an absent
     /// one) produce no operation; later changes to the same key win over earlier ones.
     pub fn plan(&self, changes: &[Change]) -> Plan {
-        // Net effect per key first, so add-then-remove of the same flow is nothing at all.
-        let mut flows: HashMap<&FlowKey, Option<&Arc<Flow>>, FlowHasher> = HashMap::default();
-        let mut groups: BTreeMap<u32, Option<&Group>> = BTreeMap::new();
-        let mut meters: BTreeMap<u32, Option<&Meter>> = BTreeMap::new();
-        for c in changes {
-            match c {
-                Change::AddFlow(f) => {
-                    flows.insert(&f.key, Some(f));
-                }
-                Change::RemoveFlow(k) => {
-                    flows.insert(k, None);
-                }
-                Change::AddGroup(g) => {
-                    groups.insert(g.id, Some(g));
-                }
-                Change::RemoveGroup(id) => {
-                    groups.insert(*id, None);
-                }
-                Change::AddMeter(m) => {
-                    meters.insert(m.id, Some(m));
-                }
-                Change::RemoveMeter(id) => {
-                    meters.insert(*id, None);
-                }
-            }
-        }
-        let mut plan = Plan::default();
-        for (key, want) in flows {
-            match (self.flows.get(key).map(|e| &e.0), want) {
-                (Some(have), Some(want)) if **have == **want => {}
-                (_, Some(want)) => plan.add_flows.push(Arc::clone(want)),
-                (Some(_), None) => plan.remove_flows.push(key.clone()),
-                (None, None) => {}
-            }
-        }
-        for (id, want) in groups {
-            match (self.groups.get(&id), want) {
-                (Some(have), Some(want)) if have == want => {}
-                (Some(_), Some(want)) => plan.modify_groups.push(want.clone()),
-                (None, Some(want)) => plan.add_groups.push(want.clone()),
-                (Some(_), None) => plan.remove_groups.push(id),
-                (None, None) => {}
-            }
-        }
-        for (id, want) in meters {
-            match (self.meters.get(&id), want) {
-                (Some(have), Some(want)) if have == want => {}
-                (Some(_), Some(want)) => plan.modify_meters.push(want.clone()),
-                (None, Some(want)) => plan.add_meters.push(want.clone()),
-                (Some(_), None) => plan.remove_meters.push(id),
-                (None, None) => {}
-            }
-        }
-        // Deterministic order: tables ascending, higher priorities first.
-        plan.add_flows.sort_by(|a, b| {
-            (a.key.table, std::cmp::Reverse(a.key.priority))
-                .cmp(&(b.key.table, std::cmp::Reverse(b.key.priority)))
-        });
-        plan.remove_flows
-            .sort_by_key(|k| (k.table, std::cmp::Reverse(k.priority)));
-        plan
+        // Copying a change copies no flow (each is an `Arc`), so there is one planner.
+        self.plan_owned(changes.to_vec())
     }
 
     /// [`DesiredState::plan`], taking the changes: the flows, groups and meters of the plan are
@@ -419,26 +360,7 @@ impl DesiredState {
 
     /// Record a plan the switch confirmed.
     pub fn commit(&mut self, plan: &Plan) {
-        for m in plan.add_meters.iter().chain(&plan.modify_meters) {
-            self.meters.insert(m.id, m.clone());
-        }
-        for g in plan.add_groups.iter().chain(&plan.modify_groups) {
-            self.groups.insert(g.id, g.clone());
-        }
-        for f in &plan.add_flows {
-            if self.flows.replace(ByKey(f.clone())).is_none() {
-                *self.per_table.entry(f.key.table).or_default() += 1;
-            }
-        }
-        for k in &plan.remove_flows {
-            self.remove_flow(k);
-        }
-        for id in &plan.remove_groups {
-            self.groups.remove(id);
-        }
-        for id in &plan.remove_meters {
-            self.meters.remove(id);
-        }
+        self.commit_owned(plan.clone());
     }
 
     /// A plan that installs everything from scratch (after a switch restart or on a new
@@ -593,7 +515,7 @@ mod tests {
     }
 
     #[test]
-    fn owned_plan_and_commit_match_the_borrowed_ones() {
+    fn a_mixed_change_plans_only_real_operations_and_ends_where_applying_it_in_order_would() {
         let mut base = DesiredState::new();
         let seed: Vec<Change> = (0..20u32)
             .map(|i| Change::add_flow(flow((i % 3) as u8, 10 + i as u16, i, 1)))
@@ -614,35 +536,56 @@ mod tests {
             Change::RemoveFlow(flow(9, 1, 1, 1).key),
         ];
         changes.extend((100..130u32).map(|i| Change::add_flow(flow(4, 1 + (i % 7) as u16, i, 3))));
-        let borrowed = base.plan(&changes);
-        let owned = base.plan_owned(changes.clone());
-        let sorted = |p: &Plan| {
-            let mut add: Vec<String> = p.add_flows.iter().map(|f| format!("{f:?}")).collect();
-            let mut remove: Vec<String> = p.remove_flows.iter().map(|k| format!("{k:?}")).collect();
-            add.sort();
-            remove.sort();
-            (
-                add,
-                remove,
-                p.add_meters.clone(),
-                p.remove_meters.clone(),
-                p.len(),
-            )
-        };
-        assert_eq!(sorted(&owned), sorted(&borrowed));
-        let (mut a, mut b) = (base.clone(), base.clone());
-        a.commit(&borrowed);
-        b.commit_owned(owned);
-        let all = |s: &DesiredState| {
-            let mut f: Vec<String> = s.flows().map(|f| format!("{f:?}")).collect();
-            f.sort();
-            (
-                f,
-                s.meters().cloned().collect::<Vec<_>>(),
-                s.per_table.clone(),
-            )
-        };
-        assert_eq!(all(&a), all(&b));
+        // The model: every change applied in order to plain maps.
+        let mut want_flows: BTreeMap<String, String> = base
+            .flows()
+            .map(|f| (format!("{:?}", f.key), format!("{f:?}")))
+            .collect();
+        let mut want_meters: BTreeMap<u32, Meter> =
+            base.meters().map(|m| (m.id, m.clone())).collect();
+        for c in &changes {
+            match c {
+                Change::AddFlow(f) => {
+                    want_flows.insert(format!("{:?}", f.key), format!("{f:?}"));
+                }
+                Change::RemoveFlow(k) => {
+                    want_flows.remove(&format!("{k:?}"));
+                }
+                Change::AddMeter(m) => {
+                    want_meters.insert(m.id, m.clone());
+                }
+                Change::RemoveMeter(id) => {
+                    want_meters.remove(id);
+                }
+                _ => {}
+            }
+        }
+        let plan = base.plan_owned(changes);
+        // Nothing for the unchanged re-add, the absent removal or the add-then-remove.
+        assert_eq!(
+            (plan.add_flows.len(), plan.remove_flows.len()),
+            (32, 1),
+            "{plan:?}"
+        );
+        assert_eq!(
+            (plan.add_meters.len(), plan.remove_meters.clone()),
+            (1, vec![3])
+        );
+        let mut after = base.clone();
+        after.commit_owned(plan);
+        let flows: BTreeMap<String, String> = after
+            .flows()
+            .map(|f| (format!("{:?}", f.key), format!("{f:?}")))
+            .collect();
+        assert_eq!(flows, want_flows);
+        assert_eq!(
+            after.meters().cloned().collect::<Vec<_>>(),
+            want_meters.into_values().collect::<Vec<_>>()
+        );
+        assert_eq!(
+            after.flows_per_table().values().sum::<usize>(),
+            after.flow_count()
+        );
         assert!(base.plan_owned(Vec::new()).is_empty());
     }
 }

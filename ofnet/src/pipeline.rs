@@ -676,8 +676,8 @@ impl Table {
     pub fn flow(
         &self,
         priority: u16,
-        matches: Match,
-        instructions: Vec<Instruction>,
+        mut matches: Match,
+        mut instructions: Vec<Instruction>,
     ) -> Result<Flow, PipelineError> {
         let table = self.decl.name;
         for f in &matches.fields {
@@ -720,9 +720,7 @@ impl Table {
         // Matches and action lists are built a field at a time, so their vectors carry spare
         // capacity (a 5-field match has room for 8); a flow lives as long as its owner, often
         // thousands of them, so it keeps only what it uses.
-        let mut matches = matches;
         matches.fields.shrink_to_fit();
-        let mut instructions = instructions;
         for i in &mut instructions {
             if let Instruction::ApplyActions(actions) | Instruction::WriteActions(actions) = i {
                 actions.shrink_to_fit();

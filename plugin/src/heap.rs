@@ -54,10 +54,9 @@ pub async fn keep_trimmed(period: Duration) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if free_bytes().is_some_and(|free| free > KEEP_FREE_BYTES) {
-            let before = free_bytes();
+        if let Some(free) = free_bytes().filter(|free| *free > KEEP_FREE_BYTES) {
             let released = release();
-            tracing::debug!(?before, after = ?free_bytes(), released, "freed heap given back");
+            tracing::debug!(free, released, "freed heap given back");
         }
     }
 }

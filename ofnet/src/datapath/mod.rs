@@ -254,11 +254,6 @@ impl From<Part> for HeldPart {
     }
 }
 
-/// Parts as built, ready for [`Desired::plan`] (their flows moved behind `Arc`s, not copied).
-pub fn held(updates: Vec<(Owner, Part)>) -> Vec<(Owner, HeldPart)> {
-    updates.into_iter().map(|(o, p)| (o, p.into())).collect()
-}
-
 /// A local endpoint's meter and the input-table flow using it, when it has a bandwidth limit
 /// (see [`flows::meter_input`]); added to its part by both datapaths.
 fn meter_part(p: &'static Pipeline, ep: &Endpoint, part: &mut Part) -> Result<(), DatapathError> {
