@@ -10,6 +10,8 @@
 //!   reassembly, bundle- or barrier-confirmed transactions.
 //! - [`bridge`]: the actor that owns a bridge's desired state and reconciles the switch with it
 //!   on every (re)connect.
+//! - [`ports`]: the ports the connected switch reports, by name (a new port's number as soon
+//!   as the switch installs it).
 //!
 //! This crate knows OpenFlow, not tenants, endpoints or policies.
 
@@ -18,6 +20,7 @@ pub mod cookie;
 pub mod desired;
 mod error;
 pub mod listener;
+pub mod ports;
 pub mod switch;
 pub mod table;
 mod wire;
@@ -29,5 +32,6 @@ pub use cookie::Cookie;
 pub use desired::{Change, Flow, FlowKey, Group, Meter};
 pub use error::{RequestFailure, SwitchError, TxError, describe};
 pub use listener::{ListenAddr, Listener};
+pub use ports::{PortsHandle, SwitchPorts};
 pub use switch::{SwitchEvent, SwitchHandle, SwitchInfo, SwitchOptions, TxMode, TxRequest};
 pub use table::{Miss, TableSpec};

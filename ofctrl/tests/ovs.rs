@@ -43,6 +43,11 @@ fn collector() -> (Recipient<SwitchEvent>, mpsc::UnboundedReceiver<SwitchEvent>)
 /// A secure-mode OpenFlow 1.3 bridge pointed at `target`, reconnecting within a second.
 fn controlled_bridge(ovs: &Ovs, bridge: &str, target: &str) {
     ovs.add_bridge(bridge).unwrap();
+    point_at_controller(ovs, bridge, target);
+}
+
+/// Make existing `bridge` a secure-mode OpenFlow 1.3 bridge pointed at `target`.
+fn point_at_controller(ovs: &Ovs, bridge: &str, target: &str) {
     ovs.vsctl(&[
         "set",
         "bridge",
@@ -745,4 +750,81 @@ async fn meters_come_back_after_an_ovs_restart_and_a_reconnect_and_strays_go() {
         "{flows:?}"
     );
     assert_eq!(bridge.status().await.unwrap().meters, 0);
+}
+
+/// The port table follows the real switch: a port there at connect is known, a port added
+/// afterwards is known by the number OVS reports (the one asked for in `ofport_request`),
+/// and a deleted one is not.
+#[actix_rt::test]
+async fn the_port_table_learns_ports_from_the_switch_list_and_its_port_status() {
+    testbed::require!(Ovs);
+    let ovs = Ovs::start(OvsOptions::dummy()).unwrap();
+    let ports = ofctrl::SwitchPorts::start_table();
+    let (events, mut rx) = collector();
+    let listener = Listener::tcp(
+        localhost(),
+        SwitchOptions::default(),
+        vec![events, ports.events()],
+    )
+    .await
+    .unwrap();
+    ovs.add_bridge("br0").unwrap();
+    ovs.vsctl(&[
+        "add-port",
+        "br0",
+        "early",
+        "--",
+        "set",
+        "interface",
+        "early",
+        "type=dummy",
+        "ofport_request=5",
+    ])
+    .unwrap();
+    point_at_controller(
+        &ovs,
+        "br0",
+        &format!("tcp:127.0.0.1:{}", listener.port().unwrap()),
+    );
+    next_connected(&mut rx).await;
+    let within = |secs: u64, fut| async move {
+        tokio::time::timeout(Duration::from_secs(secs), fut)
+            .await
+            .ok()
+    };
+    assert_eq!(within(10, ports.installed("early", 5)).await, Some(true));
+
+    let late = ports.installed("late", 17);
+    let wrong_number = ports.installed("late", 18);
+    ovs.vsctl(&[
+        "--no-wait",
+        "add-port",
+        "br0",
+        "late",
+        "--",
+        "set",
+        "interface",
+        "late",
+        "type=dummy",
+        "ofport_request=17",
+    ])
+    .unwrap();
+    assert_eq!(
+        within(10, late).await,
+        Some(true),
+        "no PORT_STATUS for the new port numbered 17"
+    );
+    assert_eq!(within(1, wrong_number).await, None);
+
+    ovs.vsctl(&["del-port", "br0", "late"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::time::timeout(Duration::from_millis(100), ports.installed("late", 17))
+        .await
+        .is_ok()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the deleted port is still in the table"
+        );
+    }
 }

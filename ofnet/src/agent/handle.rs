@@ -10,6 +10,8 @@ use crate::rpc;
 pub struct AgentHandle {
     addr: Addr<Agent>,
     bridge: BridgeHandle,
+    /// The ports the switch reports (a new port's number as soon as the switch has it).
+    ports: ofctrl::PortsHandle,
     kind: BridgeKind,
 }
 
@@ -61,7 +63,12 @@ impl AgentHandle {
         // flows once so they are installed from the first connect.
         ctx.notify(Update(AgentOp::SetArpMode(agent.settings.arp_mode)));
         let addr = ctx.run(agent);
-        AgentHandle { addr, bridge, kind }
+        AgentHandle {
+            addr,
+            bridge,
+            ports: ofctrl::SwitchPorts::start_table(),
+            kind,
+        }
     }
 
     pub fn kind(&self) -> BridgeKind {
@@ -73,10 +80,25 @@ impl AgentHandle {
         &self.bridge
     }
 
-    /// Who must hear a listener's switch events: the bridge (reconciliation) and the agent
-    /// (packet-ins).
+    /// Who must hear a listener's switch events: the bridge (reconciliation), the agent
+    /// (packet-ins) and the port table (port numbers).
     pub fn switch_events(&self) -> Vec<Recipient<SwitchEvent>> {
-        vec![self.bridge.events(), self.addr.clone().recipient()]
+        vec![
+            self.bridge.events(),
+            self.addr.clone().recipient(),
+            self.ports.events(),
+        ]
+    }
+
+    /// True once the connected switch reports port `name` under number `port_no` (at once
+    /// if it has); false if the agent is gone. It waits as long as the caller does: race it
+    /// against the port's number in OVSDB, which also reports a port the switch cannot open.
+    pub fn switch_has_port(
+        &self,
+        name: &str,
+        port_no: u32,
+    ) -> impl std::future::Future<Output = bool> + use<> {
+        self.ports.installed(name, port_no)
     }
 
     /// Accept this bridge's switch on a unix socket (`ovs-vsctl set-controller br unix:PATH`).

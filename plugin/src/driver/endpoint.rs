@@ -255,6 +255,31 @@ fn format_steps(steps: &[(&'static str, std::time::Duration)]) -> String {
         .join(", ")
 }
 
+/// A new port's OpenFlow number from whichever says it first: the switch (its PORT_STATUS:
+/// the port is installed under the number asked for; see `ofctrl::ports`) or OVSDB (the
+/// number ovs-vswitchd wrote back a few milliseconds later, whatever it is, or the error why
+/// it could not open the port). The switch's report is only taken for the number asked for: a
+/// port numbered otherwise is for OVSDB to tell (and the flows move).
+async fn first_port_number(
+    on_switch: Option<(u32, impl std::future::Future<Output = bool>)>,
+    in_db: impl std::future::Future<Output = std::result::Result<u32, crate::ovsdb::OvsdbError>>,
+) -> Result<u32> {
+    let on_switch = async move {
+        if let Some((asked, installed)) = on_switch
+            && installed.await
+        {
+            return asked;
+        }
+        // No number asked for, or the agent is gone: OVSDB alone answers.
+        std::future::pending().await
+    };
+    let (on_switch, in_db) = (std::pin::pin!(on_switch), std::pin::pin!(in_db));
+    match futures::future::select(on_switch, in_db).await {
+        futures::future::Either::Left((asked, _)) => Ok(asked),
+        futures::future::Either::Right((in_db, _)) => Ok(in_db?),
+    }
+}
+
 /// What a half-done attach has created, for the rollback.
 #[derive(Default)]
 struct Created {
@@ -685,12 +710,18 @@ impl Driver {
         });
         steps.time("veth", veth).await?;
         let _ = veth_ready.send(());
+        // Asked before the port is inserted, so the switch's report cannot come too early for
+        // it (the agent's port table answers at once if it came first).
+        let on_switch = port
+            .ofport_request
+            .map(|n| (n, self.agent(kind).switch_has_port(&port.name, n)));
         steps
             .time("ovsdb", self.ovsdb.ensure_port(bridge_name(kind), port))
             .await?;
-        Ok(steps
-            .time("ofport", self.ovsdb.wait_ofport(&port.name, OFPORT_TIMEOUT))
-            .await?)
+        let in_db = self.ovsdb.wait_ofport(&port.name, OFPORT_TIMEOUT);
+        steps
+            .time("ofport", first_port_number(on_switch, in_db))
+            .await
     }
 
     /// The OpenFlow port number to ask for pod port `ovs_port` on `bridge`: its own if the
