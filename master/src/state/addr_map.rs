@@ -109,6 +109,11 @@ pub fn group_prefix(epg_id: &str) -> String {
     keys::state(CATEGORY, &format!("epg/{epg_id}/"))
 }
 
+/// The key of the first chunk of the map under `prefix` (to read it ahead).
+pub fn first_chunk_key(prefix: &str) -> String {
+    ChunkStore::<u64>::key_of(prefix, 0)
+}
+
 impl AddrMap {
     fn new(prefix: String, size: u64, lo: u64, hi: u64, reserved: Vec<u64>) -> Self {
         let layout = Layout {

@@ -56,7 +56,12 @@ impl<I: ChunkIndex> ChunkStore<I> {
     }
 
     fn key(&self, c: I) -> String {
-        format!("{}{c}", self.prefix)
+        Self::key_of(&self.prefix, c)
+    }
+
+    /// The key of chunk `c` of the map under `prefix`.
+    pub fn key_of(prefix: &str, c: I) -> String {
+        format!("{prefix}{c}")
     }
 
     /// Chunk `c` (`len` bits), read from the transaction on first use; `fresh` when not stored.

@@ -47,6 +47,11 @@ pub struct PodSetupReport {
     /// Mean time of each step inside netplugin's ADD (steps that run at once overlap);
     /// a step that did not run is absent.
     pub steps_mean_ms: BTreeMap<String, f64>,
+    /// Mean time netmaster took to answer `/plugin/createEndpoint` (request in, answer out;
+    /// netplugin's `netmaster` step minus this is the HTTP client and the wire).
+    pub netmaster_create_mean_ms: f64,
+    /// Mean time of netmaster's etcd requests during our ADDs, by operation.
+    pub netmaster_etcd_mean_ms: BTreeMap<String, f64>,
     /// Median of `contivk8s` answering a STATUS on its own: process start, connect, one
     /// request, exit.
     pub contivk8s_status_median_ms: f64,
@@ -194,6 +199,14 @@ fn scrape(cluster: &Cluster) -> Result<String> {
     }
 }
 
+fn scrape_netmaster(cluster: &Cluster) -> Result<String> {
+    let addr = cluster.netmaster_url.trim_start_matches("http://");
+    match http("GET", addr, "/metrics") {
+        Some((200, body)) => Ok(body),
+        other => bail!("GET /metrics on netmaster: {other:?}"),
+    }
+}
+
 /// Median of `rounds` runs of `contivk8s` answering STATUS straight from netplugin's socket.
 fn contivk8s_status_ms(bins: &Binaries, cluster: &Cluster, rounds: usize) -> Result<f64> {
     let config = json!({
@@ -250,6 +263,7 @@ pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
     let conf = ours_conf.to_string_lossy().into_owned();
     let status_ms = contivk8s_status_ms(&bins, &cluster, 20)?;
     let before = scrape(&cluster)?;
+    let master_before = scrape_netmaster(&cluster)?;
     let ours = time_adds(pods, concurrency, &|ns, id| {
         cnirun(
             &bins,
@@ -258,6 +272,7 @@ pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
         )
     })?;
     let after = scrape(&cluster)?;
+    let master_after = scrape_netmaster(&cluster)?;
     for (ns, id) in &ours.made {
         cnirun(
             &bins,
@@ -276,6 +291,18 @@ pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
         &after,
         "netplugin_cni_request_duration_seconds",
         "command",
+    );
+    let routes = means_between(
+        &master_before,
+        &master_after,
+        "netmaster_http_request_duration_seconds",
+        "route",
+    );
+    let etcd = means_between(
+        &master_before,
+        &master_after,
+        "contiv_etcd_request_duration_seconds",
+        "op",
     );
 
     let bridge = unique_name("br");
@@ -336,6 +363,11 @@ pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
         p99_ratio: ratio(ours_p99, bridge_p99),
         netplugin_add_mean_ms: handler.get("ADD").copied().unwrap_or_default(),
         steps_mean_ms: steps,
+        netmaster_create_mean_ms: routes
+            .get("/plugin/createEndpoint")
+            .copied()
+            .unwrap_or_default(),
+        netmaster_etcd_mean_ms: etcd,
         contivk8s_status_median_ms: status_ms,
     })
 }
