@@ -5,8 +5,8 @@
 //! Why not just read the number back from OVSDB: Open vSwitch announces a new port to its
 //! controllers (PORT_STATUS `ADD`) as it installs the port, and writes the number back to its
 //! database only at the end of that reconfiguration, in a transaction of its own that the
-//! database server then relays; on this machine kind the announcement comes 1.5–2 ms after the
-//! insert, the database's number 3–6 ms after. The announcement is also the stronger fact:
+//! database server then relays; on this machine kind the announcement comes 1.5–2.3 ms after
+//! the insert, the database's number 3.3–7 ms after. The announcement is also the stronger fact:
 //! it is the switch the flows go to that has the port.
 //!
 //! The table starts from the switch's port list at connect and follows PORT_STATUS; it is
@@ -211,8 +211,7 @@ mod tests {
             },
         });
         events.do_send(status(PortReason::Add, "vvport1", 11));
-        let waiting = std::pin::pin!(waiting);
-        let mut waiting = waiting;
+        let mut waiting = std::pin::pin!(waiting);
         assert_eq!(settled(waiting.as_mut()).await, None);
         events.do_send(status(PortReason::Modify, "vvport1", 12));
         assert_eq!(settled(waiting).await, Some(true));

@@ -214,7 +214,7 @@ pub(crate) fn disable_tx_offload(ifname: &str) -> Option<String> {
 /// and `netplugin_cni_add_step_duration_seconds`. Steps: `lookup` (network and group),
 /// `netmaster` (createEndpoint: REST + etcd transaction), `labels` (updateEndpoint), `veth`
 /// (pair into the pod namespace), `ovsdb` (port transaction until the cache has it), `ofport`
-/// (until ovs-vswitchd numbered it), `pod_side` (MAC, addresses, routes, offload), `flows`
+/// (until the switch reports the port or OVSDB has its number), `pod_side` (MAC, addresses, routes, offload), `flows`
 /// (bundle confirmed by the switch), `oper` (oper state in etcd), `flows_moved` (only when
 /// ovs-vswitchd did not give the port the number asked for).
 #[derive(Default)]
