@@ -48,6 +48,8 @@ pub struct PluginMetrics {
     providers: Family<Labels1, Gauge>,
     /// `netplugin_datapath_flushes_total`.
     pub datapath_flushes: Counter,
+    /// `netplugin_pod_port_numbers_total{source}`.
+    port_numbers: Family<Labels1, Counter>,
 }
 
 impl std::fmt::Debug for PluginMetrics {
@@ -229,6 +231,16 @@ impl PluginMetrics {
              (--datapath-flush; docs/netplugin.md)",
             datapath_flushes.clone(),
         );
+        let port_numbers = Family::default();
+        r.register(
+            "netplugin_pod_port_numbers",
+            "new pod ports by where the CNI ADD learnt their OpenFlow number first: switch (its \
+             PORT_STATUS) or ovsdb (the number ovs-vswitchd wrote back); see docs/netplugin.md",
+            port_numbers.clone(),
+        );
+        for source in ["switch", "ovsdb"] {
+            let _ = port_numbers.get_or_create_owned(&[("source", source.to_string())]);
+        }
         // Every command has its series from the start (0 until the first request).
         for command in ["ADD", "DEL", "CHECK"] {
             let _ = cni_duration.get_or_create_owned(&[("command", command.to_string())]);
@@ -245,6 +257,7 @@ impl PluginMetrics {
             services,
             providers,
             datapath_flushes,
+            port_numbers,
         }
     }
 
@@ -281,6 +294,13 @@ impl PluginMetrics {
         self.add_steps
             .get_or_create(&[("step", step.to_string())])
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// One new pod port whose number came first from `source` (`switch` or `ovsdb`).
+    pub fn port_number_from(&self, source: &'static str) {
+        self.port_numbers
+            .get_or_create(&[("source", source.to_string())])
+            .inc();
     }
 
     /// Read the driver's and agents' counts into the gauges, then the registry as text.

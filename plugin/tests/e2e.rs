@@ -246,6 +246,27 @@ fn fifty_parallel_pods_then_nothing_left() {
             "no flow for port {n}:\n{dump}"
         );
     }
+    // Each ADD learnt its port's number from the switch's PORT_STATUS or from OVSDB,
+    // whichever came first; the switch reports the port as it installs it, a few ms before
+    // the number reaches OVSDB, so it is first in the ordinary case (OVSDB can still win a
+    // race on a loaded machine, so only "some" is asserted, and every ADD is counted once).
+    let (status, metrics) = http("GET", &c.debug_addr, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    let learnt = |source: &str| -> u64 {
+        let series = format!("netplugin_pod_port_numbers_total{{source=\"{source}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in /metrics"))
+    };
+    let (from_switch, from_ovsdb) = (learnt("switch"), learnt("ovsdb"));
+    eprintln!("port numbers from the switch: {from_switch}, from OVSDB: {from_ovsdb}");
+    assert_eq!(from_switch + from_ovsdb, 50);
+    assert!(
+        from_switch > 0,
+        "no port number came from the switch's PORT_STATUS"
+    );
     // Everyone reaches the first pod, and the first pod reaches everyone.
     std::thread::scope(|s| {
         for p in &pods[1..] {

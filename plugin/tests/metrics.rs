@@ -133,6 +133,7 @@ const NETPLUGIN_FAMILIES: &[(&str, &str)] = &[
     ("netplugin_bridge_bundle_duration_seconds", "histogram"),
     ("netplugin_bridge_reconciles", "counter"),
     ("netplugin_cni_request_duration_seconds", "histogram"),
+    ("netplugin_pod_port_numbers", "counter"),
     ("netplugin_endpoints", "gauge"),
     ("netplugin_policy_rules", "gauge"),
     ("netplugin_services", "gauge"),

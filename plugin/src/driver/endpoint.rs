@@ -259,11 +259,12 @@ fn format_steps(steps: &[(&'static str, std::time::Duration)]) -> String {
 /// the port is installed under the number asked for; see `ofctrl::ports`) or OVSDB (the
 /// number ovs-vswitchd wrote back a few milliseconds later, whatever it is, or the error why
 /// it could not open the port). The switch's report is only taken for the number asked for: a
-/// port numbered otherwise is for OVSDB to tell (and the flows move).
+/// port numbered otherwise is for OVSDB to tell (and the flows move). Also says which it was
+/// (`switch`, `ovsdb`).
 async fn first_port_number(
     on_switch: Option<(u32, impl std::future::Future<Output = bool>)>,
     in_db: impl std::future::Future<Output = std::result::Result<u32, crate::ovsdb::OvsdbError>>,
-) -> Result<u32> {
+) -> Result<(u32, &'static str)> {
     let on_switch = async move {
         if let Some((asked, installed)) = on_switch
             && installed.await
@@ -275,8 +276,8 @@ async fn first_port_number(
     };
     let (on_switch, in_db) = (std::pin::pin!(on_switch), std::pin::pin!(in_db));
     match futures::future::select(on_switch, in_db).await {
-        futures::future::Either::Left((asked, _)) => Ok(asked),
-        futures::future::Either::Right((in_db, _)) => Ok(in_db?),
+        futures::future::Either::Left((asked, _)) => Ok((asked, "switch")),
+        futures::future::Either::Right((in_db, _)) => Ok((in_db?, "ovsdb")),
     }
 }
 
@@ -719,9 +720,11 @@ impl Driver {
             .time("ovsdb", self.ovsdb.ensure_port(bridge_name(kind), port))
             .await?;
         let in_db = self.ovsdb.wait_ofport(&port.name, OFPORT_TIMEOUT);
-        steps
+        let (ofport, source) = steps
             .time("ofport", first_port_number(on_switch, in_db))
-            .await
+            .await?;
+        self.metrics.port_number_from(source);
+        Ok(ofport)
     }
 
     /// The OpenFlow port number to ask for pod port `ovs_port` on `bridge`: its own if the
