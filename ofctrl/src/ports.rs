@@ -218,11 +218,17 @@ mod tests {
         assert_eq!(settled(ports.installed("vvport2", 5)).await, Some(true));
     }
 
-    #[actix_rt::test]
-    async fn a_deleted_port_is_waited_for_again() {
+    /// A connected table that has heard of port `vvport1` numbered 12, and its event input.
+    fn table_with_vvport1() -> (PortsHandle, Recipient<SwitchEvent>) {
         let ports = connected_table();
         let events = ports.events();
         events.do_send(status(PortReason::Add, "vvport1", 12));
+        (ports, events)
+    }
+
+    #[actix_rt::test]
+    async fn a_deleted_port_is_waited_for_again() {
+        let (ports, events) = table_with_vvport1();
         assert_eq!(settled(ports.installed("vvport1", 12)).await, Some(true));
         events.do_send(status(PortReason::Delete, "vvport1", 12));
         assert_eq!(settled(ports.installed("vvport1", 12)).await, None);
@@ -232,9 +238,7 @@ mod tests {
 
     #[actix_rt::test]
     async fn the_table_is_emptied_when_the_switch_goes_away() {
-        let ports = connected_table();
-        let events = ports.events();
-        events.do_send(status(PortReason::Add, "vvport1", 12));
+        let (ports, events) = table_with_vvport1();
         events.do_send(SwitchEvent::Disconnected {
             dpid: 7,
             peer: "unix".into(),

@@ -8,10 +8,10 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::flow_mod::FlowModRef;
-use crate::header::{Header, MsgType};
+use crate::header::MsgType;
 use crate::macros::code_enum;
 use crate::msg::Message;
-use crate::wire::{DecodeError, EncodeError, fixed, pad8, patch_len, put_zeros, take, u16p, u32p};
+use crate::wire::{DecodeError, EncodeError, fixed, pad8, put_zeros, take, u16p, u32p};
 
 /// `ONFT_BUNDLE_CONTROL`.
 pub const ONFT_BUNDLE_CONTROL: u32 = 2300;
@@ -182,16 +182,7 @@ impl BundleAdd {
         flow_mod.matching().check()?;
         let inner_name = MsgType::FlowMod.name().unwrap_or("message");
         Self::encode_wrapped(bundle_id, flags, xid, inner_name, out, |out| {
-            let start = out.len();
-            Header {
-                version: crate::header::OFP_VERSION,
-                msg_type: MsgType::FlowMod,
-                length: 0,
-                xid,
-            }
-            .emit(out);
-            flow_mod.emit(out);
-            patch_len(out, start + 2, start);
+            crate::msg::encode_framed(MsgType::FlowMod, xid, out, |out| flow_mod.emit(out));
         })
     }
 

@@ -317,16 +317,13 @@ impl Message {
 
     /// Append the whole message (header included) with transaction id `xid` to `out`.
     pub fn encode(&self, xid: u32, out: &mut BytesMut) {
-        use Message as M;
         out.reserve(256);
-        let start = out.len();
-        Header {
-            version: OFP_VERSION,
-            msg_type: self.msg_type(),
-            length: 0,
-            xid,
-        }
-        .emit(out);
+        encode_framed(self.msg_type(), xid, out, |out| self.emit_body(out));
+    }
+
+    /// Append what follows the header.
+    fn emit_body(&self, out: &mut BytesMut) {
+        use Message as M;
         let exp = |out: &mut BytesMut, e: u32, t: u32| {
             out.extend_from_slice(&u32::to_be_bytes(e));
             out.extend_from_slice(&u32::to_be_bytes(t));
@@ -418,7 +415,6 @@ impl Message {
             }
             M::Unknown { body, .. } => out.extend_from_slice(body),
         }
-        patch_len(out, start + 2, start);
     }
 
     /// Encode into a new vector.
@@ -477,6 +473,26 @@ impl From<PacketOut> for Message {
     fn from(p: PacketOut) -> Message {
         Message::PacketOut(p)
     }
+}
+
+/// Append a message of type `msg_type` with transaction id `xid`: the header, what `body`
+/// appends, and the header's length set to the whole.
+pub(crate) fn encode_framed(
+    msg_type: MsgType,
+    xid: u32,
+    out: &mut BytesMut,
+    body: impl FnOnce(&mut BytesMut),
+) {
+    let start = out.len();
+    Header {
+        version: OFP_VERSION,
+        msg_type,
+        length: 0,
+        xid,
+    }
+    .emit(out);
+    body(out);
+    patch_len(out, start + 2, start);
 }
 
 #[cfg(test)]

@@ -384,8 +384,9 @@ const INLINE: usize = 16;
 /// Value and mask sit side by side in one 16-byte inline buffer (the value first), which covers
 /// every field but masked IPv6 addresses and labels and tunnel metadata. The type is plain
 /// integers and arrays rather than an enum of inline and boxed bytes so the decoder can build it
-/// straight into a match's vector: an enum there made the compiler assemble each field on the stack piece by piece and copy it with wide
-/// loads, stalling on every field (store-to-load forwarding failures).
+/// straight into a match's vector: an enum there made the compiler assemble each field on the
+/// stack piece by piece and copy it with wide loads, stalling on every field (store-to-load
+/// forwarding failures).
 #[derive(Clone)]
 pub struct Oxm {
     /// Which field.

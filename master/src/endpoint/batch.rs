@@ -89,18 +89,24 @@ mod tests {
         }
     }
 
+    /// A store counting sequential round trips, holding the default tenant and network `n1`
+    /// (10.1.0.0/16).
+    async fn counted_store_with_network() -> (crate::store::round_trips::RoundTrips, Db) {
+        let store = crate::store::round_trips::RoundTrips::default();
+        let db = Db::new(Arc::new(store.clone()));
+        crate::scenarios::setup(&db).await;
+        let net = crate::scenarios::net("default", "n1", "vxlan", "10.1.0.0/16", 0);
+        ops::upsert(&db, "default:n1", net).await.unwrap();
+        (store, db)
+    }
+
     /// Endpoints created at once on one network and group read their network's and group's
     /// state and the first address map chunks ahead with their own records: each batch costs
     /// the read-ahead and the commit, whatever its size.
     #[tokio::test]
     async fn concurrent_creates_read_ahead_their_network_and_group() {
         use crate::model::EndpointGroup;
-        use crate::store::round_trips::RoundTrips;
-        let store = RoundTrips::default();
-        let db = Db::new(Arc::new(store.clone()));
-        crate::scenarios::setup(&db).await;
-        let net = crate::scenarios::net("default", "n1", "vxlan", "10.1.0.0/16", 0);
-        ops::upsert(&db, "default:n1", net).await.unwrap();
+        let (store, db) = counted_store_with_network().await;
         let group = EndpointGroup {
             group_name: "g1".into(),
             tenant_name: "default".into(),
@@ -129,16 +135,11 @@ mod tests {
     }
 
     /// A pod's createEndpoint on its own (a sequential CNI ADD): the read-ahead and the
-    /// commit, with or without a group, and on a network past its first chunk one more read
-    /// (the chunk addresses now come from), still right.
+    /// commit, and on a network past its first chunk one more read (the chunk addresses now
+    /// come from), still right. (With a group: the test above.)
     #[tokio::test]
     async fn a_single_create_reads_once_then_commits() {
-        use crate::store::round_trips::RoundTrips;
-        let store = RoundTrips::default();
-        let db = Db::new(Arc::new(store.clone()));
-        crate::scenarios::setup(&db).await;
-        let net = crate::scenarios::net("default", "n1", "vxlan", "10.1.0.0/16", 0);
-        ops::upsert(&db, "default:n1", net).await.unwrap();
+        let (store, db) = counted_store_with_network().await;
         let writes = Writes::spawn(db.clone()).unwrap();
         let before = store.rounds();
         let ep = create(&writes, &req("c0", "n1")).await.unwrap();

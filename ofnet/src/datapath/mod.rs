@@ -496,10 +496,11 @@ impl Desired {
         } = self;
         for (owner, part) in updates {
             // The installed key when the owner has a part already, so its slots keep sharing it.
-            let owner = parts
-                .get_key_value(&owner)
-                .map_or_else(|| Arc::new(owner), |(held, _)| Arc::clone(held));
-            if let Some(old) = parts.get(&*owner) {
+            let (owner, old) = match parts.remove_entry(&owner) {
+                Some((held, old)) => (held, Some(old)),
+                None => (Arc::new(owner), None),
+            };
+            if let Some(old) = old {
                 for (i, f) in old.flows.iter().enumerate() {
                     let index = u32::try_from(i).unwrap_or(u32::MAX);
                     if let Ok(slot) = flow_owner.find_entry(hasher.hash_one(&f.key), |s| {
@@ -518,7 +519,6 @@ impl Desired {
                         meter_owner.remove(&m.id);
                     }
                 }
-                parts.remove(&*owner);
             }
             if part.is_empty() {
                 continue;

@@ -192,18 +192,11 @@ fn means_between(before: &str, after: &str, metric: &str, label: &str) -> BTreeM
         .collect()
 }
 
-fn scrape(cluster: &Cluster) -> Result<String> {
-    match http("GET", &cluster.debug_addr, "/metrics") {
-        Some((200, body)) => Ok(body),
-        other => bail!("GET /metrics on netplugin: {other:?}"),
-    }
-}
-
-fn scrape_netmaster(cluster: &Cluster) -> Result<String> {
-    let addr = cluster.netmaster_url.trim_start_matches("http://");
+/// `GET /metrics` of the daemon `who` listening on `addr` (`host:port`).
+fn scrape(addr: &str, who: &str) -> Result<String> {
     match http("GET", addr, "/metrics") {
         Some((200, body)) => Ok(body),
-        other => bail!("GET /metrics on netmaster: {other:?}"),
+        other => bail!("GET /metrics on {who}: {other:?}"),
     }
 }
 
@@ -262,8 +255,9 @@ pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
     let ours_conf = cluster.conflist("bench", "bench-net", "")?;
     let conf = ours_conf.to_string_lossy().into_owned();
     let status_ms = contivk8s_status_ms(&bins, &cluster, 20)?;
-    let before = scrape(&cluster)?;
-    let master_before = scrape_netmaster(&cluster)?;
+    let netmaster_addr = cluster.netmaster_url.trim_start_matches("http://");
+    let before = scrape(&cluster.debug_addr, "netplugin")?;
+    let master_before = scrape(netmaster_addr, "netmaster")?;
     let ours = time_adds(pods, concurrency, &|ns, id| {
         cnirun(
             &bins,
@@ -271,8 +265,8 @@ pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
             &["add", &conf, id, &ns.path().to_string_lossy()],
         )
     })?;
-    let after = scrape(&cluster)?;
-    let master_after = scrape_netmaster(&cluster)?;
+    let after = scrape(&cluster.debug_addr, "netplugin")?;
+    let master_after = scrape(netmaster_addr, "netmaster")?;
     for (ns, id) in &ours.made {
         cnirun(
             &bins,
