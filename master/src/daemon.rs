@@ -275,7 +275,7 @@ pub(crate) async fn leader_duties(
     }
 }
 
-/// Defaults, the subnet index of networks stored before it existed, and the policy-rule repair; retried until it works or leadership moves on (a store
+/// Defaults, the subnet index of networks stored before it existed, and the repair of derived records (service providers, compiled policy rules); retried until it works or leadership moves on (a store
 /// outage must not skip it).
 async fn leader_start(db: &Db, config: &Config, role: &RoleView) {
     while role.current().is_leader {
@@ -284,6 +284,7 @@ async fn leader_start(db: &Db, config: &Config, role: &RoleView) {
             crate::model::network::index_subnets(db).await?;
             crate::state::addr_map::convert_all(db).await?;
             crate::model::service_lb::convert_all(db).await?;
+            crate::model::service_lb::repair_providers(db).await?;
             crate::policy::repair::reconcile(db).await
         };
         match start.await {
@@ -296,13 +297,18 @@ async fn leader_start(db: &Db, config: &Config, role: &RoleView) {
     }
 }
 
-/// Repair the compiled policy rules, retrying every second while this instance leads.
+/// Repair the derived records (compiled policy rules, service provider keys), retrying every
+/// second while this instance leads.
 async fn repair_policy_rules(db: &Db, role: &RoleView) {
     while role.current().is_leader {
-        match crate::policy::repair::reconcile(db).await {
+        let repair = async {
+            crate::model::service_lb::repair_providers(db).await?;
+            crate::policy::repair::reconcile(db).await
+        };
+        match repair.await {
             Ok(_) => return,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot repair compiled policy rules yet; retrying");
+                tracing::warn!(error = %e, "cannot repair compiled policy rules or service providers yet; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }

@@ -261,6 +261,49 @@ async fn single_link_operations() {
     assert_eq!(left["mtu"], 1400);
 }
 
+/// A pod's veth as an attach makes it: one request makes the host end up and the pod end
+/// (down) in the pod namespace; a leftover host end of an interrupted attempt (here its pod
+/// end lives in a namespace gone stale) is replaced, and a pod interface of that name that
+/// is not ours fails the call and is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_veth_is_made_up_in_one_request_and_replaces_a_leftover() {
+    testbed::require!(Root, Ip);
+    let host = Netns::new("vh").unwrap();
+    let pod = Netns::new("vp").unwrap();
+    let other = Netns::new("vo").unwrap();
+    let (pod_path, other_path) = (pod.path(), other.path());
+    in_netns(&host.path(), move |nl| async move {
+        // The leftover: same host name, its pod end in another namespace.
+        nl.create_veth_into("vvport7", "eth0", &other_path, 1500, None)
+            .await?;
+        nl.replace_veth_into_up("vvport7", "eth0", &pod_path, 1450)
+            .await?;
+        let host_end = nl.require_link("vvport7").await?;
+        assert_eq!((host_end.mtu, host_end.up), (1450, true));
+        // The pod already has an eth0 that is not ours: an error, and it stays.
+        let err = nl
+            .replace_veth_into_up("vvport8", "eth0", &pod_path, 1450)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("vvport8"), "{err}");
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let pod_links = links(&pod);
+    let (_, eth0) = pod_links.iter().find(|(n, _)| n == "eth0").unwrap();
+    assert_eq!(eth0["mtu"], 1450);
+    assert!(
+        !eth0["flags"].as_array().unwrap().iter().any(|f| f == "UP"),
+        "the pod end waits for its addresses down: {eth0}"
+    );
+    assert!(
+        !link_names(&other).contains(&"eth0".to_string()),
+        "the leftover's pod end went with it"
+    );
+    assert!(!link_names(&host).contains(&"vvport8".to_string()));
+}
+
 /// `ethtool -k` of a link in a namespace: feature name → on.
 fn features(ns: &Netns, ifname: &str) -> std::collections::BTreeMap<String, bool> {
     ns.exec(&["ethtool", "-k", ifname])

@@ -10,6 +10,7 @@ use super::{
 };
 use crate::batch::{Request, Writes};
 use crate::error::Result;
+use crate::model::service_lb::services_prefix;
 use crate::state::addr_map;
 use crate::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
 use crate::store::Tx;
@@ -19,12 +20,13 @@ struct Create(NewEndpoint);
 
 impl Request for Create {
     type Output = CfgEndpointState;
-    /// The endpoint's own record, its network's state, its group's state, and the first chunk
-    /// of the address maps it may take from (the network's, the group pool's). Which chunk an
-    /// address comes from depends on the network state, but until a network has handed out
-    /// a chunk's worth (4,094 addresses) it is the first: reading it ahead saves a pod's ADD
-    /// one etcd round trip after the reads. A chunk read ahead and not used costs one read
-    /// per batch (the batch's requests share their reads) and guards nothing.
+    /// The endpoint's own record, its network's state, its group's state, the first chunk
+    /// of the address maps it may take from (the network's, the group pool's), and for a
+    /// labelled endpoint the services listing. Which chunk an address comes from depends on
+    /// the network state, but until a network has handed out a chunk's worth (4,094
+    /// addresses) it is the first: reading it ahead saves a pod's ADD one etcd round trip
+    /// after the reads. A chunk read ahead and not used costs one read per batch (the batch's
+    /// requests share their reads) and guards nothing.
     fn prefetch(&self) -> ReadAhead {
         let ne = &self.0;
         let net_id = CfgNetworkState::id_for(&ne.tenant, &ne.network);
@@ -38,7 +40,14 @@ impl Request for Create {
             keys.push(addr_map::first_chunk_key(&addr_map::group_prefix(&epg_id)));
             keys.push(EndpointGroupState::key_for(&epg_id));
         }
-        ReadAhead::keys(keys)
+        // A labelled endpoint (every Kubernetes pod) may provide services: they are listed
+        // with the reads instead of one round after them.
+        let prefixes = if ne.labels.is_empty() {
+            Vec::new()
+        } else {
+            vec![services_prefix()]
+        };
+        ReadAhead { keys, prefixes }
     }
     fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<CfgEndpointState>> {
         Box::pin(create_endpoint_in(tx, &self.0))
@@ -156,6 +165,62 @@ mod tests {
         let ep = create(&writes, &req("past", "n1")).await.unwrap();
         assert_eq!(ep.ip_address, "10.1.16.0");
         assert_eq!(store.rounds() - before, 3, "past the first chunk");
+    }
+
+    /// A labelled pod (every Kubernetes pod) may provide services: the services are listed
+    /// with the read-ahead, not in a round of their own, and one whose selector matches the
+    /// labels has the new endpoint as a provider when the create answers.
+    #[tokio::test]
+    async fn a_labelled_create_lists_the_services_with_its_reads() {
+        use crate::model::ServiceLb;
+        use crate::state::CfgServiceLbState;
+        let (store, db) = counted_store_with_network().await;
+        let service = ServiceLb {
+            service_name: "web".into(),
+            tenant_name: "default".into(),
+            network_name: "n1".into(),
+            selectors: vec!["app=web".into()],
+            ports: vec!["80:8080:TCP".into()],
+            ..Default::default()
+        };
+        ops::upsert(&db, "default:web", service).await.unwrap();
+        let writes = Writes::spawn(db.clone()).unwrap();
+        let labelled = |container: &str, app: &str| {
+            let mut r = req(container, "n1");
+            r.Labels = [("app".to_string(), app.to_string())].into();
+            r
+        };
+        let before = store.rounds();
+        let web = create(&writes, &labelled("web-1", "web")).await.unwrap();
+        assert_eq!(store.rounds() - before, 2, "one labelled create, alone");
+        let before = store.rounds();
+        create(&writes, &labelled("db-1", "db")).await.unwrap();
+        assert_eq!(
+            store.rounds() - before,
+            2,
+            "no service selects it: the same rounds"
+        );
+        let mut services: Vec<CfgServiceLbState> = db
+            .read(async |tx| {
+                tx.list(&services_prefix(), CfgServiceLbState::KIND)
+                    .await
+                    .map_err(crate::error::Error::from)
+            })
+            .await
+            .unwrap();
+        db.read(async |tx| crate::model::service_lb::load_providers(tx, &mut services).await)
+            .await
+            .unwrap();
+        let providers: Vec<&str> = services[0]
+            .providers
+            .values()
+            .map(|p| p.IPAddress.as_str())
+            .collect();
+        assert_eq!(
+            providers,
+            [web.ip_address.as_str()],
+            "only the web pod provides"
+        );
     }
 
     #[tokio::test]

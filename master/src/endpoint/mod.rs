@@ -18,12 +18,12 @@ use serde_json::{Value, json};
 use crate::error::{Error, Result};
 use crate::model::endpoint_group::{load_state as load_epg_state, save_state as save_epg_state};
 use crate::model::network::{load_state as load_net_state, save_state as save_net_state};
-use crate::model::service_lb::refresh_providers;
+use crate::model::service_lb::follow_endpoint;
 use crate::resources::ipv4::mac_from_ipv4;
 use crate::state::addr_map::{self, AddrMap};
 use crate::state::addr_map6::Ipv6Map;
 use crate::state::reservations;
-use crate::state::{CfgEndpointState, CfgNetworkState, CfgServiceLbState, EndpointGroupState};
+use crate::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
 use crate::store::txn::Db;
 use crate::store::{Tx, keys};
 
@@ -415,9 +415,10 @@ pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<Cfg
         .await?
     {
         if !ne.labels.is_empty() && existing.labels != ne.labels {
+            let before = existing.clone();
             existing.labels = ne.labels.clone();
             tx.put(&ep_key, CfgEndpointState::KIND, &existing)?;
-            refresh_tenant_services(tx, &ne.tenant).await?;
+            follow_endpoint(tx, &ne.tenant, Some(&before), Some(&existing)).await?;
         }
         return Ok(existing);
     }
@@ -479,7 +480,7 @@ pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<Cfg
     save_target(tx, &t)?;
     tx.put(&ep_key, CfgEndpointState::KIND, &ep)?;
     if !ep.labels.is_empty() {
-        refresh_tenant_services(tx, &ne.tenant).await?;
+        follow_endpoint(tx, &ne.tenant, None, Some(&ep)).await?;
     }
     Ok(ep)
 }
@@ -520,22 +521,9 @@ pub async fn delete_endpoint_in(tx: &mut Tx<'_>, ep_id: &str) -> Result<CfgEndpo
     save_target(tx, &t)?;
     tx.delete(&ep_key);
     if !ep.labels.is_empty() {
-        refresh_tenant_services(tx, &t.net.tenant).await?;
+        follow_endpoint(tx, &t.net.tenant, Some(&ep), None).await?;
     }
     Ok(ep)
-}
-
-async fn refresh_tenant_services(tx: &mut Tx<'_>, tenant: &str) -> Result<()> {
-    let services = tx
-        .list::<CfgServiceLbState>(
-            &keys::state_prefix(keys::category::SERVICE_LB),
-            CfgServiceLbState::KIND,
-        )
-        .await?;
-    for mut s in services.into_iter().filter(|s| s.tenantname == tenant) {
-        refresh_providers(tx, &mut s).await?;
-    }
-    Ok(())
 }
 
 /// The endpoint id a deleteEndpoint request names.
@@ -585,6 +573,7 @@ pub async fn update_endpoint(
                     ))
                 })?,
         };
+        let before = ep.clone();
         match req.Event.as_str() {
             "start" => {
                 ep.labels = req.Labels.clone();
@@ -608,7 +597,7 @@ pub async fn update_endpoint(
             CfgEndpointState::KIND,
             &ep,
         )?;
-        refresh_tenant_services(tx, &req.Tenant).await?;
+        follow_endpoint(tx, &req.Tenant, Some(&before), Some(&ep)).await?;
         Ok(UpdateEndpointResponse {
             IPAddress: ep.ip_address,
         })

@@ -182,20 +182,10 @@ async fn tenant_endpoints(tx: &mut Tx<'_>, tenant: &str) -> Result<Vec<CfgEndpoi
 pub async fn refresh_providers(tx: &mut Tx<'_>, state: &mut CfgServiceLbState) -> Result<()> {
     state.providers.clear();
     for ep in tenant_endpoints(tx, &state.tenantname).await? {
-        if selects(&state.selectors, &ep.labels) && !ep.ip_address.is_empty() {
-            state.providers.insert(
-                format!("{}:{}", ep.ip_address, state.tenantname),
-                Provider {
-                    IPAddress: ep.ip_address.clone(),
-                    ContainerID: ep.container_id.clone(),
-                    Labels: ep.labels.clone(),
-                    Tenant: state.tenantname.clone(),
-                    Network: ep.net_id.clone(),
-                    Services: vec![state.servicename.clone()],
-                    Container: ep.container_id.clone(),
-                    EpIDKey: ep.id.clone(),
-                },
-            );
+        if let Some(p) = provider_of(state, &ep) {
+            state
+                .providers
+                .insert(format!("{}:{}", p.IPAddress, state.tenantname), p);
         }
     }
     let mut stored: BTreeMap<String, Vec<u8>> = tx
@@ -217,6 +207,112 @@ pub async fn refresh_providers(tx: &mut Tx<'_>, state: &mut CfgServiceLbState) -
         tx.delete_derived(&key);
     }
     save_service_state(tx, state)
+}
+
+/// The provider of `service` that endpoint `ep` is, if its labels carry every selector and it
+/// has an address.
+fn provider_of(service: &CfgServiceLbState, ep: &CfgEndpointState) -> Option<Provider> {
+    (selects(&service.selectors, &ep.labels) && !ep.ip_address.is_empty()).then(|| Provider {
+        IPAddress: ep.ip_address.clone(),
+        ContainerID: ep.container_id.clone(),
+        Labels: ep.labels.clone(),
+        Tenant: service.tenantname.clone(),
+        Network: ep.net_id.clone(),
+        Services: vec![service.servicename.clone()],
+        Container: ep.container_id.clone(),
+        EpIDKey: ep.id.clone(),
+    })
+}
+
+/// Where the services are listed.
+pub fn services_prefix() -> String {
+    keys::state_prefix(keys::category::SERVICE_LB)
+}
+
+/// Keep the provider keys right for one endpoint of `tenant` that was created (`before` is
+/// `None`), relabelled, or deleted (`after` is `None`): for each service of the tenant, the
+/// endpoint's one provider key is written, rewritten or deleted. Its cost is the services
+/// listing (which a pod's `createEndpoint` reads ahead with its other reads) and at most two
+/// writes per service, whatever the number of endpoints: recomputing every service from all
+/// of the tenant's endpoints ([`refresh_providers`], for a service's own changes) would read
+/// every endpoint record on each pod's ADD. The service records are not rewritten: readers
+/// join the provider keys in.
+pub async fn follow_endpoint(
+    tx: &mut Tx<'_>,
+    tenant: &str,
+    before: Option<&CfgEndpointState>,
+    after: Option<&CfgEndpointState>,
+) -> Result<()> {
+    let services = tx
+        .list::<CfgServiceLbState>(&services_prefix(), CfgServiceLbState::KIND)
+        .await?;
+    for service in services.iter().filter(|s| s.tenantname == tenant) {
+        let was = before.and_then(|ep| provider_of(service, ep));
+        let is = after.and_then(|ep| provider_of(service, ep));
+        if let Some(was) = &was
+            && is.as_ref().is_none_or(|is| is.IPAddress != was.IPAddress)
+        {
+            tx.delete_derived(&provider_key(&service.id, &was.IPAddress));
+        }
+        if let Some(is) = is
+            && was.as_ref() != Some(&is)
+        {
+            tx.put_derived(
+                &provider_key(&service.id, &is.IPAddress),
+                "service provider",
+                &is,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Make every provider key match the services' selectors and the endpoints' labels, in one
+/// transaction: missing or different ones are written, those of no endpoint or of no service
+/// deleted. Providers follow endpoint changes one key at a time ([`follow_endpoint`]); a
+/// change cut short (derived writes made before a commit that then failed, a service deleted
+/// while an endpoint was created) can leave a key behind, which this corrects. Run at leader
+/// start and after a write left derived records behind. Returns how many keys it changed.
+pub async fn repair_providers(db: &crate::store::txn::Db) -> Result<usize> {
+    db.write(async |tx| {
+        let services = tx
+            .list::<CfgServiceLbState>(&services_prefix(), CfgServiceLbState::KIND)
+            .await?;
+        let endpoints = tx
+            .list::<CfgEndpointState>(
+                &keys::state_prefix(keys::category::EPS),
+                CfgEndpointState::KIND,
+            )
+            .await?;
+        let mut want: BTreeMap<String, Provider> = BTreeMap::new();
+        for service in &services {
+            let suffix = format!(".{}", service.tenantname);
+            for ep in endpoints.iter().filter(|e| e.net_id.ends_with(&suffix)) {
+                if let Some(p) = provider_of(service, ep) {
+                    want.insert(provider_key(&service.id, &p.IPAddress), p);
+                }
+            }
+        }
+        let mut changed = 0;
+        for (key, value) in tx
+            .list_derived(&keys::state_prefix(PROVIDER_CATEGORY))
+            .await?
+        {
+            let same = want
+                .remove(&key)
+                .is_some_and(|p| serde_json::from_slice::<Provider>(&value).ok() == Some(p));
+            if !same {
+                tx.delete_derived(&key);
+                changed += 1;
+            }
+        }
+        for (key, p) in want {
+            tx.put_derived(&key, "service provider", &p)?;
+            changed += 1;
+        }
+        Ok::<_, Error>(changed)
+    })
+    .await
 }
 
 /// Write `CfgServiceLBState` (without its providers, which are their own keys).

@@ -34,6 +34,95 @@ async fn svc_state(db: &Db, id: &str) -> CfgServiceLbState {
     joined
 }
 
+/// Providers follow each endpoint one key at a time: a pod created with labels, relabelled
+/// (from one service's selector to another's) and deleted moves only its own provider keys,
+/// and a service of another tenant is not touched. The repair puts back a key lost behind
+/// netmaster's back and deletes one no endpoint or service stands behind.
+#[tokio::test]
+async fn providers_follow_each_endpoint_and_the_repair_corrects_leftovers() {
+    let db = db();
+    setup(&db).await;
+    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/24", 0))
+        .await
+        .unwrap();
+    ops::upsert(
+        &db,
+        "default:web",
+        svc("web", &["app=web"], &["80:8080:TCP"], ""),
+    )
+    .await
+    .unwrap();
+    ops::upsert(
+        &db,
+        "default:db",
+        svc("db", &["app=db"], &["5432:5432:TCP"], ""),
+    )
+    .await
+    .unwrap();
+    let labelled = |container: &str, app: &str| {
+        let mut r = ep_req("default", "n1", "", container);
+        r.Labels = [("app".to_string(), app.to_string())].into();
+        r
+    };
+    let providers = async |id: &str| -> Vec<String> {
+        svc_state(&db, id).await.providers.into_keys().collect()
+    };
+    let a = endpoint::create_endpoint(&db, &labelled("a", "web"))
+        .await
+        .unwrap();
+    let b = endpoint::create_endpoint(&db, &labelled("b", "web"))
+        .await
+        .unwrap();
+    let pa = format!("{}:default", a.ip_address);
+    let pb = format!("{}:default", b.ip_address);
+    assert_eq!(providers("web:default").await, [pa.clone(), pb.clone()]);
+    assert!(providers("db:default").await.is_empty());
+    // `a` becomes a database pod: its key moves from web to db, b's stays.
+    let relabel = UpdateEndpointRequest {
+        IPAddress: a.ip_address.clone(),
+        ContainerID: "a".into(),
+        Labels: [("app".to_string(), "db".to_string())].into(),
+        Tenant: "default".into(),
+        Network: "n1".into(),
+        Event: "start".into(),
+        EndpointID: "a".into(),
+        EPCommonName: "a".into(),
+    };
+    endpoint::update_endpoint(&db, &relabel).await.unwrap();
+    assert_eq!(providers("web:default").await, [pb.clone()]);
+    assert_eq!(providers("db:default").await, [pa.clone()]);
+    // Deleting b leaves web without providers and db as it was.
+    endpoint::delete_endpoint(
+        &db,
+        &DeleteEndpointRequest {
+            TenantName: "default".into(),
+            NetworkName: "n1".into(),
+            EndpointID: "b".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(providers("web:default").await.is_empty());
+    assert_eq!(providers("db:default").await, [pa.clone()]);
+    assert_eq!(
+        service_lb::repair_providers(&db).await.unwrap(),
+        0,
+        "nothing to repair"
+    );
+    // Behind netmaster's back: a's key is lost, and a key of a service that is gone appears.
+    let lost = crate::state::service::provider_key("db:default", &a.ip_address);
+    let orphan = crate::state::service::provider_key("gone:default", "10.1.1.99");
+    let stored = db.store().get(&lost).await.unwrap().unwrap().value;
+    db.store().delete(&lost).await.unwrap();
+    db.store().put(&orphan, stored).await.unwrap();
+    assert!(providers("db:default").await.is_empty());
+    assert_eq!(service_lb::repair_providers(&db).await.unwrap(), 2);
+    assert_eq!(providers("db:default").await, [pa]);
+    assert!(db.store().get(&orphan).await.unwrap().is_none());
+    assert_eq!(service_lb::repair_providers(&db).await.unwrap(), 0);
+}
+
 #[tokio::test]
 async fn service_provider_update() {
     let db = db();

@@ -697,17 +697,17 @@ impl Driver {
         let handover = pod.handover;
         let veth = self.host.run(move |nl| async move {
             // A leftover of an interrupted attempt is replaced.
-            nl.delete_link(&host).await?;
             if handover {
+                nl.delete_link(&host).await?;
                 nl.delete_link(&ifname).await?;
                 nl.create_veth(&host, &ifname).await?;
                 nl.set_mtu(&host, mtu).await?;
                 nl.set_mtu(&ifname, mtu).await?;
+                nl.set_up(&host).await
             } else {
-                nl.create_veth_into(&host, &ifname, &netns, mtu, None)
-                    .await?;
+                // One netlink request unless a leftover is in the way.
+                nl.replace_veth_into_up(&host, &ifname, &netns, mtu).await
             }
-            nl.set_up(&host).await
         });
         steps.time("veth", veth).await?;
         let _ = veth_ready.send(());

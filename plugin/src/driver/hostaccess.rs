@@ -67,10 +67,8 @@ impl Driver {
         let (name, pod_netns, mtu) = (host_end.clone(), netns.to_path_buf(), self.host_mtu);
         self.host
             .run(move |nl| async move {
-                nl.delete_link(&name).await?;
-                nl.create_veth_into(&name, HOST_ACCESS_IFNAME, &pod_netns, mtu, None)
-                    .await?;
-                nl.set_up(&name).await
+                nl.replace_veth_into_up(&name, HOST_ACCESS_IFNAME, &pod_netns, mtu)
+                    .await
             })
             .await?;
         let spec = PortSpec::access(host_end.as_str(), 0).endpoint_id(format!("host{port_name}"));

@@ -52,6 +52,9 @@ pub struct PodSetupReport {
     pub netmaster_create_mean_ms: f64,
     /// Mean time of netmaster's etcd requests during our ADDs, by operation.
     pub netmaster_etcd_mean_ms: BTreeMap<String, f64>,
+    /// Mean time from sending a flow transaction (bundle) until the switch confirmed it, by
+    /// bridge: the switch's share of the `flows` step.
+    pub bundle_mean_ms: BTreeMap<String, f64>,
     /// Median of `contivk8s` answering a STATUS on its own: process start, connect, one
     /// request, exit.
     pub contivk8s_status_median_ms: f64,
@@ -292,6 +295,12 @@ pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
         "netmaster_http_request_duration_seconds",
         "route",
     );
+    let bundles = means_between(
+        &before,
+        &after,
+        "netplugin_bridge_bundle_duration_seconds",
+        "bridge",
+    );
     let etcd = means_between(
         &master_before,
         &master_after,
@@ -362,6 +371,7 @@ pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
             .copied()
             .unwrap_or_default(),
         netmaster_etcd_mean_ms: etcd,
+        bundle_mean_ms: bundles,
         contivk8s_status_median_ms: status_ms,
     })
 }

@@ -356,6 +356,9 @@ pub fn run_objects(networks: usize, groups: usize) -> Result<ObjectsReport> {
 #[derive(Debug, serde::Serialize)]
 pub struct EndpointPhase {
     pub in_flight: usize,
+    /// Endpoints with labels that a service of their tenant selects (each create also
+    /// makes a provider).
+    pub labelled: bool,
     pub creates_per_s: f64,
     #[serde(flatten)]
     pub rates: Rates,
@@ -378,26 +381,42 @@ pub fn run_endpoints(endpoints: usize) -> Result<EndpointsReport> {
         .trim_end_matches('/')
         .to_string();
     let mut phases = Vec::new();
-    for (n, in_flight) in [(1usize, 1usize), (2, 32)] {
-        let net = format!("eps{in_flight}");
+    // The third phase is what Kubernetes pods look like: labelled, in a tenant with a
+    // service whose selector picks them, so each create also makes the pod a provider.
+    for (n, in_flight, labelled) in [(1usize, 1usize, false), (2, 32, false), (3, 32, true)] {
+        let net = format!("eps{n}-{in_flight}");
         // A fresh connection per phase: netmaster closes one left idle through a whole phase.
-        Conn::open(&addr)?.post(
+        let mut conn = Conn::open(&addr)?;
+        conn.post(
             &format!("/api/v1/networks/default:{net}/"),
             &json!({"tenantName": "default", "networkName": net, "encap": "vxlan",
                     "subnet": format!("10.{}.0.0/16", 80 + n)}),
         )?;
+        let labels = if labelled {
+            conn.post(
+                &format!("/api/v1/serviceLBs/default:svc-{net}/"),
+                &json!({"tenantName": "default", "serviceName": format!("svc-{net}"),
+                        "networkName": net, "selectors": [format!("app={net}")],
+                        "ports": ["80:8080:TCP"]}),
+            )?;
+            json!({ "app": net })
+        } else {
+            json!({})
+        };
         let started = Instant::now();
         let (rates, end) = create_many(&addr, endpoints, in_flight, &|i| {
             (
                 "/plugin/createEndpoint".to_string(),
                 json!({"TenantName": "default", "NetworkName": net, "ServiceName": "",
-                       "EndpointID": format!("bench-{in_flight}-{i}"),
-                       "ConfigEP": {"Container": format!("bench-{in_flight}-{i}"),
-                                    "Host": "bench-host"}}),
+                       "EndpointID": format!("bench-{n}-{i}"),
+                       "ConfigEP": {"Container": format!("bench-{n}-{i}"),
+                                    "Host": "bench-host"},
+                       "Labels": labels}),
             )
         })?;
         phases.push(EndpointPhase {
             in_flight,
+            labelled,
             creates_per_s: endpoints as f64 / end.duration_since(started).as_secs_f64(),
             rates,
         });
