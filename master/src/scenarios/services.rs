@@ -89,8 +89,8 @@ async fn providers_follow_each_endpoint_and_the_repair_corrects_leftovers() {
         EPCommonName: "a".into(),
     };
     endpoint::update_endpoint(&db, &relabel).await.unwrap();
-    assert_eq!(providers("web:default").await, [pb.clone()]);
-    assert_eq!(providers("db:default").await, [pa.clone()]);
+    assert_eq!(providers("web:default").await, std::slice::from_ref(&pb));
+    assert_eq!(providers("db:default").await, std::slice::from_ref(&pa));
     // Deleting b leaves web without providers and db as it was.
     endpoint::delete_endpoint(
         &db,
@@ -104,7 +104,7 @@ async fn providers_follow_each_endpoint_and_the_repair_corrects_leftovers() {
     .await
     .unwrap();
     assert!(providers("web:default").await.is_empty());
-    assert_eq!(providers("db:default").await, [pa.clone()]);
+    assert_eq!(providers("db:default").await, std::slice::from_ref(&pa));
     assert_eq!(
         service_lb::repair_providers(&db).await.unwrap(),
         0,
