@@ -269,7 +269,7 @@ pub(crate) async fn leader_duties(
                     }
                     break;
                 }
-                () = db.repair_wanted(), if view.is_leader => repair_policy_rules(&db, &role).await,
+                () = db.repair_wanted(), if view.is_leader => repair_derived_records(&db, &role).await,
             }
         }
     }
@@ -299,7 +299,7 @@ async fn leader_start(db: &Db, config: &Config, role: &RoleView) {
 
 /// Repair the derived records (compiled policy rules, service provider keys), retrying every
 /// second while this instance leads.
-async fn repair_policy_rules(db: &Db, role: &RoleView) {
+async fn repair_derived_records(db: &Db, role: &RoleView) {
     while role.current().is_leader {
         let repair = async {
             crate::model::service_lb::repair_providers(db).await?;

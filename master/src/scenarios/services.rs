@@ -59,6 +59,14 @@ async fn providers_follow_each_endpoint_and_the_repair_corrects_leftovers() {
     )
     .await
     .unwrap();
+    // Tenant t2 has a service with the same selector on a network of its own.
+    ops::upsert(&db, "t2", Tenant::named("t2")).await.unwrap();
+    add_net(&db, net("t2", "n1", "vxlan", "10.2.1.0/24", 0))
+        .await
+        .unwrap();
+    let mut other = svc("web", &["app=web"], &["80:8080:TCP"], "");
+    other.tenant_name = "t2".into();
+    ops::upsert(&db, "t2:web", other).await.unwrap();
     let labelled = |container: &str, app: &str| {
         let mut r = ep_req("default", "n1", "", container);
         r.Labels = [("app".to_string(), app.to_string())].into();
@@ -77,6 +85,10 @@ async fn providers_follow_each_endpoint_and_the_repair_corrects_leftovers() {
     let pb = format!("{}:default", b.ip_address);
     assert_eq!(providers("web:default").await, [pa.clone(), pb.clone()]);
     assert!(providers("db:default").await.is_empty());
+    assert!(
+        providers("web:t2").await.is_empty(),
+        "another tenant's service selects only its own tenant's pods"
+    );
     // `a` becomes a database pod: its key moves from web to db, b's stays.
     let relabel = UpdateEndpointRequest {
         IPAddress: a.ip_address.clone(),
