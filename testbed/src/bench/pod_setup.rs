@@ -32,6 +32,8 @@ pub struct PodSetupReport {
     pub pods: usize,
     /// ADDs in flight at once (1: sequential).
     pub concurrency: usize,
+    /// Services selecting our pods (each ADD makes the pod a provider of every one).
+    pub services: usize,
     pub ours_median_ms: f64,
     pub ours_p99_ms: f64,
     pub ours_pods_per_s: f64,
@@ -237,8 +239,9 @@ fn contivk8s_status_ms(bins: &Binaries, cluster: &Cluster, rounds: usize) -> Res
     Ok(percentile(&times, 0.5))
 }
 
-/// Run the benchmark with `pods` pods per plugin, `concurrency` ADDs at once.
-pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
+/// Run the benchmark with `pods` pods per plugin, `concurrency` ADDs at once, and `services`
+/// services selecting our pods (labelled `app=bench`).
+pub fn run_bench(pods: usize, concurrency: usize, services: usize) -> Result<PodSetupReport> {
     let bins = Binaries::build(true).context("building netmaster, netplugin and contivk8s")?;
     if !Path::new(STANDARD_PLUGINS).join("bridge").exists() {
         bail!("{STANDARD_PLUGINS}/bridge is missing (apt-get install containernetworking-plugins)");
@@ -255,7 +258,22 @@ pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
         "10.77.0.1",
         "bench-net",
     ])?;
-    let ours_conf = cluster.conflist("bench", "bench-net", "")?;
+    for i in 0..services {
+        cluster
+            .netctl(&[
+                "service",
+                "create",
+                &format!("svc{i}"),
+                "-network",
+                "bench-net",
+                "-selector",
+                "app=bench",
+                "-port",
+                &format!("{}:8080:TCP", 1000 + i),
+            ])
+            .with_context(|| format!("creating service svc{i}"))?;
+    }
+    let ours_conf = cluster.conflist_with_labels("bench", "bench-net", "", &[("app", "bench")])?;
     let conf = ours_conf.to_string_lossy().into_owned();
     let status_ms = contivk8s_status_ms(&bins, &cluster, 20)?;
     let netmaster_addr = cluster.netmaster_url.trim_start_matches("http://");
@@ -356,6 +374,7 @@ pub fn run_bench(pods: usize, concurrency: usize) -> Result<PodSetupReport> {
     Ok(PodSetupReport {
         pods,
         concurrency: concurrency.max(1),
+        services,
         ours_median_ms: ours_median,
         ours_p99_ms: ours_p99,
         ours_pods_per_s: ratio(pods as f64, ours.wall_s),

@@ -104,6 +104,11 @@ enum Bench {
         /// ADDs in flight at once (1: one after another).
         #[arg(long, default_value_t = 1)]
         concurrency: usize,
+        /// Services on the pods' network whose selector matches them (as in a Kubernetes
+        /// cluster, where pods are labelled and services select them): each ADD then also
+        /// makes the pod a provider of every one.
+        #[arg(long, default_value_t = 0)]
+        services: usize,
     },
     /// Rules created through REST into one policy (1 and 16 in flight) until their flows are
     /// in OVS; netplugin and netmaster RSS.
@@ -242,8 +247,12 @@ fn main() -> Result<()> {
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }
-        Command::Bench(Bench::PodSetup { pods, concurrency }) => {
-            let report = testbed::bench::pod_setup::run_bench(pods, concurrency)?;
+        Command::Bench(Bench::PodSetup {
+            pods,
+            concurrency,
+            services,
+        }) => {
+            let report = testbed::bench::pod_setup::run_bench(pods, concurrency, services)?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())
         }
