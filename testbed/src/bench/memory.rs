@@ -89,20 +89,7 @@ pub fn run(pods: usize, rules: usize, services: usize) -> Result<MemoryReport> {
         &json!({"tenantName": "default", "groupName": "web", "networkName": "mem",
                 "policies": ["pm"]}),
     )?;
-    for i in 0..services {
-        c.netctl(&[
-            "service",
-            "create",
-            &format!("svc{i}"),
-            "-network",
-            "mem",
-            "-selector",
-            "app=web",
-            "-port",
-            &format!("{}:8080:TCP", 1000 + i),
-        ])
-        .with_context(|| format!("creating service svc{i}"))?;
-    }
+    super::create_services(&c, "mem", "app=web", services)?;
     let conf = c.conflist_with_labels("mem", "mem", "web", &[("app", "web")])?;
     let mut made: Vec<CniPod> = Vec::with_capacity(pods);
     for i in 0..pods {

@@ -3,7 +3,9 @@
 //! and, in the same run, for Debian's standard `bridge` + `host-local` plugins from
 //! `/usr/lib/cni`. Each ADD is timed from the runtime's start to its exit, with a fresh
 //! namespace per pod created beforehand (not timed). `concurrency` ADDs run at once (1:
-//! one after another); pods/s is the pods over the wall time of all ADDs.
+//! one after another); pods/s is the pods over the wall time of all ADDs. Our pods carry the
+//! label `app=bench`; with `services` > 0 that many services select them first, so each ADD
+//! also makes its pod a provider of every one (a Kubernetes cluster with services).
 //!
 //! Where our time goes: netplugin's `netplugin_cni_add_step_duration_seconds{step}` and
 //! `netplugin_cni_request_duration_seconds{command="ADD"}` (scraped from `/metrics` before and
@@ -258,21 +260,7 @@ pub fn run_bench(pods: usize, concurrency: usize, services: usize) -> Result<Pod
         "10.77.0.1",
         "bench-net",
     ])?;
-    for i in 0..services {
-        cluster
-            .netctl(&[
-                "service",
-                "create",
-                &format!("svc{i}"),
-                "-network",
-                "bench-net",
-                "-selector",
-                "app=bench",
-                "-port",
-                &format!("{}:8080:TCP", 1000 + i),
-            ])
-            .with_context(|| format!("creating service svc{i}"))?;
-    }
+    super::create_services(&cluster, "bench-net", "app=bench", services)?;
     let ours_conf = cluster.conflist_with_labels("bench", "bench-net", "", &[("app", "bench")])?;
     let conf = ours_conf.to_string_lossy().into_owned();
     let status_ms = contivk8s_status_ms(&bins, &cluster, 20)?;
