@@ -276,13 +276,13 @@ async fn a_pod_veth_is_made_up_in_one_request_and_replaces_a_leftover() {
         // The leftover: same host name, its pod end in another namespace.
         nl.create_veth_into("vvport7", "eth0", &other_path, 1500, None)
             .await?;
-        nl.replace_veth_into_up("vvport7", "eth0", &pod_path, 1450)
+        nl.create_veth_into("vvport7", "eth0", &pod_path, 1450, None)
             .await?;
         let host_end = nl.require_link("vvport7").await?;
         assert_eq!((host_end.mtu, host_end.up), (1450, true));
         // The pod already has an eth0 that is not ours: an error, and it stays.
         let err = nl
-            .replace_veth_into_up("vvport8", "eth0", &pod_path, 1450)
+            .create_veth_into("vvport8", "eth0", &pod_path, 1450, None)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("vvport8"), "{err}");

@@ -173,7 +173,6 @@ mod tests {
     #[tokio::test]
     async fn a_labelled_create_lists_the_services_with_its_reads() {
         use crate::model::ServiceLb;
-        use crate::state::CfgServiceLbState;
         let (store, db) = counted_store_with_network().await;
         let service = ServiceLb {
             service_name: "web".into(),
@@ -200,18 +199,8 @@ mod tests {
             2,
             "no service selects it: the same rounds"
         );
-        let mut services: Vec<CfgServiceLbState> = db
-            .read(async |tx| {
-                tx.list(&services_prefix(), CfgServiceLbState::KIND)
-                    .await
-                    .map_err(crate::error::Error::from)
-            })
-            .await
-            .unwrap();
-        db.read(async |tx| crate::model::service_lb::load_providers(tx, &mut services).await)
-            .await
-            .unwrap();
-        let providers: Vec<&str> = services[0]
+        let service = crate::scenarios::services::svc_state(&db, "web:default").await;
+        let providers: Vec<&str> = service
             .providers
             .values()
             .map(|p| p.IPAddress.as_str())

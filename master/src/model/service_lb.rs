@@ -157,9 +157,15 @@ pub fn selects(selectors: &BTreeMap<String, String>, labels: &BTreeMap<String, S
     !selectors.is_empty() && selectors.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
-/// Endpoints of a tenant (ids `<net>.<tenant>-...`).
+/// Whether endpoint `ep` is in `tenant` (its network id is `<net>.<tenant>`).
+fn in_tenant(ep: &CfgEndpointState, tenant: &str) -> bool {
+    ep.net_id
+        .strip_suffix(tenant)
+        .is_some_and(|net| net.ends_with('.'))
+}
+
+/// Endpoints of a tenant.
 async fn tenant_endpoints(tx: &mut Tx<'_>, tenant: &str) -> Result<Vec<CfgEndpointState>> {
-    let suffix = format!(".{tenant}");
     Ok(tx
         .list::<CfgEndpointState>(
             &keys::state_prefix(keys::category::EPS),
@@ -167,7 +173,7 @@ async fn tenant_endpoints(tx: &mut Tx<'_>, tenant: &str) -> Result<Vec<CfgEndpoi
         )
         .await?
         .into_iter()
-        .filter(|e| e.net_id.ends_with(&suffix))
+        .filter(|e| in_tenant(e, tenant))
         .collect())
 }
 
@@ -286,8 +292,10 @@ pub async fn repair_providers(db: &crate::store::txn::Db) -> Result<usize> {
             .await?;
         let mut want: BTreeMap<String, Provider> = BTreeMap::new();
         for service in &services {
-            let suffix = format!(".{}", service.tenantname);
-            for ep in endpoints.iter().filter(|e| e.net_id.ends_with(&suffix)) {
+            for ep in endpoints
+                .iter()
+                .filter(|e| in_tenant(e, &service.tenantname))
+            {
                 if let Some(p) = provider_of(service, ep) {
                     want.insert(provider_key(&service.id, &p.IPAddress), p);
                 }
@@ -357,10 +365,7 @@ pub async fn convert_all(db: &crate::store::txn::Db) -> Result<usize> {
     let old: Vec<String> = db
         .read(async |tx| {
             let listed = tx
-                .list::<CfgServiceLbState>(
-                    &keys::state_prefix(keys::category::SERVICE_LB),
-                    CfgServiceLbState::KIND,
-                )
+                .list::<CfgServiceLbState>(&services_prefix(), CfgServiceLbState::KIND)
                 .await?;
             let legacy_lists = tx
                 .list_raw(&keys::state_prefix(keys::category::PROVIDER))

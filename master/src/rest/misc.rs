@@ -11,7 +11,6 @@ use crate::endpoint;
 use crate::error::Error;
 use crate::registry;
 use crate::state::CfgServiceLbState;
-use crate::store::keys;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/version", web::get().to(version));
@@ -123,7 +122,7 @@ async fn info(state: web::Data<AppState>) -> Result<HttpResponse, Error> {
 }
 
 async fn all_services(state: &AppState) -> Result<Vec<CfgServiceLbState>, Error> {
-    let prefix = keys::state_prefix(keys::category::SERVICE_LB);
+    let prefix = crate::model::service_lb::services_prefix();
     state
         .db
         .read(async |tx| {

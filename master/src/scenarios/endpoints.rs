@@ -103,31 +103,12 @@ async fn endpoint_create() {
         404
     );
     // Delete frees everything; cleanup by network removes the rest.
-    let del = endpoint::delete_endpoint(
-        &db,
-        &DeleteEndpointRequest {
-            TenantName: "default".into(),
-            NetworkName: "n1".into(),
-            EndpointID: "c1".into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let del = endpoint::delete_endpoint(&db, &del_req("default", "n1", "c1"))
+        .await
+        .unwrap();
     assert_eq!(del.ip_address, "20.1.1.1");
     assert_eq!(
-        status(
-            endpoint::delete_endpoint(
-                &db,
-                &DeleteEndpointRequest {
-                    TenantName: "default".into(),
-                    NetworkName: "n1".into(),
-                    EndpointID: "c1".into(),
-                    ..Default::default()
-                }
-            )
-            .await
-        ),
+        status(endpoint::delete_endpoint(&db, &del_req("default", "n1", "c1")).await),
         404
     );
     assert_eq!(
@@ -206,17 +187,9 @@ async fn preallocated_addresses_cannot_be_shared_or_freed_twice() {
     }
     // Docker's order: deleteEndpoint frees the address, a later releaseAddress must not free it
     // again once another endpoint holds it.
-    endpoint::delete_endpoint(
-        &db,
-        &DeleteEndpointRequest {
-            TenantName: "default".into(),
-            NetworkName: "n1".into(),
-            EndpointID: "a".into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    endpoint::delete_endpoint(&db, &del_req("default", "n1", "a"))
+        .await
+        .unwrap();
     let c = endpoint::create_endpoint(&db, &ep_req("default", "n1", "", "c"))
         .await
         .unwrap();
@@ -400,12 +373,7 @@ async fn ipv6_allocations_write_small_records_and_the_previous_layout_is_convert
     }
     // A freed address is not handed out again before the cursor wraps (Contiv's order); a
     // preferred one is checked against the chunk.
-    let del = |c: &str| DeleteEndpointRequest {
-        TenantName: "default".into(),
-        NetworkName: "v6".into(),
-        EndpointID: c.into(),
-        ..Default::default()
-    };
+    let del = |c: &str| del_req("default", "v6", c);
     endpoint::delete_endpoint(&db, &del("c10")).await.unwrap();
     let next = endpoint::create_endpoint(&db, &ep_req("default", "v6", "", "d1"))
         .await

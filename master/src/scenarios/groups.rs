@@ -90,17 +90,9 @@ async fn epg_ip_pool() {
         409
     );
     for c in ["a", "b", "c"] {
-        endpoint::delete_endpoint(
-            &db,
-            &DeleteEndpointRequest {
-                TenantName: "default".into(),
-                NetworkName: "n1".into(),
-                EndpointID: c.into(),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        endpoint::delete_endpoint(&db, &del_req("default", "n1", c))
+            .await
+            .unwrap();
     }
     ops::delete::<EndpointGroup>(&db, "default:g1")
         .await

@@ -21,7 +21,7 @@ mod endpoints;
 mod global;
 mod groups;
 mod policy;
-mod services;
+pub(crate) mod services;
 mod tenants_networks;
 
 fn db() -> Db {
@@ -113,6 +113,16 @@ async fn keys_under(db: &Db, prefix: &str) -> Vec<String> {
         .into_iter()
         .map(|kv| kv.key)
         .collect()
+}
+
+/// deleteEndpoint for `container` on `network` of `tenant`.
+fn del_req(tenant: &str, network: &str, container: &str) -> DeleteEndpointRequest {
+    DeleteEndpointRequest {
+        TenantName: tenant.into(),
+        NetworkName: network.into(),
+        EndpointID: container.into(),
+        ..Default::default()
+    }
 }
 
 fn ep_req(tenant: &str, network: &str, group: &str, container: &str) -> CreateEndpointRequest {

@@ -15,7 +15,7 @@ fn svc(name: &str, selectors: &[&str], ports: &[&str], ip: &str) -> ServiceLb {
 }
 
 /// A service's stored record, with the providers joined in from their keys (as readers do).
-async fn svc_state(db: &Db, id: &str) -> CfgServiceLbState {
+pub(crate) async fn svc_state(db: &Db, id: &str) -> CfgServiceLbState {
     let stored: CfgServiceLbState = serde_json::from_slice(
         &db.store()
             .get(&CfgServiceLbState::key_for(id))
@@ -34,17 +34,31 @@ async fn svc_state(db: &Db, id: &str) -> CfgServiceLbState {
     joined
 }
 
+/// A store with the defaults and network `n1` (10.1.1.0/24) of the default tenant.
+async fn db_with_n1() -> Db {
+    let db = db();
+    setup(&db).await;
+    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/24", 0))
+        .await
+        .unwrap();
+    db
+}
+
+/// createEndpoint for `container` on `n1` with the label `app=<app>`.
+fn labelled(container: &str, app: &str) -> CreateEndpointRequest {
+    CreateEndpointRequest {
+        Labels: [("app".to_string(), app.to_string())].into(),
+        ..ep_req("default", "n1", "", container)
+    }
+}
+
 /// Providers follow each endpoint one key at a time: a pod created with labels, relabelled
 /// (from one service's selector to another's) and deleted moves only its own provider keys,
 /// and a service of another tenant is not touched. The repair puts back a key lost behind
 /// netmaster's back and deletes one no endpoint or service stands behind.
 #[tokio::test]
 async fn providers_follow_each_endpoint_and_the_repair_corrects_leftovers() {
-    let db = db();
-    setup(&db).await;
-    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/24", 0))
-        .await
-        .unwrap();
+    let db = db_with_n1().await;
     ops::upsert(
         &db,
         "default:web",
@@ -67,11 +81,6 @@ async fn providers_follow_each_endpoint_and_the_repair_corrects_leftovers() {
     let mut other = svc("web", &["app=web"], &["80:8080:TCP"], "");
     other.tenant_name = "t2".into();
     ops::upsert(&db, "t2:web", other).await.unwrap();
-    let labelled = |container: &str, app: &str| {
-        let mut r = ep_req("default", "n1", "", container);
-        r.Labels = [("app".to_string(), app.to_string())].into();
-        r
-    };
     let providers = async |id: &str| -> Vec<String> {
         svc_state(&db, id).await.providers.into_keys().collect()
     };
@@ -104,17 +113,9 @@ async fn providers_follow_each_endpoint_and_the_repair_corrects_leftovers() {
     assert_eq!(providers("web:default").await, std::slice::from_ref(&pb));
     assert_eq!(providers("db:default").await, std::slice::from_ref(&pa));
     // Deleting b leaves web without providers and db as it was.
-    endpoint::delete_endpoint(
-        &db,
-        &DeleteEndpointRequest {
-            TenantName: "default".into(),
-            NetworkName: "n1".into(),
-            EndpointID: "b".into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    endpoint::delete_endpoint(&db, &del_req("default", "n1", "b"))
+        .await
+        .unwrap();
     assert!(providers("web:default").await.is_empty());
     assert_eq!(providers("db:default").await, std::slice::from_ref(&pa));
     assert_eq!(
@@ -137,11 +138,7 @@ async fn providers_follow_each_endpoint_and_the_repair_corrects_leftovers() {
 
 #[tokio::test]
 async fn service_provider_update() {
-    let db = db();
-    setup(&db).await;
-    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/24", 0))
-        .await
-        .unwrap();
+    let db = db_with_n1().await;
     add_net(&db, net("default", "svcnet", "vxlan", "20.1.1.0/24", 0))
         .await
         .unwrap();
@@ -217,17 +214,9 @@ async fn service_provider_update() {
     .unwrap();
     assert!(svc_state(&db, "s1:default").await.providers.is_empty());
     endpoint::update_endpoint(&db, &start).await.unwrap();
-    endpoint::delete_endpoint(
-        &db,
-        &DeleteEndpointRequest {
-            TenantName: "default".into(),
-            NetworkName: "n1".into(),
-            EndpointID: "c1".into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    endpoint::delete_endpoint(&db, &del_req("default", "n1", "c1"))
+        .await
+        .unwrap();
     assert!(svc_state(&db, "s2:default").await.providers.is_empty());
     // Port and selector validation covers every entry.
     let bad = svc("s3", &["app=web"], &["80:8080:TCP", "90:9090"], "");
@@ -256,11 +245,7 @@ async fn service_provider_update() {
 
 #[tokio::test]
 async fn service_preferred_ip() {
-    let db = db();
-    setup(&db).await;
-    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/24", 0))
-        .await
-        .unwrap();
+    let db = db_with_n1().await;
     ops::upsert(
         &db,
         "default:s1",
@@ -323,11 +308,7 @@ async fn service_preferred_ip() {
 async fn previous_provider_layout_is_converted() {
     use crate::state::{Provider, SvcProvider};
 
-    let db = db();
-    setup(&db).await;
-    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/24", 0))
-        .await
-        .unwrap();
+    let db = db_with_n1().await;
     ops::upsert(
         &db,
         "default:s1",
@@ -416,21 +397,13 @@ async fn previous_provider_layout_is_converted() {
 /// commit too; an existing endpoint takes new labels, and an empty `Labels` leaves them alone.
 #[tokio::test]
 async fn create_endpoint_with_labels_makes_a_provider_at_once() {
-    let db = db();
-    setup(&db).await;
-    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/24", 0))
-        .await
-        .unwrap();
+    let db = db_with_n1().await;
     add_net(&db, net("default", "svcnet", "vxlan", "20.1.1.0/24", 0))
         .await
         .unwrap();
     let mut s = svc("s1", &["app=web"], &["80:8080:TCP"], "");
     s.network_name = "svcnet".into();
     ops::upsert(&db, "default:s1", s).await.unwrap();
-    let labelled = |container: &str, app: &str| CreateEndpointRequest {
-        Labels: [("app".to_string(), app.to_string())].into(),
-        ..ep_req("default", "n1", "", container)
-    };
     let ep = endpoint::create_endpoint(&db, &labelled("c1", "web"))
         .await
         .unwrap();

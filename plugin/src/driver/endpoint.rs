@@ -706,7 +706,7 @@ impl Driver {
                 nl.set_up(&host).await
             } else {
                 // One netlink request unless a leftover is in the way.
-                nl.replace_veth_into_up(&host, &ifname, &netns, mtu).await
+                nl.create_veth_into(&host, &ifname, &netns, mtu, None).await
             }
         });
         steps.time("veth", veth).await?;

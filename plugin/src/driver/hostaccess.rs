@@ -67,7 +67,7 @@ impl Driver {
         let (name, pod_netns, mtu) = (host_end.clone(), netns.to_path_buf(), self.host_mtu);
         self.host
             .run(move |nl| async move {
-                nl.replace_veth_into_up(&name, HOST_ACCESS_IFNAME, &pod_netns, mtu)
+                nl.create_veth_into(&name, HOST_ACCESS_IFNAME, &pod_netns, mtu, None)
                     .await
             })
             .await?;

@@ -147,7 +147,10 @@ impl Netlink {
     /// Create the veth pair `name` ↔ `peer` with the peer created directly inside the
     /// namespace at `peer_netns` (no move afterwards: moving a link between namespaces costs the
     /// kernel an RCU grace period, ~15 ms, which dominated pod set-up). Both ends get `mtu`;
-    /// the peer gets `peer_mac` if given. Both ends are down.
+    /// the peer gets `peer_mac` if given. `name` is up from its creation, the peer down. One
+    /// request when `name` is free; a leftover `name` (from an interrupted attempt) is deleted
+    /// and the pair made again, while a `peer` that exists in `peer_netns` fails the call (that
+    /// interface is not ours to replace).
     pub async fn create_veth_into(
         &self,
         name: &str,
@@ -156,67 +159,39 @@ impl Netlink {
         mtu: u32,
         peer_mac: Option<MacAddr>,
     ) -> Result<(), NetlinkError> {
-        self.new_veth(name, peer, peer_netns, mtu, peer_mac, false)
-            .await
-    }
-
-    /// [`Netlink::create_veth_into`], the host end up from the start if `up`.
-    async fn new_veth(
-        &self,
-        name: &str,
-        peer: &str,
-        peer_netns: &Path,
-        mtu: u32,
-        peer_mac: Option<MacAddr>,
-        up: bool,
-    ) -> Result<(), NetlinkError> {
         check_name(name)?;
         check_name(peer)?;
-        let target = netns::open(peer_netns)?;
-        let mut peer_builder = LinkUnspec::new_with_name(peer)
-            .mtu(mtu)
-            .setns_by_fd(target.as_raw_fd());
-        if let Some(mac) = peer_mac {
-            peer_builder = peer_builder.address(mac.0.to_vec());
-        }
-        let mut builder = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
-            .name(name.to_owned())
-            .mtu(mtu)
-            .set_info_data(InfoData::Veth(InfoVeth::Peer(peer_builder.build())));
-        if up {
-            builder = builder.up();
-        }
-        let created = self
-            .handle
-            .link()
-            .add(builder.build())
-            .execute()
-            .await
-            .map_err(NetlinkError::request(format!(
-                "create veth pair {name} (in {}) / {peer} (in {})",
-                self.label,
-                peer_netns.display()
-            )));
-        // `target` stays open until the kernel has used the descriptor.
-        drop(target);
-        created
-    }
-
-    /// The veth pair `name` (up, in this namespace) ↔ `peer` (down, born in `peer_netns`),
-    /// in one request when `name` is free. A leftover `name` (from an interrupted attempt) is
-    /// deleted and the pair made again; a `peer` that exists in `peer_netns` fails the call
-    /// (that interface is not ours to replace).
-    pub async fn replace_veth_into_up(
-        &self,
-        name: &str,
-        peer: &str,
-        peer_netns: &Path,
-        mtu: u32,
-    ) -> Result<(), NetlinkError> {
-        match self.new_veth(name, peer, peer_netns, mtu, None, true).await {
-            Err(e) if e.errno() == Some(EEXIST) && self.delete_link(name).await? => {
-                self.new_veth(name, peer, peer_netns, mtu, None, true).await
+        let create = async || {
+            let target = netns::open(peer_netns)?;
+            let mut peer_builder = LinkUnspec::new_with_name(peer)
+                .mtu(mtu)
+                .setns_by_fd(target.as_raw_fd());
+            if let Some(mac) = peer_mac {
+                peer_builder = peer_builder.address(mac.0.to_vec());
             }
+            let message = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
+                .name(name.to_owned())
+                .mtu(mtu)
+                .up()
+                .set_info_data(InfoData::Veth(InfoVeth::Peer(peer_builder.build())))
+                .build();
+            let created =
+                self.handle
+                    .link()
+                    .add(message)
+                    .execute()
+                    .await
+                    .map_err(NetlinkError::request(format!(
+                        "create veth pair {name} (in {}) / {peer} (in {})",
+                        self.label,
+                        peer_netns.display()
+                    )));
+            // `target` stays open until the kernel has used the descriptor.
+            drop(target);
+            created
+        };
+        match create().await {
+            Err(e) if e.errno() == Some(EEXIST) && self.delete_link(name).await? => create().await,
             other => other,
         }
     }

@@ -58,7 +58,6 @@ impl Netlink {
     /// end with the same name (from an interrupted attempt) is replaced; an existing
     /// `ifname` inside the pod fails the call (the pod is not ours to change).
     pub async fn plumb_pod(&self, spec: &PodInterfaceSpec) -> Result<PodInterface, NetlinkError> {
-        self.delete_link(&spec.host_name).await?;
         // The pod end is born in the pod namespace under its final name.
         self.create_veth_into(
             &spec.host_name,
