@@ -228,16 +228,30 @@ impl Client {
         &self,
         req: &CreateEndpointRequest,
     ) -> ClientResult<CfgEndpointState> {
-        let r: EndpointResponse = self.post_json("/plugin/createEndpoint", req).await?;
-        Ok(r.EndpointConfig)
+        Ok(self.create_endpoint_reserving(req).await?.EndpointConfig)
+    }
+
+    /// createEndpoint, answering the host's reserve too (when the request asks for one).
+    pub async fn create_endpoint_reserving(
+        &self,
+        req: &CreateEndpointRequest,
+    ) -> ClientResult<EndpointResponse> {
+        self.post_json("/plugin/createEndpoint", req).await
     }
 
     pub async fn delete_endpoint(
         &self,
         req: &DeleteEndpointRequest,
     ) -> ClientResult<CfgEndpointState> {
-        let r: EndpointResponse = self.post_json("/plugin/deleteEndpoint", req).await?;
-        Ok(r.EndpointConfig)
+        Ok(self.delete_endpoint_reserving(req).await?.EndpointConfig)
+    }
+
+    /// deleteEndpoint, answering the host's reserve too (when the request gives its size).
+    pub async fn delete_endpoint_reserving(
+        &self,
+        req: &DeleteEndpointRequest,
+    ) -> ClientResult<EndpointResponse> {
+        self.post_json("/plugin/deleteEndpoint", req).await
     }
 
     pub async fn update_endpoint(

@@ -58,6 +58,9 @@ pub struct Config {
     pub ofnet_port: u16,
     /// How long a departed host's endpoints stay before they are withdrawn (Contiv: 24 h).
     pub ofnet_grace: Duration,
+    /// How often the leader looks for address reserves of hosts whose netplugin is gone
+    /// (`crate::endpoint::reserve::sweep`).
+    pub reserve_sweep: Duration,
     /// TLS and bearer tokens of the REST API (`--tls-cert`, `--tls-key`, `--tls-cacert`,
     /// `--token-file`); all unset: plain HTTP open to everyone (a warning is logged).
     pub security: crate::auth::SecurityFiles,
@@ -84,6 +87,7 @@ impl Config {
             workers: 2,
             ofnet_port: OFNET_MASTER_PORT,
             ofnet_grace: crate::ofnet_master::DEFAULT_GRACE,
+            reserve_sweep: Duration::from_secs(30),
             security: Default::default(),
         }
     }
@@ -260,7 +264,11 @@ pub(crate) async fn leader_duties(
         if view.is_leader {
             leader_start(&db, &config, &role).await;
         }
-        // While leader, a write whose compiled policy rules were cut short asks for a repair.
+        // While leader, a write whose compiled policy rules were cut short asks for a repair,
+        // and the reserves of hosts whose netplugin is gone are given back.
+        let mut sweep = tokio::time::interval(config.reserve_sweep);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut absent = std::collections::BTreeSet::new();
         loop {
             tokio::select! {
                 changed = role.changed() => {
@@ -270,6 +278,11 @@ pub(crate) async fn leader_duties(
                     break;
                 }
                 () = db.repair_wanted(), if view.is_leader => repair_derived_records(&db, &role).await,
+                _ = sweep.tick(), if view.is_leader => {
+                    if let Err(e) = crate::endpoint::reserve::sweep(&db, &mut absent).await {
+                        tracing::warn!(error = %e, "cannot release the address reserves of gone hosts yet");
+                    }
+                }
             }
         }
     }

@@ -204,6 +204,15 @@ pub struct Args {
     /// `--ovsdb-socket` (`ovs-vswitchd.ctl`, or `ovs-vswitchd.<pid>.ctl`).
     #[arg(long, env = "CONTIV_NETPLUGIN_OVS_VSWITCHD_CTL")]
     pub ovs_vswitchd_ctl: Option<PathBuf>,
+    /// Addresses of each network netmaster holds for this host's next pods (0–16; 0: none),
+    /// so a pod's flows go to the switch before netmaster answers.
+    #[arg(
+        long,
+        env = "CONTIV_NETPLUGIN_ADDRESS_RESERVE",
+        default_value_t = 4,
+        value_parser = clap::value_parser!(u32).range(0..=16)
+    )]
+    pub address_reserve: u32,
 }
 
 /// Where an agent accepts its switch.
@@ -286,6 +295,8 @@ pub struct Config {
     pub bgp_dir: PathBuf,
     pub datapath_flush: crate::vswitchd::FlushPolicy,
     pub ovs_vswitchd_ctl: Option<PathBuf>,
+    /// Addresses per network held in reserve for this host's next pods (`--address-reserve`).
+    pub address_reserve: u32,
 }
 
 impl Config {
@@ -538,6 +549,7 @@ impl Args {
             bgp_dir: self.bgp_dir,
             datapath_flush,
             ovs_vswitchd_ctl: self.ovs_vswitchd_ctl,
+            address_reserve: self.address_reserve,
         })
     }
 }

@@ -101,7 +101,10 @@ fn adds_interrupted_by_a_netplugin_crash_leak_nothing_and_share_no_address() {
     // Kill netplugin at different moments of a burst of 8 ADDs in flight. `half_done`: pods
     // netmaster holds an address for although their ADD failed (killed after the allocation).
     let mut half_done = 0;
-    for (round, delay_ms) in [20u64, 80, 200, 400].into_iter().enumerate() {
+    for (round, delay_ms) in [20u64, 30, 40, 50, 60, 80, 200, 400]
+        .into_iter()
+        .enumerate()
+    {
         let pods: Vec<(Netns, String)> = (0..8)
             .map(|_| (Netns::new("k").unwrap(), format!("c{}", unique_name(""))))
             .collect();

@@ -1532,3 +1532,146 @@ fn dual_stack_pods_on_two_hosts_ping6_and_a_deny_rule_holds_in_both_families() {
     );
     drop(host_b);
 }
+
+/// `network inspect`'s Oper of `network`.
+fn net_oper(c: &Cluster, network: &str) -> Value {
+    let out = c.netctl(&["net", "inspect", network]).unwrap();
+    serde_json::from_str::<Value>(&out).unwrap()["Oper"].clone()
+}
+
+/// Host address reserves with two hosts: a host's first pod gets the first free address and
+/// the host a reserve of the next four; its next pod takes the lowest of its reserve (its
+/// flows sent before netmaster answered, and it reaches pods on both hosts); the other host's
+/// pods never get one of them; a deleted pod's address goes back to its host's reserve and is
+/// the next one there. When a host's netplugin is gone for good (lease expired, two sweeps of
+/// the leader), its reserve is freed and its pod's address stays.
+#[test]
+fn hosts_take_pod_addresses_from_their_own_reserves_and_a_gone_hosts_come_back() {
+    testbed::require!(Root, Ovs, Etcd, Ip, Ping);
+    let mut c = Cluster::start_with(
+        binaries(),
+        ClusterOptions {
+            netmaster_args: vec!["--reserve-sweep".into(), "2".into()],
+            ..ClusterOptions::default()
+        },
+    )
+    .unwrap();
+    let mut host_b = c.add_wired_host("192.168.91.1", "192.168.91.2").unwrap();
+    create_network(&c, "resv", "vxlan", "10.51.0.0/24", "10.51.0.1");
+    let a1 = c
+        .add_pod(&c.conflist("rs-a1", "resv", "").unwrap())
+        .unwrap();
+    assert_eq!(a1.ip, "10.51.0.2");
+    let oper = net_oper(&c, "resv");
+    assert_eq!(oper["hostReservedIPAddresses"], "10.51.0.3-10.51.0.6");
+    assert_eq!(oper["allocatedIPAddresses"], "10.51.0.1-10.51.0.2");
+    let b1 = c
+        .add_pod(&host_b.conflist("rs-b1", "resv", "").unwrap())
+        .unwrap();
+    assert_eq!(
+        b1.ip, "10.51.0.7",
+        "host B's first pod passes A's reserve by"
+    );
+    let a2 = c
+        .add_pod(&c.conflist("rs-a2", "resv", "").unwrap())
+        .unwrap();
+    assert_eq!(
+        a2.ip, "10.51.0.3",
+        "host A's next pod takes the lowest of its reserve"
+    );
+    let b2 = c
+        .add_pod(&host_b.conflist("rs-b2", "resv", "").unwrap())
+        .unwrap();
+    assert_eq!(b2.ip, "10.51.0.8");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(a2.can_ping(&a1.ip, 1) && a2.can_ping(&b1.ip, 1)) {
+        assert!(
+            Instant::now() < deadline,
+            "a pod from the reserve reaches no one"
+        );
+    }
+    // A reserve is topped up once down to half its size: not yet.
+    assert_eq!(
+        net_oper(&c, "resv")["hostReservedIPAddresses"],
+        "10.51.0.4-10.51.0.6, 10.51.0.9-10.51.0.11"
+    );
+    // A deleted pod's address is its host's next one.
+    c.del_pod(&a1).unwrap();
+    let a3 = c
+        .add_pod(&c.conflist("rs-a3", "resv", "").unwrap())
+        .unwrap();
+    assert_eq!(a3.ip, a1.ip, "the freed address is handed out again");
+    while !a3.can_ping(&b1.ip, 1) {
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(10),
+            "the re-used address reaches no one"
+        );
+    }
+
+    // The runtime retries the ADD of a pod netmaster recorded already (netplugin died after
+    // netmaster's commit): the ADD takes a reserved address, netmaster answers the recorded
+    // one, and the pod is re-addressed to it (flows moved, addresses and MAC replaced).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = master::client::Client::new(&c.netmaster_url).unwrap();
+    let recorded = rt
+        .block_on(
+            client.create_endpoint(&master::endpoint::CreateEndpointRequest {
+                TenantName: "default".into(),
+                NetworkName: "resv".into(),
+                EndpointID: "cretried".into(),
+                ConfigEP: master::endpoint::ConfigEp {
+                    Container: "cretried".into(),
+                    Host: c.host_label.clone(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+    assert_eq!(recorded.ip_address, "10.51.0.12");
+    let retried = c
+        .add_pod_with_id(&c.conflist("rs-a4", "resv", "").unwrap(), "cretried")
+        .unwrap();
+    assert_eq!(retried.ip, recorded.ip_address);
+    let inside = retried
+        .netns
+        .exec(&["ip", "-4", "addr", "show", "eth0"])
+        .unwrap();
+    assert!(
+        !inside.contains("10.51.0.4/"),
+        "the reserved address stayed: {inside}"
+    );
+    let link = retried.netns.exec(&["ip", "link", "show", "eth0"]).unwrap();
+    assert!(link.contains(&recorded.mac_address), "{link}");
+    while !retried.can_ping(&b1.ip, 1) {
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(20),
+            "the re-addressed pod reaches no one"
+        );
+    }
+    let flows_now = flows(&c, VXLAN_BRIDGE);
+    assert!(!flows_now.contains("nw_src=10.51.0.4,"), "{flows_now}");
+
+    // B's netplugin is gone for good: its reserve is freed, its pods' addresses stay.
+    c.kill_host_netplugin(&mut host_b);
+    let killed = Instant::now();
+    loop {
+        let oper = net_oper(&c, "resv");
+        if oper["hostReservedIPAddresses"] == "10.51.0.4-10.51.0.6" {
+            assert_eq!(
+                oper["allocatedIPAddresses"],
+                "10.51.0.1-10.51.0.3, 10.51.0.7-10.51.0.8, 10.51.0.12"
+            );
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(40),
+            "host B's reserve still held {:?} after its netplugin was killed: {oper}",
+            killed.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}

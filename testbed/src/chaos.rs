@@ -23,6 +23,7 @@
 use crate::demo::{Binaries, Cluster, ClusterOptions, CniPod, ExtraHost};
 use crate::{Error, EtcdOptions, Ovs, Result};
 use serde::Serialize;
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{ErrorKind, Read, Write};
@@ -524,6 +525,48 @@ fn host_ports(label: &str, ovs: &Ovs, into: &mut BTreeMap<String, String>) -> Re
     Ok(())
 }
 
+/// The state without the hosts' address reserves, which a host tops up and refills as its pods
+/// come and go (a restarted netplugin asks for its reserve again): the reservation keys, the
+/// address maps and the network records' counters of them are left out, and each network's
+/// addresses held by endpoints (netmaster's inspect, which lists reserves apart) go in instead,
+/// so an address leaked or handed out twice still shows.
+fn without_reserves(c: &Cluster, keys: &mut BTreeMap<String, String>) -> Result<()> {
+    keys.retain(|k, _| {
+        !k.starts_with("/contiv.io/state/ipReservations/")
+            && !k.starts_with("/contiv.io/state/ipAlloc/")
+    });
+    let mut allocated = BTreeMap::new();
+    for (k, v) in keys.iter_mut() {
+        let Some(id) = k.strip_prefix("/contiv.io/state/nets/") else {
+            continue;
+        };
+        let Ok(mut net) = serde_json::from_str::<Value>(v) else {
+            continue;
+        };
+        if let Some(fields) = net.as_object_mut() {
+            for counter in ["epAddrCount", "reserveGeneration", "ipAllocFull"] {
+                fields.remove(counter);
+            }
+        }
+        *v = net.to_string();
+        let (Some(name), Some(tenant)) = (net["networkName"].as_str(), net["tenant"].as_str())
+        else {
+            continue;
+        };
+        let out = c.netctl(&["net", "inspect", "-t", tenant, name])?;
+        let oper: Value = serde_json::from_str(&out).map_err(|_| Error::Parse {
+            what: "netctl net inspect",
+            line: out.clone(),
+        })?;
+        allocated.insert(
+            format!("allocated addresses of {id}"),
+            oper["Oper"]["allocatedIPAddresses"].to_string(),
+        );
+    }
+    keys.extend(allocated);
+    Ok(())
+}
+
 fn host_flows(label: &str, ovs: &Ovs, into: &mut BTreeSet<String>) -> Result<()> {
     for br in BRIDGES {
         for f in ovs.dump_flows(br)? {
@@ -538,6 +581,7 @@ impl Snapshot {
         let ep = c.etcd.endpoints_arg();
         let mut keys = etcd_prefix(&ep, "/contiv.io/state/")?;
         keys.extend(etcd_prefix(&ep, "/contiv.io/oper/")?);
+        without_reserves(c, &mut keys)?;
         host_ports("host1", &c.ovs, &mut keys)?;
         host_ports("host2", &h2.ovs, &mut keys)?;
         let mut flows = BTreeSet::new();

@@ -866,6 +866,15 @@ impl Cluster {
         self.add_pod_as(conflist, "default", &container_id.clone(), container_id)
     }
 
+    /// [`Cluster::add_pod`] with the container id given (e.g. a runtime's retried ADD).
+    pub fn add_pod_with_id(
+        &self,
+        conflist: &Path,
+        container_id: &str,
+    ) -> std::result::Result<CniPod, String> {
+        self.add_pod_as(conflist, "default", container_id, container_id.to_string())
+    }
+
     /// Create a pod namespace and ADD it through libcni as Kubernetes pod `namespace/name`
     /// (the pod is expected to exist in the API server, as kubelet's pods do).
     pub fn add_named_pod(

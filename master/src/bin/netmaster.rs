@@ -147,6 +147,15 @@ struct Flags {
         default_value_t = 24 * 3600
     )]
     ofnet_grace: u64,
+    /// Seconds between the leader's sweeps for address reserves of hosts whose netplugin is
+    /// gone; a host missing from two sweeps in a row gets its reserves released.
+    #[arg(
+        long = "reserve-sweep",
+        env = "CONTIV_NETMASTER_RESERVE_SWEEP",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    reserve_sweep: u64,
 }
 
 /// Contiv's exit code for bad options.
@@ -210,6 +219,7 @@ fn main() -> ExitCode {
     config.lock_ttl = Duration::from_secs(flags.lock_ttl.max(2));
     config.ofnet_port = flags.ofnet_port;
     config.ofnet_grace = Duration::from_secs(flags.ofnet_grace);
+    config.reserve_sweep = Duration::from_secs(flags.reserve_sweep);
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

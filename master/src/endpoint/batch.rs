@@ -5,21 +5,21 @@
 use futures::future::LocalBoxFuture;
 
 use super::{
-    CreateEndpointRequest, DeleteEndpointRequest, NewEndpoint, create_endpoint_in,
-    delete_endpoint_in, endpoint_id_of,
+    CreateEndpointRequest, DeleteEndpointRequest, EndpointResponse, NewEndpoint,
+    create_endpoint_in, delete_endpoint_in, endpoint_id_of,
 };
 use crate::batch::{Request, Writes};
 use crate::error::Result;
 use crate::model::service_lb::services_prefix;
-use crate::state::addr_map;
 use crate::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
+use crate::state::{addr_map, reservations};
 use crate::store::Tx;
 use crate::store::txn::ReadAhead;
 
 struct Create(NewEndpoint);
 
 impl Request for Create {
-    type Output = CfgEndpointState;
+    type Output = EndpointResponse;
     /// The endpoint's own record, its network's state, its group's state, the first chunk
     /// of the address maps it may take from (the network's, the group pool's), and for a
     /// labelled endpoint the services listing. Which chunk an address comes from depends on
@@ -41,44 +41,72 @@ impl Request for Create {
             keys.push(EndpointGroupState::key_for(&epg_id));
         }
         // A labelled endpoint (every Kubernetes pod) may provide services: they are listed
-        // with the reads instead of one round after them.
-        let prefixes = if ne.labels.is_empty() {
-            Vec::new()
-        } else {
-            vec![services_prefix()]
-        };
+        // with the reads instead of one round after them; so are the network's reservations
+        // when the host's reserve is to be topped up (or claimed from).
+        let mut prefixes = Vec::new();
+        if !ne.labels.is_empty() {
+            prefixes.push(services_prefix());
+        }
+        if ne.reserve > 0 {
+            prefixes.push(reservations::prefix(&net_id));
+        }
+        // An address named (from the host's reserve, or allocAddress's) is claimed from its
+        // reservation.
+        if let Some(ip) = ne.preferred {
+            keys.push(reservations::key(&net_id, ip));
+        }
         ReadAhead { keys, prefixes }
     }
-    fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<CfgEndpointState>> {
+    fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<EndpointResponse>> {
         Box::pin(create_endpoint_in(tx, &self.0))
     }
 }
 
-struct Delete(String);
+struct Delete {
+    ep_id: String,
+    net_id: String,
+    /// The size of the endpoint's host's reserve (0: the addresses are freed).
+    reserve: u32,
+}
 
 impl Request for Delete {
-    type Output = CfgEndpointState;
+    type Output = EndpointResponse;
     fn prefetch(&self) -> ReadAhead {
-        ReadAhead::keys(vec![CfgEndpointState::key_for(&self.0)])
+        let mut ahead = ReadAhead::keys(vec![CfgEndpointState::key_for(&self.ep_id)]);
+        if self.reserve > 0 {
+            ahead.prefixes.push(reservations::prefix(&self.net_id));
+        }
+        ahead
     }
-    fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<CfgEndpointState>> {
-        Box::pin(delete_endpoint_in(tx, &self.0))
+    fn apply<'a>(&'a self, tx: &'a mut Tx<'_>) -> LocalBoxFuture<'a, Result<EndpointResponse>> {
+        Box::pin(delete_endpoint_in(tx, &self.ep_id, self.reserve))
     }
 }
 
 /// Create an endpoint (idempotent), committed with whatever else is queued.
-pub async fn create(writes: &Writes, req: &CreateEndpointRequest) -> Result<CfgEndpointState> {
+pub async fn create(writes: &Writes, req: &CreateEndpointRequest) -> Result<EndpointResponse> {
     writes.submit(Create(NewEndpoint::parse(req)?)).await
 }
 
 /// Delete an endpoint, committed with whatever else is queued.
-pub async fn delete(writes: &Writes, req: &DeleteEndpointRequest) -> Result<CfgEndpointState> {
-    writes.submit(Delete(endpoint_id_of(req))).await
+pub async fn delete(writes: &Writes, req: &DeleteEndpointRequest) -> Result<EndpointResponse> {
+    writes
+        .submit(Delete {
+            ep_id: endpoint_id_of(req),
+            net_id: CfgNetworkState::id_for(&req.TenantName, &req.NetworkName),
+            reserve: req.ReserveAddresses,
+        })
+        .await
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    /// The endpoint a create answers (these tests ask for no reserve).
+    async fn create(writes: &Writes, req: &CreateEndpointRequest) -> Result<CfgEndpointState> {
+        super::create(writes, req).await.map(|r| r.EndpointConfig)
+    }
 
     use super::*;
     use crate::endpoint::ConfigEp;

@@ -8,6 +8,7 @@
 #![allow(non_snake_case)]
 
 pub mod batch;
+pub mod reserve;
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -22,7 +23,7 @@ use crate::model::service_lb::follow_endpoint;
 use crate::resources::ipv4::mac_from_ipv4;
 use crate::state::addr_map::{self, AddrMap};
 use crate::state::addr_map6::Ipv6Map;
-use crate::state::reservations;
+use crate::state::reservations::{self, Claimed};
 use crate::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
 use crate::store::txn::Db;
 use crate::store::{Tx, keys};
@@ -74,12 +75,33 @@ pub struct CreateEndpointRequest {
     /// a labelled pod. An older netmaster ignores the field and answers without labels.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub Labels: BTreeMap<String, String>,
+    /// Not in Contiv: how many addresses of the network `ConfigEP.Host` wants to hold in
+    /// reserve for its next pods ([`reserve`]); the answer lists them. 0: none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ReserveAddresses: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct EndpointResponse {
     pub EndpointConfig: CfgEndpointState,
+    /// Not in Contiv: every address the endpoint's host holds in reserve on its network after
+    /// this create, when the request asked for a reserve (absent otherwise, and when the
+    /// endpoint existed already).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub HostReserve: Option<Vec<reserve::ReservedAddress>>,
+    /// Not in Contiv: the network's reserve generation `HostReserve` was read at (a host
+    /// applies a listing only if none newer was applied).
+    #[serde(skip_serializing_if = "is_zero64")]
+    pub ReserveGeneration: u64,
+}
+
+fn is_zero64(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -90,6 +112,10 @@ pub struct DeleteEndpointRequest {
     pub ServiceName: String,
     pub EndpointID: String,
     pub IPv4Address: String,
+    /// Not in Contiv: the size of the endpoint's host's reserve ([`reserve`]); with it the
+    /// endpoint's addresses go to that reserve and the answer lists it. 0: freed as usual.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ReserveAddresses: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -313,7 +339,7 @@ pub async fn release_address(db: &Db, req: &AddressReleaseRequest) -> Result<()>
     let ip = parse_v4("IPv4Address", &req.IPv4Address)?;
     db.write(async |tx| {
         let mut t = resolve_target(tx, &req.NetworkID, "").await?;
-        if reservations::claim(tx, &mut t.net, ip).await? {
+        if reservations::claim(tx, &mut t.net, ip, None).await? == Claimed::Anyone {
             give_back_address(tx, &mut t, ip).await?;
             save_target(tx, &t)?;
         }
@@ -337,6 +363,8 @@ pub struct NewEndpoint {
     pub preferred6: Option<Ipv6Addr>,
     /// Labels to record (empty: none, and an existing endpoint's are left alone).
     pub labels: BTreeMap<String, String>,
+    /// Addresses the host wants in reserve afterwards (0: none; see [`reserve`]).
+    pub reserve: u32,
 }
 
 impl NewEndpoint {
@@ -392,6 +420,11 @@ impl NewEndpoint {
             preferred,
             preferred6,
             labels: req.Labels.clone(),
+            reserve: if req.ConfigEP.Host.is_empty() {
+                0
+            } else {
+                req.ReserveAddresses
+            },
         })
     }
 }
@@ -400,13 +433,15 @@ impl NewEndpoint {
 /// unchanged.
 pub async fn create_endpoint(db: &Db, req: &CreateEndpointRequest) -> Result<CfgEndpointState> {
     let ne = NewEndpoint::parse(req)?;
-    db.write(async |tx| create_endpoint_in(tx, &ne).await).await
+    db.write(async |tx| create_endpoint_in(tx, &ne).await)
+        .await
+        .map(|r| r.EndpointConfig)
 }
 
 /// Create an endpoint inside a transaction: address (reserved, preferred or first free), IPv6,
 /// MAC, counters and the endpoint record; with labels, also the providers of the tenant's
-/// services (as updateEndpoint's `start` event).
-pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<CfgEndpointState> {
+/// services (as updateEndpoint's `start` event); with `reserve`, the host's reserve topped up.
+pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<EndpointResponse> {
     let net_id = CfgNetworkState::id_for(&ne.tenant, &ne.network);
     let ep_id = CfgEndpointState::id_for(&net_id, &ne.container);
     let ep_key = CfgEndpointState::key_for(&ep_id);
@@ -420,7 +455,10 @@ pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<Cfg
             tx.put(&ep_key, CfgEndpointState::KIND, &existing)?;
             follow_endpoint(tx, &ne.tenant, Some(&before), Some(&existing)).await?;
         }
-        return Ok(existing);
+        return Ok(EndpointResponse {
+            EndpointConfig: existing,
+            ..EndpointResponse::default()
+        });
     }
     let net = load_net_state(tx, &ne.tenant, &ne.network).await?;
     let epg = if ne.group.is_empty() {
@@ -440,21 +478,50 @@ pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<Cfg
         ));
     }
     let mut t = Target { net, epg };
-    // An address handed out by allocAddress is already marked used: claim the reservation.
+    let own_pool = t.epg.as_ref().is_some_and(|g| !g.ip_pool.is_empty());
+    // An address handed out by allocAddress, or in this host's reserve, is already marked
+    // used: claim the reservation (a host's reserve holds network addresses, so not for a
+    // group with its own pool).
     let claimed = match ne.preferred {
-        Some(ip) => reservations::claim(tx, &mut t.net, ip).await?,
-        None => false,
+        Some(ip) => {
+            let host = (!own_pool).then_some(ne.host.as_str());
+            reservations::claim(tx, &mut t.net, ip, host).await?
+        }
+        None => Claimed::Nothing,
     };
-    let ip = match ne.preferred {
-        Some(ip) if claimed => ip,
-        other => take_address(tx, &mut t, other).await?,
+    let (ip, reserved6) = match (ne.preferred, claimed) {
+        (Some(ip), Claimed::Anyone) => (ip, None),
+        (Some(ip), Claimed::Reserve(ip6)) => {
+            t.net.reserve_generation += 1;
+            (ip, ip6)
+        }
+        (None, _) if !own_pool => match take_network_address(tx, &mut t.net).await? {
+            Some(ip) => (ip, None),
+            // Nothing free: take from a host's reserve rather than fail.
+            None => match reserve::take_from_any(tx, &mut t.net).await? {
+                Some(found) => found,
+                None => (take_address(tx, &mut t, None).await?, None),
+            },
+        },
+        (other, _) => (take_address(tx, &mut t, other).await?, None),
     };
     let mut ipv6_address = String::new();
     if let Some(mut map6) = Ipv6Map::network(&mut t.net)? {
-        let mut last = t.net.ipv6_last_host.clone();
-        let ip6 = map6.allocate(tx, &mut last, ne.preferred6).await?;
+        let ip6 = match (reserved6, ne.preferred6) {
+            (Some(ip6), None) => ip6,
+            (Some(ip6), Some(p)) if p == ip6 => ip6,
+            (reserved6, preferred6) => {
+                // The reserve's IPv6 address goes back when another one was asked for.
+                if let Some(r) = reserved6 {
+                    map6.release(tx, r).await?;
+                }
+                let mut last = t.net.ipv6_last_host.clone();
+                let ip6 = map6.allocate(tx, &mut last, preferred6).await?;
+                t.net.ipv6_last_host = last;
+                ip6
+            }
+        };
         map6.save(tx).await?;
-        t.net.ipv6_last_host = last;
         ipv6_address = ip6.to_string();
     }
     t.net.ep_count += 1;
@@ -477,16 +544,53 @@ pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<Cfg
         labels: ne.labels.clone(),
         ..Default::default()
     };
+    let host_reserve = if ne.reserve > 0 {
+        Some(reserve::top_up(tx, &mut t, &ne.host, ne.reserve).await?)
+    } else {
+        None
+    };
     save_target(tx, &t)?;
     tx.put(&ep_key, CfgEndpointState::KIND, &ep)?;
     if !ep.labels.is_empty() {
         follow_endpoint(tx, &ne.tenant, None, Some(&ep)).await?;
     }
-    Ok(ep)
+    Ok(EndpointResponse {
+        EndpointConfig: ep,
+        ReserveGeneration: host_reserve
+            .as_ref()
+            .map_or(0, |_| t.net.reserve_generation),
+        HostReserve: host_reserve,
+    })
 }
 
-/// Delete an endpoint inside a transaction: free its addresses, fix counters, drop it from services.
-pub async fn delete_endpoint_in(tx: &mut Tx<'_>, ep_id: &str) -> Result<CfgEndpointState> {
+/// The first free address of the network's own map, marked used; `None` when it has none
+/// left (the map is saved either way: loading it may have converted the previous layout).
+async fn take_network_address(
+    tx: &mut Tx<'_>,
+    net: &mut CfgNetworkState,
+) -> Result<Option<Ipv4Addr>> {
+    let subnet = net.subnet()?;
+    let mut map = AddrMap::network(net)?;
+    let ip = match map.first_free(tx).await? {
+        Some(_) => Some(map.allocate(tx, &subnet, None).await?),
+        None => None,
+    };
+    addr_map::save_network(tx, &mut map, net).await?;
+    if ip.is_some() {
+        net.ep_addr_count += 1;
+    }
+    Ok(ip)
+}
+
+/// Delete an endpoint inside a transaction: free its addresses, fix counters, drop it from
+/// services. With `reserve`, its addresses go to its host's reserve instead (the host's lowest
+/// `reserve` addresses are kept, the rest freed), so the host's next pod gets the lowest
+/// address, as the network's first free one would be.
+pub async fn delete_endpoint_in(
+    tx: &mut Tx<'_>,
+    ep_id: &str,
+    reserve: u32,
+) -> Result<EndpointResponse> {
     let ep_key = CfgEndpointState::key_for(ep_id);
     let ep = tx
         .get::<CfgEndpointState>(&ep_key, CfgEndpointState::KIND)
@@ -505,15 +609,26 @@ pub async fn delete_endpoint_in(tx: &mut Tx<'_>, ep_id: &str) -> Result<CfgEndpo
         .await?
     };
     let mut t = Target { net, epg };
-    if let Ok(ip) = ep.ip_address.parse::<Ipv4Addr>() {
-        give_back_address(tx, &mut t, ip).await?;
-    }
-    if let Ok(ip6) = ep.ipv6_address.parse::<Ipv6Addr>()
-        && let Some(mut map6) = Ipv6Map::network(&mut t.net)?
-    {
-        map6.release(tx, ip6).await?;
-        map6.save(tx).await?;
-    }
+    let ip = ep.ip_address.parse::<Ipv4Addr>().ok();
+    let ip6 = ep.ipv6_address.parse::<Ipv6Addr>().ok();
+    let own_pool = t.epg.as_ref().is_some_and(|g| !g.ip_pool.is_empty());
+    let host_reserve = match ip {
+        Some(ip) if reserve > 0 && !own_pool && !ep.homing_host.is_empty() => {
+            Some(reserve::keep(tx, &mut t.net, &ep.homing_host, ip, ip6, reserve).await?)
+        }
+        _ => {
+            if let Some(ip) = ip {
+                give_back_address(tx, &mut t, ip).await?;
+            }
+            if let Some(ip6) = ip6
+                && let Some(mut map6) = Ipv6Map::network(&mut t.net)?
+            {
+                map6.release(tx, ip6).await?;
+                map6.save(tx).await?;
+            }
+            None
+        }
+    };
     t.net.ep_count = t.net.ep_count.saturating_sub(1);
     if let Some(g) = &mut t.epg {
         g.ep_count = g.ep_count.saturating_sub(1);
@@ -523,7 +638,13 @@ pub async fn delete_endpoint_in(tx: &mut Tx<'_>, ep_id: &str) -> Result<CfgEndpo
     if !ep.labels.is_empty() {
         follow_endpoint(tx, &t.net.tenant, Some(&ep), None).await?;
     }
-    Ok(ep)
+    Ok(EndpointResponse {
+        EndpointConfig: ep,
+        ReserveGeneration: host_reserve
+            .as_ref()
+            .map_or(0, |_| t.net.reserve_generation),
+        HostReserve: host_reserve,
+    })
 }
 
 /// The endpoint id a deleteEndpoint request names.
@@ -537,8 +658,9 @@ pub fn endpoint_id_of(req: &DeleteEndpointRequest) -> String {
 /// `POST /plugin/deleteEndpoint` without batching.
 pub async fn delete_endpoint(db: &Db, req: &DeleteEndpointRequest) -> Result<CfgEndpointState> {
     let ep_id = endpoint_id_of(req);
-    db.write(async |tx| delete_endpoint_in(tx, &ep_id).await)
+    db.write(async |tx| delete_endpoint_in(tx, &ep_id, req.ReserveAddresses).await)
         .await
+        .map(|r| r.EndpointConfig)
 }
 
 /// `POST /plugin/updateEndpoint`: record a container's labels ("start") or forget them ("die"), and
@@ -674,7 +796,7 @@ pub async fn cleanup(
             .collect();
         let mut deleted = Vec::new();
         for ep_id in victims {
-            deleted.push(delete_endpoint_in(tx, &ep_id).await?);
+            deleted.push(delete_endpoint_in(tx, &ep_id, 0).await?.EndpointConfig);
         }
         Ok(deleted)
     })

@@ -228,12 +228,21 @@ pub async fn endpoints_of(tx: &mut Tx<'_>, net_id: &str) -> Result<Vec<CfgEndpoi
 }
 
 /// Addresses of the map that are allocated (excluding network/broadcast and out-of-range hosts).
+/// The network's allocated and available addresses, and those hosts hold in reserve for
+/// their next pods (marked used in the map, but listed apart: no endpoint has them yet).
 pub async fn allocated_and_available(
     tx: &mut Tx<'_>,
     state: &CfgNetworkState,
-) -> Result<(Vec<Ipv4Addr>, Vec<Ipv4Addr>)> {
+) -> Result<(Vec<Ipv4Addr>, Vec<Ipv4Addr>, Vec<Ipv4Addr>)> {
+    use crate::state::reservations::{self, Holder};
     let subnet = state.subnet()?;
     let used = crate::state::addr_map::network_used(tx, state).await?;
+    let reserved: std::collections::BTreeSet<Ipv4Addr> = reservations::of_network(tx, &state.id)
+        .await?
+        .into_iter()
+        .filter(|(_, h)| matches!(h, Holder::Host(_)))
+        .map(|(ip, _)| ip)
+        .collect();
     let (first, last) = match subnet.range {
         Some((a, b)) => (
             subnet.index_of(a).unwrap_or(1),
@@ -244,13 +253,14 @@ pub async fn allocated_and_available(
     let mut allocated = Vec::new();
     let mut available = Vec::new();
     for i in first..=last {
-        if used.test(i) {
-            allocated.push(subnet.ip_at(i));
-        } else {
-            available.push(subnet.ip_at(i));
+        let ip = subnet.ip_at(i);
+        if !used.test(i) {
+            available.push(ip);
+        } else if !reserved.contains(&ip) {
+            allocated.push(ip);
         }
     }
-    Ok((allocated, available))
+    Ok((allocated, available, reserved.into_iter().collect()))
 }
 
 impl Object for Network {
@@ -439,6 +449,7 @@ impl Object for Network {
                 obj.cfgd_tag.clone()
             },
             ip_reservations: Default::default(),
+            reserve_generation: 0,
         };
         // The IPv6 gateway is reserved in the chunked IPv6 map's fresh content (`addr_map6`).
         validate::optional_ipv6("ipv6Gateway", &obj.ipv6_gateway)?;
@@ -517,10 +528,10 @@ impl Object for Network {
 
     async fn oper(tx: &mut Tx<'_>, obj: &Self) -> Result<Value> {
         let state = load_state(tx, &obj.tenant_name, &obj.network_name).await?;
-        let (allocated, available) = allocated_and_available(tx, &state).await?;
+        let (allocated, available, reserved) = allocated_and_available(tx, &state).await?;
         let gateway = state.gateway.parse::<Ipv4Addr>().ok();
         let eps = endpoints_of(tx, &state.id).await?;
-        Ok(json!({
+        let mut oper = json!({
             "pktTag": state.pkt_tag,
             "externalPktTag": state.ext_pkt_tag,
             "numEndpoints": state.ep_count,
@@ -530,6 +541,11 @@ impl Object for Network {
             "availableIPAddresses": format_ip_list(available),
             "networkTag": state.network_tag,
             "endpoints": eps.iter().map(endpoint_oper).collect::<Vec<_>>(),
-        }))
+        });
+        if !reserved.is_empty() {
+            // Not in Contiv: addresses hosts hold for their next pods (docs/master.md).
+            oper["hostReservedIPAddresses"] = json!(format_ip_list(reserved));
+        }
+        Ok(oper)
     }
 }

@@ -4,7 +4,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::de::DeserializeOwned;
 
 use super::AppState;
-use crate::endpoint::{self, EndpointResponse};
+use crate::endpoint;
 use crate::error::Error;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -55,8 +55,7 @@ async fn create_endpoint(
     body: web::Bytes,
 ) -> Result<HttpResponse, Error> {
     let r = parse(&req, &body)?;
-    let ep = endpoint::batch::create(&state.writes, &r).await?;
-    Ok(HttpResponse::Ok().json(EndpointResponse { EndpointConfig: ep }))
+    Ok(HttpResponse::Ok().json(endpoint::batch::create(&state.writes, &r).await?))
 }
 
 async fn delete_endpoint(
@@ -65,8 +64,7 @@ async fn delete_endpoint(
     body: web::Bytes,
 ) -> Result<HttpResponse, Error> {
     let r = parse(&req, &body)?;
-    let ep = endpoint::batch::delete(&state.writes, &r).await?;
-    Ok(HttpResponse::Ok().json(EndpointResponse { EndpointConfig: ep }))
+    Ok(HttpResponse::Ok().json(endpoint::batch::delete(&state.writes, &r).await?))
 }
 
 async fn update_endpoint(

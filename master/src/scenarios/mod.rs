@@ -21,6 +21,7 @@ mod endpoints;
 mod global;
 mod groups;
 mod policy;
+mod reserves;
 pub(crate) mod services;
 mod tenants_networks;
 

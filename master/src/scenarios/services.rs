@@ -1,6 +1,7 @@
 //! Service load balancers: providers and preferred VIPs.
 
 use super::*;
+use futures::TryFutureExt;
 
 fn svc(name: &str, selectors: &[&str], ports: &[&str], ip: &str) -> ServiceLb {
     ServiceLb {
@@ -417,8 +418,8 @@ async fn create_endpoint_with_labels_makes_a_provider_at_once() {
     let writes = crate::batch::Writes::spawn(db.clone()).unwrap();
     let (web, db_app) = (labelled("c2", "web"), labelled("c3", "db"));
     let (a, b) = tokio::join!(
-        crate::endpoint::batch::create(&writes, &web),
-        crate::endpoint::batch::create(&writes, &db_app)
+        crate::endpoint::batch::create(&writes, &web).map_ok(|r| r.EndpointConfig),
+        crate::endpoint::batch::create(&writes, &db_app).map_ok(|r| r.EndpointConfig)
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     let providers = svc_state(&db, "s1:default").await.providers;

@@ -72,6 +72,15 @@ pub struct CfgNetworkState {
         skip_serializing_if = "BTreeSet::is_empty"
     )]
     pub ip_reservations: BTreeSet<String>,
+    /// Not in Contiv: counts the changes to the hosts' address reserves of this network
+    /// (`crate::endpoint::reserve`), so a host can tell an older answer listing its reserve
+    /// from a newer one.
+    #[serde(rename = "reserveGeneration", default, skip_serializing_if = "is_zero")]
+    pub reserve_generation: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl CfgNetworkState {

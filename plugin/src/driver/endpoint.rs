@@ -13,17 +13,18 @@
 //!   whose port and veth are still there, re-learning the OpenFlow port from OVSDB; it removes
 //!   only what no longer exists in config. Nothing is re-created, so pod traffic continues.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use ipnet::IpNet;
 use master::endpoint::{
-    ConfigEp, CreateEndpointRequest, DeleteEndpointRequest, UpdateEndpointRequest,
+    ConfigEp, CreateEndpointRequest, DeleteEndpointRequest, EndpointResponse, UpdateEndpointRequest,
 };
 use master::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
 use ofnet::{BridgeKind, LocalEndpoint};
 
+use super::reserve::Reserved;
 use super::{Driver, OFPORT_TIMEOUT, bandwidth_of, bridge_kind, bridge_name, policing_of};
 use crate::error::{PluginError, Result};
 use crate::netlink::{MacAddr, PodInterfaceSpec, in_netns};
@@ -188,6 +189,29 @@ fn local_endpoint(
         dscp: group.and_then(|g| u8::try_from(g.dscp).ok()).unwrap_or(0),
         bandwidth: bandwidth_of(policing_of(group)?),
     })
+}
+
+/// The endpoint netmaster will record for `pod` given `reserved` from this host's reserve
+/// (what createEndpoint makes of a new endpoint: the MAC follows the address, the group's id
+/// and key), so the flows, addresses and oper state need not wait for its answer.
+fn provisional_endpoint(
+    pod: &PodAttach,
+    ep_id: &str,
+    group: Option<&EndpointGroupState>,
+    reserved: &Reserved,
+) -> CfgEndpointState {
+    CfgEndpointState {
+        id: ep_id.to_string(),
+        net_id: CfgNetworkState::id_for(&pod.tenant, &pod.network),
+        endpoint_id: pod.container_id.clone(),
+        service_name: pod.group.clone(),
+        endpoint_group_id: group.map_or(0, |g| g.endpoint_group_id),
+        endpoint_group_key: group.map_or(String::new(), |g| g.id.clone()),
+        ip_address: reserved.ipv4.to_string(),
+        ipv6_address: reserved.ipv6.map(|a| a.to_string()).unwrap_or_default(),
+        mac_address: master::resources::ipv4::mac_from_ipv4(reserved.ipv4),
+        ..CfgEndpointState::default()
+    }
 }
 
 /// The tag of the endpoint's access port: its group's own VLAN if it has one (ACI), else
@@ -427,13 +451,16 @@ impl Driver {
         }
     }
 
-    /// The attach itself, as two branches that meet for the flows:
+    /// The attach itself, as two branches:
     /// - host: the veth pair, then the OVS port and its OpenFlow port number;
     /// - pod: netmaster's allocation, then (once the veth exists) the pod side (MAC,
     ///   addresses, routes) and the oper state, at once.
     ///
-    /// The flows need both the address and the OpenFlow port, so they come last; nothing
-    /// else waits for a step it does not need.
+    /// The flows need the address and the OpenFlow port number asked for. With an address
+    /// from this host's reserve ([`super::reserve`]) they go to the switch at once, while
+    /// netmaster records the endpoint and ovs-vswitchd has not started on the port (it handles
+    /// one thing at a time: flows sent during its port add wait for it); otherwise they follow
+    /// netmaster's answer. Flows whose address or port number turn out otherwise are moved.
     async fn attach_steps(
         &self,
         pod: &PodAttach,
@@ -443,71 +470,146 @@ impl Driver {
         created: &mut Created,
         steps: &StepLog,
     ) -> Result<LocalEndpointInfo> {
+        let reserved = self.take_reserved(pod, net, group);
+        let attached = self
+            .attach_with(pod, net, group, ep_id, reserved, created, steps)
+            .await;
+        if let Some(r) = reserved {
+            self.with_state(|s| s.reserve.finish(&net.id, r.ipv4));
+        }
+        attached
+    }
+
+    /// [`Self::attach_steps`] with `reserved`, an address of this host's reserve, or none.
+    #[allow(clippy::too_many_arguments)]
+    async fn attach_with(
+        &self,
+        pod: &PodAttach,
+        net: &CfgNetworkState,
+        group: Option<&EndpointGroupState>,
+        ep_id: &str,
+        reserved: Option<Reserved>,
+        created: &mut Created,
+        steps: &StepLog,
+    ) -> Result<LocalEndpointInfo> {
         let kind = bridge_kind(&net.pkt_tag_type);
         let ovs_port = format!("v{}", port_name_for(ep_id));
         let planned = self.plan_ofport(bridge_name(kind), &ovs_port);
         // Rollback of the host side is idempotent, so it is marked before it starts.
         created.veth = true;
         created.port = true;
+        // With an address from this host's reserve, the endpoint netmaster will record is
+        // known before it answers.
+        let provisional = reserved.map(|r| provisional_endpoint(pod, ep_id, group, &r));
+        let early = match &provisional {
+            Some(ep) => Some(local_endpoint(
+                &self.oper_state(pod, ep_id, ep),
+                net,
+                group,
+                planned,
+            )?),
+            None => None,
+        };
+        if early.is_some() {
+            created.ofport = Some(planned);
+        }
         let (veth_ready, veth_made) = futures::channel::oneshot::channel::<()>();
         let port = PortSpec::access(ovs_port.as_str(), access_tag(net, group))
             .endpoint_id(ep_id)
             .policing(policing_of(group)?)
             .ofport_request(planned);
         let host = self.host_side(pod, kind, &port, steps, veth_ready);
+        let add_flows = |local: LocalEndpoint| async move {
+            steps
+                .time("flows", self.agent(kind).add_local_endpoint(local))
+                .await
+                .map_err(|e| PluginError::agent(kind, e))
+        };
         let (created_endpoint, created_ofport) = (&mut created.endpoint, &mut created.ofport);
-        let pod_branch = async {
-            let ep = self.allocate(pod, steps).await?;
+        let allocate = async {
+            let ep = self.allocate(pod, net, group, reserved, steps).await?;
             *created_endpoint = true;
-            let oper = self.oper_state(pod, ep_id, &ep);
-            let local = local_endpoint(&oper, net, group, planned)?;
-            let announce = local.ipv4;
-            // The flows name the port by the number asked for, so they go in while
-            // ovs-vswitchd is still adding the port (rolled back if anything fails).
-            *created_ofport = Some(planned);
-            let flows = async {
-                steps
-                    .time("flows", self.agent(kind).add_local_endpoint(local))
-                    .await
-                    .map_err(|e| PluginError::agent(kind, e))
-            };
-            let pod_side = async {
-                // The pod end must exist; if the host branch failed, its error is the answer.
-                if veth_made.await.is_err() {
-                    return Ok(false);
+            Ok::<_, PluginError>(ep)
+        };
+        // The pod end must exist; if the host branch failed, its error is the answer.
+        let pod_side = |oper: OperEndpointState| async move {
+            if veth_made.await.is_err() {
+                return Ok(None);
+            }
+            self.pod_side_and_oper(pod, net, &oper, steps).await?;
+            Ok::<_, PluginError>(Some(oper))
+        };
+        let pod_branch = async {
+            match (&provisional, &early) {
+                (Some(prov), Some(early)) => {
+                    // Flows, the pod's addresses and the oper state at once with netmaster's
+                    // transaction; put right if netmaster answers otherwise.
+                    let (flows, ep, plumbed) = futures::join!(
+                        add_flows(early.clone()),
+                        allocate,
+                        pod_side(self.oper_state(pod, ep_id, prov))
+                    );
+                    let ep = ep?;
+                    flows?;
+                    let Some(plumbed) = plumbed? else {
+                        return Ok(None);
+                    };
+                    let oper = self.oper_state(pod, ep_id, &ep);
+                    if oper != plumbed {
+                        steps
+                            .time("readdress", self.readdress(net, &plumbed, &oper))
+                            .await?;
+                    }
+                    let local = local_endpoint(&oper, net, group, planned)?;
+                    Ok::<_, PluginError>(Some((oper, local)))
                 }
-                self.pod_side_and_oper(pod, net, &oper, steps).await?;
-                Ok::<_, PluginError>(true)
-            };
-            let (flows, pod_side) = futures::join!(flows, pod_side);
-            flows?;
-            Ok::<_, PluginError>(pod_side?.then_some((oper, announce)))
+                _ => {
+                    let ep = allocate.await?;
+                    let oper = self.oper_state(pod, ep_id, &ep);
+                    let local = local_endpoint(&oper, net, group, planned)?;
+                    // The flows name the port by the number asked for, so they go in while
+                    // ovs-vswitchd is still adding the port (rolled back if anything fails).
+                    *created_ofport = Some(planned);
+                    let (flows, plumbed) =
+                        futures::join!(add_flows(local.clone()), pod_side(oper.clone()));
+                    flows?;
+                    Ok(plumbed?.map(|_| (oper, local)))
+                }
+            }
         };
         let (ofport, pod_branch) = futures::join!(host, pod_branch);
         let ofport = ofport?;
-        let Some((oper, announce)) = pod_branch? else {
+        let Some((oper, local)) = pod_branch? else {
             return Err(PluginError::Invalid {
                 field: "veth",
                 problem: format!("the host branch of {ep_id} ended without a veth"),
             });
         };
-        if ofport != planned {
+        let announce = local.ipv4;
+        let installed = early.unwrap_or_else(|| local.clone());
+        let wanted = LocalEndpoint {
+            port_no: ofport,
+            ..local
+        };
+        if installed != wanted {
             // ovs-vswitchd numbers the port otherwise only if the number was taken meanwhile
-            // (by a port added behind netplugin's back): the flows move to the real number.
+            // (by a port added behind netplugin's back); netmaster answers another address
+            // than the reserved one only for an endpoint that existed already (a retried ADD).
             tracing::info!(
                 endpoint = ep_id,
                 requested = planned,
                 ofport,
-                "ovs-vswitchd gave the port another number; moving its flows"
+                sent = ?installed.ipv4,
+                address = ?wanted.ipv4,
+                "the pod's flows named another port number or address; moving them"
             );
             self.agent(kind)
                 .remove_local_endpoint(planned)
                 .await
                 .map_err(|e| PluginError::agent(kind, e))?;
             created.ofport = None;
-            let local = local_endpoint(&oper, net, group, ofport)?;
             steps
-                .time("flows_moved", self.agent(kind).add_local_endpoint(local))
+                .time("flows_moved", self.agent(kind).add_local_endpoint(wanted))
                 .await
                 .map_err(|e| PluginError::agent(kind, e))?;
             created.ofport = Some(ofport);
@@ -526,6 +628,106 @@ impl Driver {
         };
         self.with_state(|s| s.local.insert(ep_id.to_string(), info.clone()));
         Ok(info)
+    }
+
+    /// Whether `pod` may take its address from this host's reserve: a reserve is kept
+    /// (`--address-reserve`), the runtime leaves the address to us, the pod asks for none of its
+    /// own, and its group hands out
+    /// the network's addresses (a group with its own pool does not).
+    fn may_reserve(&self, pod: &PodAttach, group: Option<&EndpointGroupState>) -> bool {
+        self.keeps_reserve()
+            && !pod.handover
+            && pod.address.is_empty()
+            && group.is_none_or(|g| g.ip_pool.is_empty())
+    }
+
+    /// Whether this host keeps an address reserve: `--address-reserve` is not 0, and netplugin
+    /// picks its pods' addresses (in Docker modes Docker's IPAM driver asks for each).
+    fn keeps_reserve(&self) -> bool {
+        self.cfg.address_reserve > 0 && !matches!(self.cfg.mode.as_str(), "docker" | "swarm-mode")
+    }
+
+    /// Keep the reserve a netmaster answer lists, if it lists one.
+    fn listed_reserve(&self, net_id: &str, answer: &EndpointResponse) {
+        let Some(held) = answer.HostReserve.as_deref() else {
+            return;
+        };
+        self.with_state(|s| {
+            // An older listing may name an address an endpoint has meanwhile: this host's, or
+            // (taken from the reserve when the network ran out) one on another host.
+            let local: BTreeSet<&str> = s
+                .local
+                .values()
+                .map(|l| l.oper.ip_address.as_str())
+                .collect();
+            let remote: BTreeSet<&str> = s
+                .remote
+                .values()
+                .filter_map(|r| r.agent_id.split(':').next())
+                .collect();
+            let in_use = |ip: Ipv4Addr| {
+                let ip = ip.to_string();
+                local.contains(ip.as_str()) || remote.contains(ip.as_str())
+            };
+            s.reserve
+                .listed(net_id, answer.ReserveGeneration, held, in_use);
+        });
+    }
+
+    /// Whether this host's reserve of `net` is down to half its size: only then does a
+    /// createEndpoint ask netmaster to top it up (and list it), so most pods' transactions
+    /// only claim their address.
+    fn reserve_low(&self, net: &CfgNetworkState) -> bool {
+        let ready = self.with_state(|s| s.reserve.ready(&net.id));
+        ready <= usize::try_from(self.cfg.address_reserve / 2).unwrap_or(0)
+    }
+
+    /// An address from this host's reserve of `net`, if `pod` may have one and one is ready.
+    fn take_reserved(
+        &self,
+        pod: &PodAttach,
+        net: &CfgNetworkState,
+        group: Option<&EndpointGroupState>,
+    ) -> Option<Reserved> {
+        if !self.may_reserve(pod, group) {
+            return None;
+        }
+        self.with_state(|s| s.reserve.take(&net.id))
+    }
+
+    /// A pod plumbed and recorded as `plumbed` (an address from the reserve) that netmaster
+    /// answered otherwise (an endpoint that existed already): its addresses and MAC replaced
+    /// inside its namespace, and the oper state rewritten.
+    async fn readdress(
+        &self,
+        net: &CfgNetworkState,
+        plumbed: &OperEndpointState,
+        oper: &OperEndpointState,
+    ) -> Result<()> {
+        tracing::info!(
+            endpoint = %oper.id,
+            plumbed = %plumbed.ip_address,
+            recorded = %oper.ip_address,
+            "netmaster recorded another address than the reserved one; re-addressing the pod"
+        );
+        let kind = bridge_kind(&net.pkt_tag_type);
+        let old = interface_spec(plumbed, net, self.pod_mtu(kind))?;
+        let new = interface_spec(oper, net, self.pod_mtu(kind))?;
+        let netns = new.netns.clone();
+        in_netns(&netns, move |nl| async move {
+            for address in &old.addresses {
+                nl.delete_address(&old.ifname, *address).await?;
+            }
+            if let Some(mac) = new.mac {
+                nl.set_mac(&new.ifname, mac).await?;
+            }
+            for address in &new.addresses {
+                nl.add_address(&new.ifname, *address).await?;
+            }
+            Ok(())
+        })
+        .await?;
+        self.put_oper(oper).await
     }
 
     /// The oper state of the endpoint netmaster answered for `pod`.
@@ -628,9 +830,19 @@ impl Driver {
 
     /// netmaster's `/plugin/createEndpoint`: the address, MAC and group of the endpoint, and
     /// its labels.
-    async fn allocate(&self, pod: &PodAttach, steps: &StepLog) -> Result<CfgEndpointState> {
+    /// netmaster's createEndpoint for `pod`: the address `reserved` from this host's reserve
+    /// if it has one (asked again without it if netmaster no longer holds it for this host),
+    /// the reserve topped up, and the reserve netmaster answers kept for the next pods.
+    async fn allocate(
+        &self,
+        pod: &PodAttach,
+        net: &CfgNetworkState,
+        group: Option<&EndpointGroupState>,
+        reserved: Option<Reserved>,
+        steps: &StepLog,
+    ) -> Result<CfgEndpointState> {
         let client = self.netmaster().await?;
-        let request = CreateEndpointRequest {
+        let mut request = CreateEndpointRequest {
             TenantName: pod.tenant.clone(),
             NetworkName: pod.network.clone(),
             ServiceName: pod.group.clone(),
@@ -644,16 +856,40 @@ impl Driver {
                 ..ConfigEp::default()
             },
             Labels: pod.labels.clone(),
+            ReserveAddresses: if self.may_reserve(pod, group) && self.reserve_low(net) {
+                self.cfg.address_reserve
+            } else {
+                0
+            },
         };
+        if let Some(r) = reserved {
+            request.ConfigEP.IPAddress = r.ipv4.to_string();
+            request.ConfigEP.IPv6Address = r.ipv6.map(|a| a.to_string()).unwrap_or_default();
+        }
+        let mut answer = steps
+            .time("netmaster", client.create_endpoint_reserving(&request))
+            .await;
+        if reserved.is_some()
+            && let Err(e) = &answer
+            && e.status() == Some(409)
+        {
+            // Not (or no longer) this host's to claim: netmaster picks one.
+            tracing::info!(endpoint = %pod.container_id, error = %e, "reserved address refused; asking for any");
+            request.ConfigEP.IPAddress.clear();
+            request.ConfigEP.IPv6Address.clear();
+            answer = steps
+                .time("netmaster", client.create_endpoint_reserving(&request))
+                .await;
+        }
+        if let Ok(r) = &answer {
+            self.listed_reserve(&net.id, r);
+        }
         let forget = |e: &master::client::ClientError| {
             if e.status().is_none() {
                 self.forget_netmaster();
             }
         };
-        let ep = steps
-            .time("netmaster", client.create_endpoint(&request))
-            .await
-            .inspect_err(forget)?;
+        let ep = answer.inspect_err(forget)?.EndpointConfig;
         // The pod's labels make it a provider of the services whose selectors they match;
         // deleting the endpoint withdraws it again. netmaster records them with the endpoint;
         // one that answers without them (older, no `Labels` in createEndpoint) gets
@@ -821,14 +1057,24 @@ impl Driver {
     /// `/plugin/deleteEndpoint`; an endpoint netmaster does not know is already released.
     async fn release_endpoint(&self, tenant: &str, network: &str, container: &str) -> Result<()> {
         let client = self.netmaster().await?;
+        // The addresses go to this host's reserve (netmaster frees them instead for a group
+        // with its own pool), so the next pod here gets the lowest one again.
         let request = DeleteEndpointRequest {
             TenantName: tenant.to_string(),
             NetworkName: network.to_string(),
             EndpointID: container.to_string(),
+            ReserveAddresses: if self.keeps_reserve() {
+                self.cfg.address_reserve
+            } else {
+                0
+            },
             ..DeleteEndpointRequest::default()
         };
-        match client.delete_endpoint(&request).await {
-            Ok(_) => Ok(()),
+        match client.delete_endpoint_reserving(&request).await {
+            Ok(answer) => {
+                self.listed_reserve(&CfgNetworkState::id_for(tenant, network), &answer);
+                Ok(())
+            }
             Err(e) if e.status() == Some(404) => Ok(()),
             Err(e) => {
                 if e.status().is_none() {

@@ -20,6 +20,7 @@ pub mod hostnat;
 pub mod infra;
 pub mod policy;
 pub mod remote;
+pub mod reserve;
 pub mod service;
 
 use crate::metrics::PluginMetrics;
@@ -76,6 +77,8 @@ struct State {
     host_routes: std::collections::BTreeSet<ipnet::Ipv4Net>,
     /// The OpenFlow port number last asked for a pod's port, by bridge name.
     last_ofport: BTreeMap<&'static str, u32>,
+    /// The addresses netmaster holds for this host's next pods.
+    reserve: reserve::AddressReserve,
 }
 
 /// See the module documentation.
