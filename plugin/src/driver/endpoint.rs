@@ -631,9 +631,9 @@ impl Driver {
     }
 
     /// Whether `pod` may take its address from this host's reserve: a reserve is kept
-    /// (`--address-reserve`), the runtime leaves the address to us, the pod asks for none of its
-    /// own, and its group hands out
-    /// the network's addresses (a group with its own pool does not).
+    /// (`--address-reserve`), the runtime leaves the address to us, the pod asks for none of
+    /// its own, and its group hands out the network's addresses (one with its own pool does
+    /// not).
     fn may_reserve(&self, pod: &PodAttach, group: Option<&EndpointGroupState>) -> bool {
         self.keeps_reserve()
             && !pod.handover
@@ -829,10 +829,9 @@ impl Driver {
     }
 
     /// netmaster's `/plugin/createEndpoint`: the address, MAC and group of the endpoint, and
-    /// its labels.
-    /// netmaster's createEndpoint for `pod`: the address `reserved` from this host's reserve
-    /// if it has one (asked again without it if netmaster no longer holds it for this host),
-    /// the reserve topped up, and the reserve netmaster answers kept for the next pods.
+    /// its labels. Names the address `reserved` from this host's reserve if it has one (and
+    /// asks again without it if netmaster no longer holds it for this host), asks for the
+    /// reserve to be topped up when it is low, and keeps the reserve netmaster lists.
     async fn allocate(
         &self,
         pod: &PodAttach,
