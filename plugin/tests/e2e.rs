@@ -1654,6 +1654,14 @@ fn hosts_take_pod_addresses_from_their_own_reserves_and_a_gone_hosts_come_back()
     }
     let flows_now = flows(&c, VXLAN_BRIDGE);
     assert!(!flows_now.contains("nw_src=10.51.0.4,"), "{flows_now}");
+    // It was re-addressed (not given the recorded address from the start): one `readdress` step.
+    let (status, metrics) = http("GET", &c.debug_addr, "/metrics").unwrap();
+    assert_eq!(status, 200, "{metrics}");
+    assert!(
+        metrics.lines().any(|l| l
+            .starts_with("netplugin_cni_add_step_duration_seconds_count{step=\"readdress\"} 1")),
+        "no readdress step counted:\n{metrics}"
+    );
 
     // B's netplugin is gone for good: its reserve is freed, its pods' addresses stay.
     c.kill_host_netplugin(&mut host_b);

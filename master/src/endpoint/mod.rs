@@ -104,6 +104,22 @@ fn is_zero64(n: &u64) -> bool {
     *n == 0
 }
 
+impl EndpointResponse {
+    /// The answer for `endpoint`, with the host's reserve (if one was asked for) as of the
+    /// network's reserve generation `net`'s record now holds.
+    fn new(
+        endpoint: CfgEndpointState,
+        host_reserve: Option<Vec<reserve::ReservedAddress>>,
+        net: &CfgNetworkState,
+    ) -> Self {
+        EndpointResponse {
+            EndpointConfig: endpoint,
+            ReserveGeneration: host_reserve.as_ref().map_or(0, |_| net.reserve_generation),
+            HostReserve: host_reserve,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct DeleteEndpointRequest {
@@ -173,6 +189,13 @@ pub fn endpoint_oper(ep: &CfgEndpointState) -> Value {
 struct Target {
     net: CfgNetworkState,
     epg: Option<EndpointGroupState>,
+}
+
+impl Target {
+    /// Whether the group hands out addresses of its own pool (not the network's).
+    fn has_own_pool(&self) -> bool {
+        self.epg.as_ref().is_some_and(|g| !g.ip_pool.is_empty())
+    }
 }
 
 fn strip_len(addr: &str) -> &str {
@@ -288,14 +311,33 @@ async fn give_back_address(tx: &mut Tx<'_>, t: &mut Target, ip: Ipv4Addr) -> Res
         (Some(mut map), Some(epg)) => {
             map.release(tx, &subnet, ip).await?;
             addr_map::save_group(tx, &mut map, epg).await?;
+            t.net.ep_addr_count = t.net.ep_addr_count.saturating_sub(1);
+            Ok(())
         }
-        _ => {
-            let mut map = AddrMap::network(&mut t.net)?;
-            map.release(tx, &subnet, ip).await?;
-            addr_map::save_network(tx, &mut map, &mut t.net).await?;
-        }
+        _ => give_back_to_network(tx, &mut t.net, Some(ip), None).await,
     }
-    t.net.ep_addr_count = t.net.ep_addr_count.saturating_sub(1);
+}
+
+/// Free `ip` in the network's own map and `ip6` in its IPv6 map (if it has one).
+async fn give_back_to_network(
+    tx: &mut Tx<'_>,
+    net: &mut CfgNetworkState,
+    ip: Option<Ipv4Addr>,
+    ip6: Option<Ipv6Addr>,
+) -> Result<()> {
+    if let Some(ip) = ip {
+        let subnet = net.subnet()?;
+        let mut map = AddrMap::network(net)?;
+        map.release(tx, &subnet, ip).await?;
+        addr_map::save_network(tx, &mut map, net).await?;
+        net.ep_addr_count = net.ep_addr_count.saturating_sub(1);
+    }
+    if let Some(ip6) = ip6
+        && let Some(mut map6) = Ipv6Map::network(net)?
+    {
+        map6.release(tx, ip6).await?;
+        map6.save(tx).await?;
+    }
     Ok(())
 }
 
@@ -478,7 +520,7 @@ pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<End
         ));
     }
     let mut t = Target { net, epg };
-    let own_pool = t.epg.as_ref().is_some_and(|g| !g.ip_pool.is_empty());
+    let own_pool = t.has_own_pool();
     // An address handed out by allocAddress, or in this host's reserve, is already marked
     // used: claim the reservation (a host's reserve holds network addresses, so not for a
     // group with its own pool).
@@ -554,13 +596,7 @@ pub async fn create_endpoint_in(tx: &mut Tx<'_>, ne: &NewEndpoint) -> Result<End
     if !ep.labels.is_empty() {
         follow_endpoint(tx, &ne.tenant, None, Some(&ep)).await?;
     }
-    Ok(EndpointResponse {
-        EndpointConfig: ep,
-        ReserveGeneration: host_reserve
-            .as_ref()
-            .map_or(0, |_| t.net.reserve_generation),
-        HostReserve: host_reserve,
-    })
+    Ok(EndpointResponse::new(ep, host_reserve, &t.net))
 }
 
 /// The first free address of the network's own map, marked used; `None` when it has none
@@ -611,21 +647,15 @@ pub async fn delete_endpoint_in(
     let mut t = Target { net, epg };
     let ip = ep.ip_address.parse::<Ipv4Addr>().ok();
     let ip6 = ep.ipv6_address.parse::<Ipv6Addr>().ok();
-    let own_pool = t.epg.as_ref().is_some_and(|g| !g.ip_pool.is_empty());
     let host_reserve = match ip {
-        Some(ip) if reserve > 0 && !own_pool && !ep.homing_host.is_empty() => {
+        Some(ip) if reserve > 0 && !t.has_own_pool() && !ep.homing_host.is_empty() => {
             Some(reserve::keep(tx, &mut t.net, &ep.homing_host, ip, ip6, reserve).await?)
         }
         _ => {
             if let Some(ip) = ip {
                 give_back_address(tx, &mut t, ip).await?;
             }
-            if let Some(ip6) = ip6
-                && let Some(mut map6) = Ipv6Map::network(&mut t.net)?
-            {
-                map6.release(tx, ip6).await?;
-                map6.save(tx).await?;
-            }
+            give_back_to_network(tx, &mut t.net, None, ip6).await?;
             None
         }
     };
@@ -638,13 +668,7 @@ pub async fn delete_endpoint_in(
     if !ep.labels.is_empty() {
         follow_endpoint(tx, &t.net.tenant, Some(&ep), None).await?;
     }
-    Ok(EndpointResponse {
-        EndpointConfig: ep,
-        ReserveGeneration: host_reserve
-            .as_ref()
-            .map_or(0, |_| t.net.reserve_generation),
-        HostReserve: host_reserve,
-    })
+    Ok(EndpointResponse::new(ep, host_reserve, &t.net))
 }
 
 /// The endpoint id a deleteEndpoint request names.

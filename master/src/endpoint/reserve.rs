@@ -26,7 +26,6 @@ use super::Target;
 use crate::error::Result;
 use crate::model::network::save_state as save_net_state;
 use crate::state::CfgNetworkState;
-use crate::state::addr_map::{self, AddrMap};
 use crate::state::addr_map6::Ipv6Map;
 use crate::state::reservations::{self, Holder, HostReservation};
 use crate::store::txn::Db;
@@ -111,7 +110,7 @@ async fn take_free(
             Ok(Some((ip, Some(ip6))))
         }
         None => {
-            give_back(tx, net, ip, None).await?;
+            super::give_back_to_network(tx, net, Some(ip), None).await?;
             Ok(None)
         }
     }
@@ -137,36 +136,8 @@ pub(super) async fn take_from_any(
     Ok(found)
 }
 
-/// Give a reserved address (and its IPv6 one) back to the network's maps.
-async fn give_back(
-    tx: &mut Tx<'_>,
-    net: &mut CfgNetworkState,
-    ip: Ipv4Addr,
-    ip6: Option<Ipv6Addr>,
-) -> Result<()> {
-    let subnet = net.subnet()?;
-    let mut map = AddrMap::network(net)?;
-    map.release(tx, &subnet, ip).await?;
-    addr_map::save_network(tx, &mut map, net).await?;
-    if let (Some(ip6), Some(mut map6)) = (ip6, Ipv6Map::network(net)?) {
-        map6.release(tx, ip6).await?;
-        map6.save(tx).await?;
-    }
-    net.ep_addr_count = net.ep_addr_count.saturating_sub(1);
-    Ok(())
-}
-
-/// The hosts holding a reserve on some network (one listing of every reservation: a few per
-/// host and network).
-pub async fn holders(store: &dyn StateStore) -> Result<BTreeSet<String>> {
-    Ok(listed(store)
-        .await?
-        .into_values()
-        .flat_map(|held| held.into_keys())
-        .collect())
-}
-
-/// Every host reservation, by network id then host.
+/// Every host reservation, by network id then host (one listing of every reservation: a few
+/// per host and network).
 async fn listed(
     store: &dyn StateStore,
 ) -> Result<BTreeMap<String, BTreeMap<String, Vec<Ipv4Addr>>>> {
@@ -181,10 +152,10 @@ async fn listed(
             continue;
         };
         // A record that does not decode is left to the transaction that meets it.
-        if let Ok(HostReservation { host, .. }) = serde_json::from_slice(&kv.value) {
+        if let Ok(Holder::Host(r)) = Holder::decode(&kv.key, &kv.value) {
             out.entry(net_id.to_string())
                 .or_default()
-                .entry(host)
+                .entry(r.host)
                 .or_default()
                 .push(ip);
         }
@@ -192,28 +163,32 @@ async fn listed(
     Ok(out)
 }
 
-/// Give back every address the hosts `gone` hold in reserve: one transaction per network,
-/// which re-reads each reservation (one claimed meanwhile is left alone). Answers how many
-/// addresses came back.
-pub async fn release_hosts(db: &Db, gone: &BTreeSet<String>) -> Result<usize> {
+/// Give back every address the hosts `gone` hold in reserve on the networks of `held` (as
+/// [`listed`]): one transaction per network, which re-reads each reservation (one claimed
+/// meanwhile is left alone). Answers how many addresses came back.
+async fn release_hosts(
+    db: &Db,
+    held: &BTreeMap<String, BTreeMap<String, Vec<Ipv4Addr>>>,
+    gone: &BTreeSet<String>,
+) -> Result<usize> {
     let mut released = 0;
-    for (net_id, by_host) in listed(db.store()).await? {
+    for (net_id, by_host) in held {
         if !by_host.keys().any(|h| gone.contains(h)) {
             continue;
         }
         released += db
             .write(async |tx| {
-                let Some(mut net) = super::load_net_by_id(tx, &net_id).await? else {
+                let Some(mut net) = super::load_net_by_id(tx, net_id).await? else {
                     return Ok(0);
                 };
                 let mut n = 0;
-                for (ip, holder) in reservations::of_network(tx, &net_id).await? {
+                for (ip, holder) in reservations::of_network(tx, net_id).await? {
                     let Holder::Host(r) = holder else { continue };
                     if !gone.contains(&r.host) {
                         continue;
                     }
-                    reservations::drop_reservation(tx, &net_id, ip);
-                    give_back(tx, &mut net, ip, r.ipv6()).await?;
+                    reservations::drop_reservation(tx, net_id, ip);
+                    super::give_back_to_network(tx, &mut net, Some(ip), r.ipv6()).await?;
                     n += 1;
                 }
                 if n > 0 {
@@ -237,17 +212,19 @@ pub async fn sweep(db: &Db, absent: &mut BTreeSet<String>) -> Result<usize> {
         .into_iter()
         .map(|s| s.Hostname)
         .collect();
-    let now_absent: BTreeSet<String> = holders(db.store())
-        .await?
-        .into_iter()
-        .filter(|h| !live.contains(h))
+    let held = listed(db.store()).await?;
+    let now_absent: BTreeSet<String> = held
+        .values()
+        .flat_map(|by_host| by_host.keys())
+        .filter(|h| !live.contains(*h))
+        .cloned()
         .collect();
     let gone: BTreeSet<String> = now_absent.intersection(absent).cloned().collect();
     *absent = now_absent;
     if gone.is_empty() {
         return Ok(0);
     }
-    let released = release_hosts(db, &gone).await?;
+    let released = release_hosts(db, &held, &gone).await?;
     tracing::info!(hosts = ?gone, released, "released the address reserves of hosts without a netplugin");
     absent.retain(|h| !gone.contains(h));
     Ok(released)
@@ -282,7 +259,7 @@ pub(super) async fn keep(
     let want = usize::try_from(want.min(MOST)).unwrap_or(0);
     for (ip, ip6) in held.split_off(want.min(held.len())) {
         reservations::drop_reservation(tx, &net.id, ip);
-        give_back(tx, net, ip, ip6).await?;
+        super::give_back_to_network(tx, net, Some(ip), ip6).await?;
     }
     Ok(held
         .into_iter()

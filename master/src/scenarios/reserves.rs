@@ -19,6 +19,16 @@ fn from_host(host: &str, container: &str, address: &str, reserve: u32) -> Create
     req
 }
 
+/// A store with the default tenant and network `n1` on `subnet` (and `ipv6`).
+async fn db_with_n1(subnet: &str, ipv6: Option<&str>) -> Db {
+    let db = db();
+    setup(&db).await;
+    let mut n = net("default", "n1", "vxlan", subnet, 0);
+    n.ipv6_subnet = ipv6.unwrap_or_default().into();
+    add_net(&db, n).await.unwrap();
+    db
+}
+
 async fn create(db: &Db, req: &CreateEndpointRequest) -> Result<EndpointResponse, Error> {
     let ne = NewEndpoint::parse(req)?;
     db.write(async |tx| endpoint::create_endpoint_in(tx, &ne).await)
@@ -52,11 +62,7 @@ async fn reserved(db: &Db) -> Vec<(String, String)> {
 /// allocated addresses; releaseAddress leaves them alone; the network deletes with them.
 #[tokio::test]
 async fn a_reserve_is_topped_up_with_a_create_and_claimed_by_its_host_only() {
-    let db = db();
-    setup(&db).await;
-    let mut n = net("default", "n1", "vxlan", "10.1.1.0/24", 0);
-    n.ipv6_subnet = "2001:db8::/120".into();
-    add_net(&db, n).await.unwrap();
+    let db = db_with_n1("10.1.1.0/24", Some("2001:db8::/120")).await;
 
     let first = create(&db, &from_host("host1", "c1", "", 3)).await.unwrap();
     assert_eq!(first.EndpointConfig.ip_address, "10.1.1.1");
@@ -129,11 +135,7 @@ async fn a_reserve_is_topped_up_with_a_create_and_claimed_by_its_host_only() {
 /// it gets another. No address is ever handed out twice.
 #[tokio::test]
 async fn a_full_network_takes_from_a_reserve_and_never_hands_out_twice() {
-    let db = db();
-    setup(&db).await;
-    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/29", 0))
-        .await
-        .unwrap();
+    let db = db_with_n1("10.1.1.0/29", None).await;
     let first = create(&db, &from_host("host1", "a1", "", 16))
         .await
         .unwrap();
@@ -182,11 +184,7 @@ async fn a_full_network_takes_from_a_reserve_and_never_hands_out_twice() {
 /// host's alone.
 #[tokio::test]
 async fn a_gone_hosts_reserve_is_released_after_two_sweeps() {
-    let db = db();
-    setup(&db).await;
-    let mut n = net("default", "n1", "vxlan", "10.1.1.0/24", 0);
-    n.ipv6_subnet = "2001:db8::/120".into();
-    add_net(&db, n).await.unwrap();
+    let db = db_with_n1("10.1.1.0/24", Some("2001:db8::/120")).await;
     let live = ServiceInfo {
         ServiceName: crate::registry::NETPLUGIN.into(),
         HostAddr: "192.0.2.1".into(),
@@ -245,11 +243,7 @@ async fn a_gone_hosts_reserve_is_released_after_two_sweeps() {
 /// first free one would be. Without a reserve size the address is freed as in Contiv.
 #[tokio::test]
 async fn a_delete_keeps_the_lowest_addresses_in_the_reserve() {
-    let db = db();
-    setup(&db).await;
-    add_net(&db, net("default", "n1", "vxlan", "10.1.1.0/24", 0))
-        .await
-        .unwrap();
+    let db = db_with_n1("10.1.1.0/24", None).await;
     create(&db, &from_host("host1", "c1", "", 2)).await.unwrap(); // .1; reserve .2 .3
     create(&db, &from_host("host1", "c2", "10.1.1.2", 2))
         .await

@@ -58,7 +58,8 @@ pub enum Holder {
 }
 
 impl Holder {
-    fn decode(key: &str, bytes: &[u8]) -> Result<Self> {
+    /// A reservation record as stored at `key`.
+    pub fn decode(key: &str, bytes: &[u8]) -> Result<Self> {
         if bytes.trim_ascii() == b"true" {
             return Ok(Holder::Anyone);
         }

@@ -654,23 +654,25 @@ impl Driver {
         };
         self.with_state(|s| {
             // An older listing may name an address an endpoint has meanwhile: this host's, or
-            // (taken from the reserve when the network ran out) one on another host.
-            let local: BTreeSet<&str> = s
+            // (taken from the reserve when the network ran out) one on another host. Only the
+            // listed addresses are looked for.
+            let listed: BTreeSet<&str> = held.iter().map(|r| r.IPv4Address.as_str()).collect();
+            let in_use: BTreeSet<String> = s
                 .local
                 .values()
                 .map(|l| l.oper.ip_address.as_str())
+                .chain(
+                    s.remote
+                        .values()
+                        .filter_map(|r| r.agent_id.split(':').next()),
+                )
+                .filter(|ip| listed.contains(ip))
+                .map(str::to_string)
                 .collect();
-            let remote: BTreeSet<&str> = s
-                .remote
-                .values()
-                .filter_map(|r| r.agent_id.split(':').next())
-                .collect();
-            let in_use = |ip: Ipv4Addr| {
-                let ip = ip.to_string();
-                local.contains(ip.as_str()) || remote.contains(ip.as_str())
-            };
             s.reserve
-                .listed(net_id, answer.ReserveGeneration, held, in_use);
+                .listed(net_id, answer.ReserveGeneration, held, |ip| {
+                    in_use.contains(&ip.to_string())
+                });
         });
     }
 
