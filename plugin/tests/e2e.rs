@@ -1451,6 +1451,16 @@ impl Drop for FamilyListener {
     }
 }
 
+/// The host end of `pod`'s veth: the interface of its CNI result outside the sandbox.
+fn host_end_of(pod: &CniPod) -> String {
+    pod.result["interfaces"]
+        .as_array()
+        .and_then(|all| all.iter().find(|i| i.get("sandbox").is_none()))
+        .and_then(|i| i["name"].as_str())
+        .unwrap_or_else(|| panic!("no host interface in {}", pod.result))
+        .to_string()
+}
+
 /// Dual-stack pods through libcni on two emulated hosts (a VXLAN network with an IPv6 subnet):
 /// ping6 crosses the hosts, and a group's deny rule (`in tcp 8000 deny`, netctl) holds over
 /// IPv6 as over IPv4 while the other port answers in both families.
@@ -1505,6 +1515,19 @@ fn dual_stack_pods_on_two_hosts_ping6_and_a_deny_rule_holds_in_both_families() {
         );
     }
     assert!(ping6(&b, &a6), "ping6 B -> A");
+    // The pod's host end carries its IPv6 packets with the kernel's IPv6 off: no address of
+    // its own, nothing solicited into the switch.
+    let host_end = host_end_of(&a);
+    let knob = format!("/proc/sys/net/ipv6/conf/{host_end}/disable_ipv6");
+    assert_eq!(c.host.exec(&["cat", &knob]).unwrap().trim(), "1", "{knob}");
+    let own = c
+        .host
+        .exec(&["ip", "-6", "-o", "addr", "show", "dev", &host_end])
+        .unwrap();
+    assert!(
+        own.trim().is_empty(),
+        "{host_end} has IPv6 addresses: {own}"
+    );
     let _listeners: Vec<FamilyListener> = ["-4", "-6"]
         .into_iter()
         .flat_map(|f| {

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::netpol::Policies;
+use crate::service::Service;
 
 /// One change through the agent API.
 #[derive(Debug, Clone)]
@@ -131,8 +132,8 @@ pub(super) fn touched(
     let Some(mut owners) = endpoint_owners(op, before, after) else {
         return Touched::All;
     };
-    let (b, a) = (settings_before.services, &settings_after.services);
-    owners.extend(service_changes(b, a));
+    let a = &settings_after.services;
+    owners.extend(service_changes(settings_before.services, a));
     if settings_before.stateful != settings_after.stateful() {
         owners.push(Owner::Conntrack);
     }
@@ -226,6 +227,7 @@ fn per_object(o: &Owner) -> bool {
             | Owner::RemoteEndpoint(_)
             | Owner::Rule(_)
             | Owner::Service(_)
+            | Owner::ServiceProvider(..)
             | Owner::Netpol(_)
             | Owner::Network(_)
             | Owner::HostAccess(_)
@@ -343,28 +345,77 @@ fn netpol_changes(op: &AgentOp, before: &Policies, after: &Policies) -> Vec<Owne
     out.into_iter().collect()
 }
 
-/// The service owners whose flows differ between `before` and `after`: every service whose
-/// spec, providers or group block changed, and the conntrack flows when any did.
-fn service_changes(before: &Services, after: &Services) -> Vec<Owner> {
-    let names: BTreeSet<&String> = before.iter().chain(after.iter()).map(|(n, _)| n).collect();
-    let mut out: Vec<Owner> = names
-        .into_iter()
-        .filter(|name| before.get(name) != after.get(name))
-        .map(|name| Owner::Service(name.clone()))
-        .collect();
+/// The service owners whose flows differ between `before` and `after`: the service part of
+/// every service whose spec, providers or group block changed, the parts of the providers that
+/// came or went (of every provider, when the spec or group block changed), and the conntrack
+/// flows when any service changed.
+fn service_changes(before: ServicesBefore<'_>, after: &Services) -> Vec<Owner> {
+    let mut out = Vec::new();
+    match before {
+        ServicesBefore::Unchanged => {}
+        ServicesBefore::One(name, previous) => {
+            service_change(name, previous, after.get(name), &mut out);
+        }
+        ServicesBefore::All(before) => {
+            let names: BTreeSet<&String> =
+                before.iter().chain(after.iter()).map(|(n, _)| n).collect();
+            for name in names {
+                service_change(name, before.get(name), after.get(name), &mut out);
+            }
+        }
+    }
     if !out.is_empty() {
         out.push(Owner::Conntrack);
     }
     out
 }
 
-/// The services `provider` is a provider of.
+/// The owners of service `name` that differ between `before` and `after` (see
+/// [`service_changes`]).
+fn service_change(
+    name: &str,
+    before: Option<&Service>,
+    after: Option<&Service>,
+    out: &mut Vec<Owner>,
+) {
+    if before == after {
+        return;
+    }
+    out.push(Owner::Service(name.to_string()));
+    let usable = |s: Option<&Service>| -> BTreeSet<Ipv4Addr> {
+        s.filter(|s| s.active_spec().is_some())
+            .map(|s| s.usable_providers().collect())
+            .unwrap_or_default()
+    };
+    let (old, new) = (usable(before), usable(after));
+    let same_flows = |b: &Service, a: &Service| b.spec == a.spec && b.index == a.index;
+    let providers: Vec<&Ipv4Addr> = match (before, after) {
+        // The providers' own flows are the same for the ones that stayed.
+        (Some(b), Some(a)) if same_flows(b, a) => old.symmetric_difference(&new).collect(),
+        _ => old.union(&new).collect(),
+    };
+    out.extend(
+        providers
+            .into_iter()
+            .map(|ip| Owner::ServiceProvider(name.to_string(), *ip)),
+    );
+}
+
+/// The owners of the services `provider` is a provider of, which hold what the endpoint DB
+/// knows of it: its own flows (its MAC, its IPv6 address) and, for a dual-stack service, the
+/// service's (its IPv6 address makes it an IPv6 provider).
 fn services_of_provider(services: &Services, provider: Ipv4Addr) -> Vec<Owner> {
-    services
+    let mut out = Vec::new();
+    for (name, s) in services
         .iter()
         .filter(|(_, s)| s.providers.contains(&provider))
-        .map(|(name, _)| Owner::Service(name.clone()))
-        .collect()
+    {
+        if s.spec.as_ref().is_some_and(|spec| spec.vip6.is_some()) {
+            out.push(Owner::Service(name.clone()));
+        }
+        out.push(Owner::ServiceProvider(name.clone(), provider));
+    }
+    out
 }
 
 /// What the agent needs of its settings as they were before an op: to recompute what the op
@@ -377,6 +428,13 @@ pub(super) enum SettingsUndo {
         previous: Vec<(String, Option<PolicyRule>)>,
         stateful: bool,
     },
+    /// The one service a service op changed, as it was before (`None`: it did not exist).
+    /// Copying the whole settings for it cost a copy of every rule and of every service's
+    /// providers, for each service a pod joins.
+    Service {
+        name: String,
+        previous: Option<Service>,
+    },
     /// The whole settings before the op.
     Whole(Box<Settings>),
     /// Nothing: the op is the endpoint DB's alone (networks, endpoints). Copying the settings
@@ -387,9 +445,20 @@ pub(super) enum SettingsUndo {
 /// The settings before an op, as far as [`touched`] looks at them.
 #[derive(Clone, Copy)]
 pub(super) struct Before<'a> {
-    pub services: &'a Services,
+    pub services: ServicesBefore<'a>,
     pub netpols: &'a Policies,
     pub stateful: bool,
+}
+
+/// The services before an op, as far as [`touched`] needs them.
+#[derive(Clone, Copy)]
+pub(super) enum ServicesBefore<'a> {
+    /// The op changed no service.
+    Unchanged,
+    /// The op changed at most this service, which was `previous` before it.
+    One(&'a str, Option<&'a Service>),
+    /// Any service may have changed: all of them before the op.
+    All(&'a Services),
 }
 
 impl SettingsUndo {
@@ -397,17 +466,22 @@ impl SettingsUndo {
     pub(super) fn before<'a>(&'a self, now: &'a Settings) -> Before<'a> {
         match self {
             SettingsUndo::Rules { stateful, .. } => Before {
-                services: &now.services,
+                services: ServicesBefore::Unchanged,
                 netpols: &now.netpols,
                 stateful: *stateful,
             },
+            SettingsUndo::Service { name, previous } => Before {
+                services: ServicesBefore::One(name, previous.as_ref()),
+                netpols: &now.netpols,
+                stateful: now.stateful(),
+            },
             SettingsUndo::Whole(s) => Before {
-                services: &s.services,
+                services: ServicesBefore::All(&s.services),
                 netpols: &s.netpols,
                 stateful: s.stateful(),
             },
             SettingsUndo::Unchanged => Before {
-                services: &now.services,
+                services: ServicesBefore::Unchanged,
                 netpols: &now.netpols,
                 stateful: now.stateful(),
             },
@@ -425,6 +499,7 @@ impl SettingsUndo {
                     };
                 }
             }
+            SettingsUndo::Service { name, previous } => s.services.put_back(&name, previous),
             SettingsUndo::Whole(before) => *s = *before,
             SettingsUndo::Unchanged => {}
         }
@@ -452,6 +527,16 @@ pub(super) fn apply_settings(
         | AgentOp::RemoveLocalEndpoint(_)
         | AgentOp::AddRemoteEndpoint(_)
         | AgentOp::RemoveRemoteEndpoint(_) => return Ok(SettingsUndo::Unchanged),
+        AgentOp::AddService { name, .. }
+        | AgentOp::RemoveService(name)
+        | AgentOp::SetServiceProviders { name, .. } => {
+            let previous = s.services.get(name).cloned();
+            change_settings(datapath, s, op)?;
+            return Ok(SettingsUndo::Service {
+                name: name.clone(),
+                previous,
+            });
+        }
         _ => {
             let whole = Box::new(s.clone());
             change_settings(datapath, s, op)?;
@@ -746,9 +831,13 @@ mod tests {
         match r.next(20) {
             12 | 13 => AgentOp::AddService {
                 name: service,
+                // Dual-stack services and affinity too: their flows depend on what the
+                // endpoint DB knows of a provider (its IPv6 address) and on every provider.
                 spec: ServiceSpec {
-                    affinity_timeout: None,
-                    vip6: None,
+                    affinity_timeout: (r.next(3) == 0).then_some(30),
+                    vip6: (r.next(2) == 0).then(|| {
+                        std::net::Ipv6Addr::new(0xfd00, 0x254, 0, 0, 0, 0, 0, r.next(3) as u16)
+                    }),
                     vip: Ipv4Addr::new(10, 254, 0, r.next(3) as u8),
                     ports: vec![crate::service::ServicePort {
                         protocol: crate::service::ServiceProtocol::Tcp,
@@ -782,7 +871,8 @@ mod tests {
                     mac: MacAddr([2, 2, 10, 1, 1, n]),
                     vlan,
                     ipv4: Some(Ipv4Addr::new(10, 1, 1, n)),
-                    ipv6: None,
+                    ipv6: (r.next(2) == 0)
+                        .then(|| std::net::Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, u16::from(n))),
                     epg: r.next(3) as u16,
                     epg_vlan: 0,
                     dscp: 0,
@@ -910,6 +1000,80 @@ mod tests {
             scratch.group_lines(),
             "{kind:?} {when}: groups"
         );
+    }
+
+    /// A provider that joins a service of 100 recomputes the service's own part (its group)
+    /// and the newcomer's flows, not the 100 others'; a spec change recomputes every provider.
+    #[test]
+    fn a_provider_joining_touches_its_service_and_itself() {
+        let datapath = VxlanBridge;
+        let table = EndpointTable::new();
+        let mut s = Settings::default();
+        let provider = |n: u32| Ipv4Addr::from(0x0a01_0000 + n);
+        let spec = ServiceSpec {
+            affinity_timeout: None,
+            vip6: None,
+            vip: Ipv4Addr::new(10, 254, 0, 1),
+            ports: vec![crate::service::ServicePort {
+                protocol: crate::service::ServiceProtocol::Tcp,
+                svc_port: 80,
+                prov_port: 8080,
+            }],
+        };
+        for op in [
+            AgentOp::AddService {
+                name: "web".into(),
+                spec: spec.clone(),
+            },
+            AgentOp::SetServiceProviders {
+                name: "web".into(),
+                providers: (1..=100).map(provider).collect(),
+            },
+        ] {
+            apply_settings(&datapath, &mut s, &op).unwrap();
+        }
+        let owners_of = |s: &mut Settings, op: AgentOp| -> BTreeSet<Owner> {
+            let undo = apply_settings(&datapath, s, &op).unwrap();
+            match touched(&op, &table, &table, undo.before(s), s) {
+                Touched::Owners(o) => o.into_iter().collect(),
+                other => panic!("{other:?}"),
+            }
+        };
+        let joined = owners_of(
+            &mut s,
+            AgentOp::SetServiceProviders {
+                name: "web".into(),
+                providers: (1..=101).map(provider).collect(),
+            },
+        );
+        assert_eq!(
+            joined,
+            BTreeSet::from([
+                Owner::Service("web".into()),
+                Owner::ServiceProvider("web".into(), provider(101)),
+                Owner::Conntrack,
+            ])
+        );
+        // The same spec again changes nothing.
+        let same = owners_of(
+            &mut s,
+            AgentOp::AddService {
+                name: "web".into(),
+                spec: spec.clone(),
+            },
+        );
+        assert!(same.is_empty(), "{same:?}");
+        // Another provider port: every provider's flows change.
+        let mut moved = spec;
+        moved.ports[0].prov_port = 8081;
+        let all = owners_of(
+            &mut s,
+            AgentOp::AddService {
+                name: "web".into(),
+                spec: moved,
+            },
+        );
+        assert_eq!(all.len(), 2 + 101, "{all:?}");
     }
 
     /// What the agent does with a batch (`batch.rs`): the settings parts of all ops, then

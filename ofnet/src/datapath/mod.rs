@@ -176,8 +176,11 @@ pub enum Owner {
     Network(u16),
     /// A policy rule, by id.
     Rule(String),
-    /// A service's groups and flows, by name.
+    /// A service's groups and the flows that depend on all its providers, by name.
     Service(String),
+    /// The flows of one provider of a service (by service name and provider address): a
+    /// provider that joins or leaves changes its own and its service's, not the others'.
+    ServiceProvider(String, Ipv4Addr),
     /// The conntrack lookups (while any service has a spec, or policy is stateful), the
     /// services' shared hairpin flows and the stateful policy's shared flows.
     Conntrack,
@@ -203,6 +206,7 @@ impl std::fmt::Display for Owner {
             Owner::Network(v) => write!(f, "network on VLAN {v}"),
             Owner::Rule(id) => write!(f, "rule {id}"),
             Owner::Service(name) => write!(f, "service {name}"),
+            Owner::ServiceProvider(name, ip) => write!(f, "service {name} provider {ip}"),
             Owner::Conntrack => write!(f, "the conntrack flows"),
             Owner::Netpol(o) => write!(f, "{o}"),
             Owner::Router => write!(f, "the router port"),
@@ -657,33 +661,35 @@ fn service_part(
             })
         }
         Owner::Service(name) => {
-            let Some(svc) = services.get(name) else {
-                return Ok(Part::default());
-            };
-            let Some(spec) = svc.active_spec() else {
+            let Some((svc, spec)) = services.get(name).and_then(|s| Some((s, s.active_spec()?)))
+            else {
                 return Ok(Part::default());
             };
             let providers: Vec<service::flows::Provider> = svc
                 .usable_providers()
                 .map(|ip| provider_of(topo.endpoints, ip))
                 .collect();
-            let (flows, groups) = service::flows::ServiceFlows {
-                name,
-                spec,
-                index: svc.index,
-                providers: &providers,
-                affinity_table: Some(id::SERVICE_AFFINITY),
-                pop_vlan: p.tagged,
-            }
-            .build(
-                p.table(id::SERVICE_DNAT)?,
-                id::DST_GROUP,
-                p.table(id::SERVICE_SNAT)?,
-                p.after_service_snat(),
-            )?;
+            let (flows, groups) = service_flows(p, name, spec, svc.index, &providers)
+                .build_service(service_tables(p)?)?;
             Ok(Part {
                 flows,
                 groups,
+                meters: Vec::new(),
+            })
+        }
+        Owner::ServiceProvider(name, ip) => {
+            let Some((svc, spec)) = services.get(name).and_then(|s| Some((s, s.active_spec()?)))
+            else {
+                return Ok(Part::default());
+            };
+            if !svc.usable_providers().any(|u| u == *ip) {
+                return Ok(Part::default());
+            }
+            let provider = provider_of(topo.endpoints, *ip);
+            Ok(Part {
+                flows: service_flows(p, name, spec, svc.index, &[])
+                    .build_provider(&provider, service_tables(p)?)?,
+                groups: Vec::new(),
                 meters: Vec::new(),
             })
         }
@@ -691,8 +697,36 @@ fn service_part(
     }
 }
 
+/// The flow builder of service `name` in pipeline `p`.
+fn service_flows<'a>(
+    p: &'static Pipeline,
+    name: &'a str,
+    spec: &'a service::ServiceSpec,
+    index: u32,
+    providers: &'a [service::flows::Provider],
+) -> service::flows::ServiceFlows<'a> {
+    service::flows::ServiceFlows {
+        name,
+        spec,
+        index,
+        providers,
+        affinity_table: Some(id::SERVICE_AFFINITY),
+        pop_vlan: p.tagged,
+    }
+}
+
+/// Where the services' flows live in pipeline `p`.
+fn service_tables(p: &'static Pipeline) -> Result<service::flows::ServiceTables, PipelineError> {
+    Ok(service::flows::ServiceTables {
+        dnat: p.table(id::SERVICE_DNAT)?,
+        dnat_next: id::DST_GROUP,
+        snat: p.table(id::SERVICE_SNAT)?,
+        snat_next: p.after_service_snat(),
+    })
+}
+
 /// The provider `ip`: the MAC and IPv6 address of the endpoint with address `ip` in any VRF of
-/// this bridge, when the endpoint DB has it.
+/// this bridge, and whether it is local, when the endpoint DB has it.
 fn provider_of(endpoints: &EndpointTable, ip: Ipv4Addr) -> service::flows::Provider {
     let ep = endpoints
         .vrfs()
@@ -701,14 +735,22 @@ fn provider_of(endpoints: &EndpointTable, ip: Ipv4Addr) -> service::flows::Provi
         ip,
         mac: ep.map(|e| e.mac.octets()),
         ipv6: ep.and_then(|e| e.ipv6_addr),
+        local: ep.is_some_and(Endpoint::is_local),
     }
 }
 
-/// Every service owner of `services`.
+/// Every service owner of `services`: each service, and each provider of a service with a
+/// spec.
 pub fn service_owners(services: &Services) -> impl Iterator<Item = Owner> + '_ {
-    services
-        .iter()
-        .map(|(name, _)| Owner::Service(name.clone()))
+    services.iter().flat_map(|(name, svc)| {
+        let providers = svc
+            .active_spec()
+            .map(|_| svc.usable_providers())
+            .into_iter()
+            .flatten()
+            .map(|ip| Owner::ServiceProvider(name.clone(), ip));
+        std::iter::once(Owner::Service(name.clone())).chain(providers)
+    })
 }
 
 /// The flows of a NetworkPolicy owner.

@@ -120,7 +120,7 @@ impl Datapath for VlanBridge {
             }
             Owner::Netpol(o) => return netpol_part(p, topo, o),
             Owner::Rule(rid) => return rule_part(p, topo, rid),
-            Owner::Service(_) | Owner::Conntrack => {
+            Owner::Service(_) | Owner::ServiceProvider(..) | Owner::Conntrack => {
                 return service_part(p, topo, owner);
             }
             Owner::Uplink(_)

@@ -239,7 +239,9 @@ impl Datapath for VlrouterBridge {
             Owner::Router => self.router_part(topo),
             Owner::Route(prefix) => self.route_part(topo, *prefix),
             Owner::Rule(rid) => rule_part(p, topo, rid),
-            Owner::Service(_) | Owner::Conntrack => service_part(p, topo, owner),
+            Owner::Service(_) | Owner::ServiceProvider(..) | Owner::Conntrack => {
+                service_part(p, topo, owner)
+            }
         }
     }
 

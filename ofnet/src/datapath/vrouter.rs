@@ -284,7 +284,9 @@ impl Datapath for VrouterBridge {
             Owner::RemoteEndpoint(rid) => self.remote_part(topo, rid),
             Owner::Network(vlan) => self.network_part(topo, *vlan),
             Owner::Rule(rid) => rule_part(self.pipeline(), topo, rid),
-            Owner::Service(_) | Owner::Conntrack => service_part(self.pipeline(), topo, owner),
+            Owner::Service(_) | Owner::ServiceProvider(..) | Owner::Conntrack => {
+                service_part(self.pipeline(), topo, owner)
+            }
             Owner::HostNat => match &topo.settings.host_nat {
                 Some(nat) => self.host_nat_part(nat),
                 None => Ok(Part::default()),

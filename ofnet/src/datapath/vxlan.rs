@@ -239,7 +239,9 @@ impl Datapath for VxlanBridge {
             Owner::RemoteEndpoint(rid) => self.remote_part(topo, rid),
             Owner::Network(vlan) => self.network_part(topo, *vlan),
             Owner::Rule(rid) => rule_part(self.pipeline(), topo, rid),
-            Owner::Service(_) | Owner::Conntrack => service_part(self.pipeline(), topo, owner),
+            Owner::Service(_) | Owner::ServiceProvider(..) | Owner::Conntrack => {
+                service_part(self.pipeline(), topo, owner)
+            }
             Owner::Netpol(o) => netpol_part(self.pipeline(), topo, o),
             Owner::Uplink(_)
             | Owner::Router

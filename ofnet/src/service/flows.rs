@@ -482,12 +482,16 @@ pub fn bucket(dnat: Table, port: &ServicePort, provider: Ipv4Addr, to: IpAddr) -
 }
 
 /// A provider as the flows see it: its IPv4 address (its name, and its connections'
-/// `ct_mark`), and what the endpoint DB knows of it: its MAC and IPv6 address.
+/// `ct_mark`), and what the endpoint DB knows of it: its MAC and IPv6 address, and whether it
+/// is an endpoint of this host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Provider {
     pub ip: Ipv4Addr,
     pub mac: Option<[u8; 6]>,
     pub ipv6: Option<Ipv6Addr>,
+    /// Only a local provider's packets to the VIP enter this bridge (a remote one's are
+    /// balanced on its own host), so only a local provider gets hairpin flows.
+    pub local: bool,
 }
 
 impl Provider {
@@ -514,40 +518,126 @@ pub struct ServiceFlows<'a> {
     pub pop_vlan: bool,
 }
 
+/// The tables a service's flows live in and continue to: `dnat` and where its forward flows
+/// go next, `snat` and where its reply flows go next.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceTables {
+    pub dnat: Table,
+    pub dnat_next: u8,
+    pub snat: Table,
+    pub snat_next: u8,
+}
+
 impl ServiceFlows<'_> {
-    /// The flows and groups (see the module documentation); `dnat_next` and `snat_next` are
-    /// where the forward and reply flows continue. A dual-stack service gets the same flows
+    /// Every flow and group of the service (see the module documentation): [`Self::build_service`]
+    /// and [`Self::build_provider`] of each provider. A dual-stack service gets the same flows
     /// and groups for its IPv6 VIP, over the providers whose IPv6 address is known.
-    pub fn build(
-        &self,
-        dnat: Table,
-        dnat_next: u8,
-        snat: Table,
-        snat_next: u8,
-    ) -> Result<(Vec<Flow>, Vec<Group>), PipelineError> {
-        let mut flows = Vec::new();
-        let mut groups = Vec::new();
-        for vip in self.spec.vips() {
-            self.build_family(
-                vip,
-                (dnat, dnat_next, snat, snat_next),
-                &mut flows,
-                &mut groups,
-            )?;
+    pub fn build(&self, tables: ServiceTables) -> Result<(Vec<Flow>, Vec<Group>), PipelineError> {
+        let (mut flows, groups) = self.build_service(tables)?;
+        for p in self.providers {
+            flows.extend(self.build_provider(p, tables)?);
         }
         Ok((flows, groups))
     }
 
-    /// The hairpin flows of `vip`, per port × provider whose MAC is known: the provider's own
-    /// connection to the VIP (DNATed to itself) is SNATed to the VIP in the hairpin zone and
-    /// sent back out of its port; its replies are looked up in the hairpin zone, then in the
-    /// VRF's zone, and sent back the same way. (Policy tables are not crossed: the pod talks to
-    /// itself.)
+    /// The flows and groups that depend on the whole set of providers: per port the balance
+    /// (or reject) flow, the select group, the hashed commit flows (one per provider index)
+    /// and the affinity lookup; per VIP the drops. A provider that comes or goes changes
+    /// these and its own [`Self::build_provider`] flows, not the other providers'.
+    pub fn build_service(
+        &self,
+        tables: ServiceTables,
+    ) -> Result<(Vec<Flow>, Vec<Group>), PipelineError> {
+        let mut flows = Vec::new();
+        let mut groups = Vec::new();
+        for vip in self.spec.vips() {
+            self.service_family(vip, tables, &mut flows, &mut groups)?;
+        }
+        Ok((flows, groups))
+    }
+
+    /// The flows of one provider `p` (one of [`Self::providers`]), for each VIP it has an
+    /// address in the family of: per port, the forward and reply flows of its connections, with
+    /// session affinity the learn flow and the commit of a client whose entry names it, and,
+    /// when it is local and its MAC known, the three hairpin flows.
+    pub fn build_provider(
+        &self,
+        p: &Provider,
+        tables: ServiceTables,
+    ) -> Result<Vec<Flow>, PipelineError> {
+        let mut flows = Vec::new();
+        for vip in self.spec.vips() {
+            if let Some(to) = p.address_for(vip) {
+                self.provider_family(vip, p, to, tables, &mut flows)?;
+            }
+        }
+        Ok(flows)
+    }
+
+    /// Session affinity of this service: the affinity table and the entries' idle timeout.
+    fn affinity(&self) -> Option<(u8, u16)> {
+        self.spec
+            .affinity_timeout
+            .zip(self.affinity_table)
+            .map(|(t, a)| (a, t))
+    }
+
+    /// Whether `port` is balanced by a hash the switch computes while it translates, with a
+    /// commit flow per provider index, rather than by a select group.
+    ///
+    /// UDP: OVS's select groups leave UDP ports out of their hash (userspace datapath). With
+    /// session affinity, TCP too: the group hashes in the datapath (`dp_hash`), so the cached
+    /// datapath flow of an affinity *miss* does not match on the client's source port: the
+    /// client's next connection would reuse it, skip the entry the first one just learned (the
+    /// cache is refreshed only when the revalidators next run) and be balanced anew. Multipath
+    /// reads the ports while the switch translates, so each new connection's miss is translated
+    /// afresh and sees the entry.
+    fn hashed_in_switch(&self, port: &ServicePort) -> bool {
+        port.protocol == ServiceProtocol::Udp || self.affinity().is_some()
+    }
+
+    /// The first packet of a new connection to `port` of `vip`, as the balance flows match it
+    /// (after the hash, for a hashed port: not yet hashed).
+    fn new_connection(&self, vip: IpAddr, port: &ServicePort) -> Match {
+        let m = first_packet(vip, port);
+        if self.hashed_in_switch(port) {
+            m.with(Oxm::int(HASHED_PROVIDER, 0, Some(u128::from(HASHED_BIT))))
+        } else {
+            m
+        }
+    }
+
+    /// A flow committing the new connections `m` selects to provider `p` at `to`.
+    fn commit_to(
+        &self,
+        dnat: Table,
+        port: &ServicePort,
+        m: Match,
+        p: &Provider,
+        to: IpAddr,
+    ) -> Result<Flow, PipelineError> {
+        Ok(dnat
+            .flow(
+                priority::MATCH,
+                m,
+                vec![Instruction::ApplyActions(vec![commit(
+                    dnat, port, p.ip, to,
+                )])],
+            )?
+            .owned_by(category::SERVICE, object_of(self.name)))
+    }
+
+    /// The hairpin flows of `vip` for port `port` and provider `p` (its address `addr`, its MAC
+    /// `mac`): the provider's own connection to the VIP (DNATed to itself) is SNATed to the VIP
+    /// in the hairpin zone and sent back out of its port; its replies are looked up in the
+    /// hairpin zone, then in the VRF's zone, and sent back the same way. (Policy tables are not
+    /// crossed: the pod talks to itself.)
     fn hairpin(
         &self,
         vip: IpAddr,
         dnat: Table,
-        providers: &[(Provider, IpAddr)],
+        port: &ServicePort,
+        (p, addr, mac): (&Provider, IpAddr, [u8; 6]),
         flows: &mut Vec<Flow>,
     ) -> Result<(), PipelineError> {
         let object = object_of(self.name);
@@ -562,85 +652,81 @@ impl ServiceFlows<'_> {
                 ..NatRange::default()
             },
         };
-        for port in &self.spec.ports {
-            for (p, addr) in providers {
-                let Some(mac) = p.mac else { continue };
-                let set_macs = [
-                    Action::set_field(Oxm::new(FieldId::ETH_SRC, &vip_mac, None)),
-                    Action::set_field(Oxm::new(FieldId::ETH_DST, &mac, None)),
-                ];
-                let [mv, ld] = hairpin_zone_setup();
-                let mut snat = set_macs.to_vec();
-                snat.extend([
-                    hairpin_bit(HAIRPIN_SNATTED),
-                    mv,
-                    ld,
-                    Action::Ct(Ct {
-                        flags: CT_COMMIT,
-                        zone: hairpin_zone(),
-                        recirc_table: dnat.id(),
-                        alg: 0,
-                        actions: vec![Action::Nat(Nat {
-                            flags: NAT_SRC,
-                            range: snat_to,
-                        })],
-                    }),
-                ]);
-                flows.push(
-                    dnat.flow(
-                        priority::HAIRPIN_SNAT,
-                        src_is(connection(vip, port, p.ip, false), *addr),
-                        vec![Instruction::ApplyActions(snat)],
-                    )?
-                    .owned_by(category::SERVICE, object),
-                );
-                let [mv, ld] = hairpin_zone_setup();
-                let lookup = vec![
-                    hairpin_bit(HAIRPIN_LOOKED_UP),
-                    mv,
-                    ld,
-                    Action::Ct(Ct {
-                        flags: 0,
-                        zone: hairpin_zone(),
-                        recirc_table: dnat.id(),
-                        alg: 0,
-                        actions: vec![Action::Nat(Nat::default())],
-                    }),
-                ];
-                flows.push(
-                    dnat.flow(
-                        priority::HAIRPIN_LOOKUP,
-                        src_is(dst_is(Match::new().ct_state(0, Some(ct::TRK)), vip), *addr)
-                            .ip_proto(port.protocol.ip_proto())
-                            .with(tp_src_oxm(port.protocol, port.prov_port)),
-                        vec![Instruction::ApplyActions(lookup)],
-                    )?
-                    .owned_by(category::SERVICE, object),
-                );
-                let back = back_out(set_macs.to_vec(), self.pop_vlan);
-                flows.push(
-                    dnat.flow(
-                        priority::HAIRPIN_OUT,
-                        tagged(
-                            dst_addr_is(connection(vip, port, p.ip, true), *addr).with(hairpin_is(
-                                HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP,
-                                HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP | HAIRPIN_SNATTED,
-                            )),
-                            self.pop_vlan,
-                        ),
-                        vec![Instruction::ApplyActions(back)],
-                    )?
-                    .owned_by(category::SERVICE, object),
-                );
-            }
-        }
+        let set_macs = [
+            Action::set_field(Oxm::new(FieldId::ETH_SRC, &vip_mac, None)),
+            Action::set_field(Oxm::new(FieldId::ETH_DST, &mac, None)),
+        ];
+        let [mv, ld] = hairpin_zone_setup();
+        let mut snat = set_macs.to_vec();
+        snat.extend([
+            hairpin_bit(HAIRPIN_SNATTED),
+            mv,
+            ld,
+            Action::Ct(Ct {
+                flags: CT_COMMIT,
+                zone: hairpin_zone(),
+                recirc_table: dnat.id(),
+                alg: 0,
+                actions: vec![Action::Nat(Nat {
+                    flags: NAT_SRC,
+                    range: snat_to,
+                })],
+            }),
+        ]);
+        flows.push(
+            dnat.flow(
+                priority::HAIRPIN_SNAT,
+                src_is(connection(vip, port, p.ip, false), addr),
+                vec![Instruction::ApplyActions(snat)],
+            )?
+            .owned_by(category::SERVICE, object),
+        );
+        let [mv, ld] = hairpin_zone_setup();
+        let lookup = vec![
+            hairpin_bit(HAIRPIN_LOOKED_UP),
+            mv,
+            ld,
+            Action::Ct(Ct {
+                flags: 0,
+                zone: hairpin_zone(),
+                recirc_table: dnat.id(),
+                alg: 0,
+                actions: vec![Action::Nat(Nat::default())],
+            }),
+        ];
+        flows.push(
+            dnat.flow(
+                priority::HAIRPIN_LOOKUP,
+                src_is(dst_is(Match::new().ct_state(0, Some(ct::TRK)), vip), addr)
+                    .ip_proto(port.protocol.ip_proto())
+                    .with(tp_src_oxm(port.protocol, port.prov_port)),
+                vec![Instruction::ApplyActions(lookup)],
+            )?
+            .owned_by(category::SERVICE, object),
+        );
+        let back = back_out(set_macs.to_vec(), self.pop_vlan);
+        flows.push(
+            dnat.flow(
+                priority::HAIRPIN_OUT,
+                tagged(
+                    dst_addr_is(connection(vip, port, p.ip, true), addr).with(hairpin_is(
+                        HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP,
+                        HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP | HAIRPIN_SNATTED,
+                    )),
+                    self.pop_vlan,
+                ),
+                vec![Instruction::ApplyActions(back)],
+            )?
+            .owned_by(category::SERVICE, object),
+        );
         Ok(())
     }
 
-    fn build_family(
+    /// [`Self::build_service`] for one VIP.
+    fn service_family(
         &self,
         vip: IpAddr,
-        (dnat, dnat_next, snat, snat_next): (Table, u8, Table, u8),
+        ServiceTables { dnat, .. }: ServiceTables,
         flows: &mut Vec<Flow>,
         groups: &mut Vec<Group>,
     ) -> Result<(), PipelineError> {
@@ -652,13 +738,8 @@ impl ServiceFlows<'_> {
             .iter()
             .filter_map(|p| p.address_for(vip).map(|a| (*p, a)))
             .collect();
+        let affinity = self.affinity();
         for (i, port) in self.spec.ports.iter().enumerate() {
-            let new_conn = dst_is(
-                Match::new().ct_state(ct::NEW | ct::TRK, Some(ct::NEW | ct::TRK)),
-                vip,
-            )
-            .ip_proto(port.protocol.ip_proto())
-            .with(port_oxm(port.protocol, port.svc_port));
             if providers.is_empty() {
                 let up = Action::Output {
                     port: OFPP_CONTROLLER.into(),
@@ -667,53 +748,27 @@ impl ServiceFlows<'_> {
                 flows.push(
                     dnat.flow(
                         priority::MATCH,
-                        new_conn,
+                        first_packet(vip, port),
                         vec![Instruction::ApplyActions(vec![up])],
                     )?
                     .owned_by(category::SERVICE, REJECT_COOKIE_OBJECT),
                 );
                 continue;
             }
+            let new_conn = self.new_connection(vip, port);
             let gid = group_id(self.index, i) | family_bit;
-            let affinity = self
-                .spec
-                .affinity_timeout
-                .zip(self.affinity_table)
-                .map(|(t, a)| (a, t));
-            // TCP: the select group. UDP: OVS's select groups leave UDP ports out of their
-            // hash (userspace datapath), so a multipath hash over addresses and ports picks a
-            // provider index, and a flow per index commits to that provider.
-            //
-            // With session affinity, TCP takes the multipath hash too. The group hashes in the
-            // datapath (`dp_hash`), so the cached datapath flow of an affinity *miss* does not
-            // match on the client's source port: the client's next connection would reuse it,
-            // skip the entry the first one just learned (the cache is refreshed only when the
-            // revalidators next run) and be balanced anew. Multipath reads the ports while the
-            // switch translates, so each new connection's miss is translated afresh and sees
-            // the entry.
-            let hashed_in_switch = port.protocol == ServiceProtocol::Udp || affinity.is_some();
-            // A new connection that `m` selects is committed to provider `p` (its address `to`).
-            let commit_to = |m: Match, p: &Provider, to: IpAddr| -> Result<Flow, PipelineError> {
-                Ok(dnat
-                    .flow(
-                        priority::MATCH,
-                        m,
-                        vec![Instruction::ApplyActions(vec![commit(
-                            dnat, port, p.ip, to,
-                        )])],
-                    )?
-                    .owned_by(category::SERVICE, object))
-            };
-            let (balance, new_conn) = if hashed_in_switch {
+            let balance = if self.hashed_in_switch(port) {
+                // A multipath hash over addresses and ports picks a provider index, and a flow
+                // per index commits to that provider.
                 for (k, (p, to)) in providers.iter().enumerate() {
-                    let m = new_conn.clone().with(Oxm::int(
+                    let m = first_packet(vip, port).with(Oxm::int(
                         HASHED_PROVIDER,
                         u128::from(HASHED_BIT) | k as u128,
                         Some(u128::from(HASHED_BIT | 0xffff)),
                     ));
-                    flows.push(commit_to(m, p, *to)?);
+                    flows.push(self.commit_to(dnat, port, m, p, *to)?);
                 }
-                let hash = vec![
+                vec![Instruction::ApplyActions(vec![
                     Action::Multipath(Multipath {
                         fields: HASH_L3L4_UDP,
                         basis: 0,
@@ -739,11 +794,7 @@ impl ServiceFlows<'_> {
                         table: Some(dnat.id()),
                         ct: false,
                     },
-                ];
-                (
-                    vec![Instruction::ApplyActions(hash)],
-                    new_conn.with(Oxm::int(HASHED_PROVIDER, 0, Some(u128::from(HASHED_BIT)))),
-                )
+                ])]
             } else {
                 groups.push(Group {
                     id: gid,
@@ -753,10 +804,7 @@ impl ServiceFlows<'_> {
                         .map(|(p, to)| bucket(dnat, port, p.ip, *to))
                         .collect(),
                 });
-                (
-                    vec![Instruction::ApplyActions(vec![Action::Group(gid)])],
-                    new_conn,
-                )
+                vec![Instruction::ApplyActions(vec![Action::Group(gid)])]
             };
             match affinity {
                 None => flows.push(
@@ -765,9 +813,8 @@ impl ServiceFlows<'_> {
                 ),
                 Some((table, _)) => {
                     // Look the client up in the affinity table, then come back: to its
-                    // recorded provider if it is still one, else through the hash (the learn
-                    // flow below then records the new choice).
-                    let looked_up = |v: u32| Oxm::int(AFFINITY_LOOKED_UP, u128::from(v), Some(1));
+                    // recorded provider if it is still one (that provider's flow), else through
+                    // the hash (the learn flow then records the new choice).
                     let lookup = vec![
                         Action::RegLoad {
                             dst: Subfield {
@@ -799,72 +846,14 @@ impl ServiceFlows<'_> {
                     flows.push(
                         dnat.flow(
                             priority::SERVICE_REBALANCE,
-                            new_conn.clone().with(looked_up(1)),
+                            new_conn.with(looked_up(1)),
                             balance,
                         )?
                         .owned_by(category::SERVICE, object),
                     );
-                    for (p, to) in &providers {
-                        let m = new_conn.clone().with(looked_up(1)).with(Oxm::int(
-                            AFFINITY_PROVIDER,
-                            u128::from(u32::from(p.ip)),
-                            None,
-                        ));
-                        flows.push(commit_to(m, p, *to)?);
-                    }
                 }
-            }
-            for (p, _) in &providers {
-                let mut to_provider = Vec::new();
-                if let Some(mac) = &p.mac {
-                    to_provider.push(Instruction::ApplyActions(vec![Action::set_field(
-                        Oxm::new(FieldId::ETH_DST, mac, None),
-                    )]));
-                }
-                to_provider.push(Instruction::GotoTable(dnat_next));
-                if let Some((table, timeout)) = affinity {
-                    // The first packet of a connection records the client's choice.
-                    let mut first = vec![learn_affinity(table, vip, port, p.ip, timeout)];
-                    if let Some(mac) = &p.mac {
-                        first.push(Action::set_field(Oxm::new(FieldId::ETH_DST, mac, None)));
-                    }
-                    flows.push(
-                        dnat.flow(
-                            priority::SERVICE_LEARN,
-                            connection_in(
-                                vip,
-                                port,
-                                p.ip,
-                                ct::NEW | ct::TRK,
-                                ct::NEW | ct::TRK | ct::RPL | ct::INV,
-                            ),
-                            vec![
-                                Instruction::ApplyActions(first),
-                                Instruction::GotoTable(dnat_next),
-                            ],
-                        )?
-                        .owned_by(category::SERVICE, object),
-                    );
-                }
-                flows.push(
-                    dnat.flow(
-                        priority::MATCH,
-                        connection(vip, port, p.ip, false),
-                        to_provider,
-                    )?
-                    .owned_by(category::SERVICE, object),
-                );
-                flows.push(
-                    snat.flow(
-                        priority::MATCH,
-                        connection(vip, port, p.ip, true),
-                        vec![Instruction::GotoTable(snat_next)],
-                    )?
-                    .owned_by(category::SERVICE, object),
-                );
             }
         }
-        self.hairpin(vip, dnat, &providers, flows)?;
         let stale = Match::new()
             .ct_state(ct::TRK, Some(ct::TRK | ct::RPL | ct::INV))
             .with(ct_dst_oxm(vip))
@@ -878,6 +867,102 @@ impl ServiceFlows<'_> {
         }
         Ok(())
     }
+
+    /// [`Self::build_provider`] for one VIP, which `p` has the address `to` in the family of.
+    fn provider_family(
+        &self,
+        vip: IpAddr,
+        p: &Provider,
+        to: IpAddr,
+        ServiceTables {
+            dnat,
+            dnat_next,
+            snat,
+            snat_next,
+        }: ServiceTables,
+        flows: &mut Vec<Flow>,
+    ) -> Result<(), PipelineError> {
+        let object = object_of(self.name);
+        let affinity = self.affinity();
+        for port in &self.spec.ports {
+            if let Some((table, timeout)) = affinity {
+                // A client whose affinity entry names this provider is committed to it.
+                let m = self
+                    .new_connection(vip, port)
+                    .with(looked_up(1))
+                    .with(Oxm::int(
+                        AFFINITY_PROVIDER,
+                        u128::from(u32::from(p.ip)),
+                        None,
+                    ));
+                flows.push(self.commit_to(dnat, port, m, p, to)?);
+                // The first packet of a connection records the client's choice.
+                let mut first = vec![learn_affinity(table, vip, port, p.ip, timeout)];
+                if let Some(mac) = &p.mac {
+                    first.push(Action::set_field(Oxm::new(FieldId::ETH_DST, mac, None)));
+                }
+                flows.push(
+                    dnat.flow(
+                        priority::SERVICE_LEARN,
+                        connection_in(
+                            vip,
+                            port,
+                            p.ip,
+                            ct::NEW | ct::TRK,
+                            ct::NEW | ct::TRK | ct::RPL | ct::INV,
+                        ),
+                        vec![
+                            Instruction::ApplyActions(first),
+                            Instruction::GotoTable(dnat_next),
+                        ],
+                    )?
+                    .owned_by(category::SERVICE, object),
+                );
+            }
+            let mut to_provider = Vec::new();
+            if let Some(mac) = &p.mac {
+                to_provider.push(Instruction::ApplyActions(vec![Action::set_field(
+                    Oxm::new(FieldId::ETH_DST, mac, None),
+                )]));
+            }
+            to_provider.push(Instruction::GotoTable(dnat_next));
+            flows.push(
+                dnat.flow(
+                    priority::MATCH,
+                    connection(vip, port, p.ip, false),
+                    to_provider,
+                )?
+                .owned_by(category::SERVICE, object),
+            );
+            flows.push(
+                snat.flow(
+                    priority::MATCH,
+                    connection(vip, port, p.ip, true),
+                    vec![Instruction::GotoTable(snat_next)],
+                )?
+                .owned_by(category::SERVICE, object),
+            );
+            if let Some(mac) = p.mac.filter(|_| p.local) {
+                self.hairpin(vip, dnat, port, (p, to, mac), flows)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The first packet of a new connection to `port` of `vip`.
+fn first_packet(vip: IpAddr, port: &ServicePort) -> Match {
+    dst_is(
+        Match::new().ct_state(ct::NEW | ct::TRK, Some(ct::NEW | ct::TRK)),
+        vip,
+    )
+    .ip_proto(port.protocol.ip_proto())
+    .with(port_oxm(port.protocol, port.svc_port))
+}
+
+/// `reg1` bit 0 = `v`: whether the affinity table was consulted.
+fn looked_up(v: u32) -> Oxm {
+    Oxm::int(AFFINITY_LOOKED_UP, u128::from(v), Some(1))
 }
 
 #[cfg(test)]
@@ -905,12 +990,12 @@ mod tests {
             affinity_table: Some(id::SERVICE_AFFINITY),
             pop_vlan: false,
         }
-        .build(
-            p.table(id::SERVICE_DNAT).unwrap(),
-            id::DST_GROUP,
-            p.table(id::SERVICE_SNAT).unwrap(),
-            id::MAC_DEST,
-        )
+        .build(ServiceTables {
+            dnat: p.table(id::SERVICE_DNAT).unwrap(),
+            dnat_next: id::DST_GROUP,
+            snat: p.table(id::SERVICE_SNAT).unwrap(),
+            snat_next: id::MAC_DEST,
+        })
         .unwrap()
     }
 
@@ -936,11 +1021,13 @@ mod tests {
                     ip: P1,
                     mac: Some([2, 2, 10, 1, 1, 11]),
                     ipv6: None,
+                    local: true,
                 },
                 Provider {
                     ip: Ipv4Addr::new(10, 1, 1, 12),
                     mac: None,
                     ipv6: None,
+                    local: true,
                 },
             ];
             let (flows, groups) = build(&s, 1, &providers, p);
@@ -976,11 +1063,13 @@ mod tests {
                 ip: P1,
                 mac: None,
                 ipv6: Some("fd00:1::11".parse().unwrap()),
+                local: true,
             },
             Provider {
                 ip: Ipv4Addr::new(10, 1, 1, 12),
                 mac: None,
                 ipv6: None,
+                local: true,
             },
         ];
         let (flows, groups) = build(&s, 0, &providers, &VXLAN_PIPELINE);
@@ -1017,6 +1106,35 @@ mod tests {
     }
 
     #[test]
+    fn only_a_local_provider_gets_hairpin_flows() {
+        let s = spec();
+        let provider = |local| Provider {
+            ip: P1,
+            mac: Some([2, 2, 10, 1, 1, 11]),
+            ipv6: None,
+            local,
+        };
+        let hairpins = |local| {
+            let (flows, _) = build(&s, 0, &[provider(local)], &VXLAN_PIPELINE);
+            let hairpin = [
+                priority::HAIRPIN_SNAT,
+                priority::HAIRPIN_LOOKUP,
+                priority::HAIRPIN_OUT,
+            ];
+            flows
+                .iter()
+                .filter(|f| hairpin.contains(&f.key.priority))
+                .count()
+        };
+        assert_eq!(hairpins(true), 3 * s.ports.len());
+        assert_eq!(
+            hairpins(false),
+            0,
+            "a remote provider's packets never enter this bridge"
+        );
+    }
+
+    #[test]
     fn a_port_without_providers_rejects_through_the_controller() {
         let s = spec();
         let (flows, groups) = build(&s, 0, &[], &VLAN_PIPELINE);
@@ -1035,6 +1153,7 @@ mod tests {
             ip: P1,
             mac: None,
             ipv6: None,
+            local: true,
         }];
         let (flows, groups) = build(&s, 0, &providers, &VLAN_PIPELINE);
         let lines = text::flows(&flows);

@@ -336,6 +336,14 @@ impl Services {
         }
     }
 
+    /// Put service `name` back as it was (`None`: absent), undoing a refused change.
+    pub fn put_back(&mut self, name: &str, previous: Option<Service>) {
+        match previous {
+            Some(s) => self.by_name.insert(name.to_string(), s),
+            None => self.by_name.remove(name),
+        };
+    }
+
     /// Forget a service: spec and providers. Unknown names are fine (`false`).
     pub fn remove(&mut self, name: &str) -> bool {
         self.by_name.remove(name).is_some()

@@ -279,6 +279,14 @@ fn format_steps(steps: &[(&'static str, std::time::Duration)]) -> String {
         .join(", ")
 }
 
+/// IPv6 off on a pod's host end (see [`crate::netlink::Netlink::disable_ipv6_here`]); the
+/// pod works without it, so a kernel without IPv6 or a read-only `/proc/sys` is only logged.
+fn quiet_host_end(nl: &crate::netlink::Netlink, host_end: &str) {
+    if let Err(e) = nl.disable_ipv6_here(host_end) {
+        tracing::debug!(error = %e, "IPv6 left on");
+    }
+}
+
 /// A new port's OpenFlow number from whichever says it first: the switch (its PORT_STATUS:
 /// the port is installed under the number asked for; see `ofctrl::ports`) or OVSDB (the
 /// number ovs-vswitchd wrote back a few milliseconds later, whatever it is, or the error why
@@ -940,10 +948,15 @@ impl Driver {
                 nl.create_veth(&host, &ifname).await?;
                 nl.set_mtu(&host, mtu).await?;
                 nl.set_mtu(&ifname, mtu).await?;
+                quiet_host_end(&nl, &host);
                 nl.set_up(&host).await
             } else {
                 // One netlink request unless a leftover is in the way.
-                nl.create_veth_into(&host, &ifname, &netns, mtu, None).await
+                nl.create_veth_into(&host, &ifname, &netns, mtu, None)
+                    .await?;
+                // Before the pod's end comes up (the pod side waits for this step).
+                quiet_host_end(&nl, &host);
+                Ok(())
             }
         });
         steps.time("veth", veth).await?;

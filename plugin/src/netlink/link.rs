@@ -196,6 +196,23 @@ impl Netlink {
         }
     }
 
+    /// Turn the kernel's IPv6 off on link `name` of this connection's namespace, which must be
+    /// the calling thread's (the sysctl files belong to it). A pod's host end carries the
+    /// pod's packets to the switch and needs no address of its own; with IPv6 on, the moment
+    /// the pod's end comes up the kernel gives it a link-local address, runs duplicate address
+    /// detection, joins multicast groups and adds routes: solicitations sent into the switch
+    /// and route and address changes that ovs-vswitchd, which follows them, answers by reading
+    /// every route and address of the namespace again.
+    pub fn disable_ipv6_here(&self, name: &str) -> Result<(), NetlinkError> {
+        check_name(name)?;
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1").map_err(|e| {
+            NetlinkError::Invalid {
+                what: "IPv6 setting",
+                problem: format!("turning IPv6 off on {name} in {}: {e}", self.label),
+            }
+        })
+    }
+
     /// Apply one change to link `name`.
     async fn set(
         &self,

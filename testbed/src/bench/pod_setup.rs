@@ -62,6 +62,43 @@ pub struct PodSetupReport {
     /// Median of `contivk8s` answering a STATUS on its own: process start, connect, one
     /// request, exit.
     pub contivk8s_status_median_ms: f64,
+    /// CPU time (user and system) each daemon used while our ADDs ran, per pod: with services
+    /// also the providers' joins, which run beside the next pods' ADDs.
+    pub cpu_ms_per_pod: BTreeMap<String, f64>,
+}
+
+/// CPU time a process has used (user and system), in seconds; `None` once it is gone.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name (which may hold spaces), field 3 (state) onwards: utime and stime
+    // are fields 14 and 15, in clock ticks (USER_HZ, 100 per second on Linux).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
+/// The daemons of `cluster` whose CPU time the report gives, by name.
+fn daemons(cluster: &Cluster) -> Vec<(String, u32)> {
+    let (netmaster, netplugin) = cluster.pids();
+    let mut out: Vec<(String, u32)> = [("netmaster", netmaster), ("netplugin", netplugin)]
+        .into_iter()
+        .filter_map(|(n, p)| Some((n.to_string(), p?)))
+        .collect();
+    out.extend(cluster.etcd.pid().map(|p| ("etcd".to_string(), p)));
+    for pid in cluster.ovs.pids() {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        out.push((name.trim().to_string(), pid));
+    }
+    out
+}
+
+/// CPU seconds of each daemon now.
+fn cpu_now(daemons: &[(String, u32)]) -> BTreeMap<String, f64> {
+    daemons
+        .iter()
+        .filter_map(|(n, p)| Some((n.clone(), cpu_seconds(*p)?)))
+        .collect()
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -267,6 +304,8 @@ pub fn run_bench(pods: usize, concurrency: usize, services: usize) -> Result<Pod
     let netmaster_addr = cluster.netmaster_url.trim_start_matches("http://");
     let before = scrape(&cluster.debug_addr, "netplugin")?;
     let master_before = scrape(netmaster_addr, "netmaster")?;
+    let daemons = daemons(&cluster);
+    let cpu_before = cpu_now(&daemons);
     let ours = time_adds(pods, concurrency, &|ns, id| {
         cnirun(
             &bins,
@@ -274,6 +313,13 @@ pub fn run_bench(pods: usize, concurrency: usize, services: usize) -> Result<Pod
             &["add", &conf, id, &ns.path().to_string_lossy()],
         )
     })?;
+    let cpu_ms_per_pod: BTreeMap<String, f64> = cpu_now(&daemons)
+        .into_iter()
+        .filter_map(|(n, after)| {
+            let used = after - cpu_before.get(&n)?;
+            Some((n, 1000.0 * used / pods.max(1) as f64))
+        })
+        .collect();
     let after = scrape(&cluster.debug_addr, "netplugin")?;
     let master_after = scrape(netmaster_addr, "netmaster")?;
     for (ns, id) in &ours.made {
@@ -380,12 +426,27 @@ pub fn run_bench(pods: usize, concurrency: usize, services: usize) -> Result<Pod
         netmaster_etcd_mean_ms: etcd,
         bundle_mean_ms: bundles,
         contivk8s_status_median_ms: status_ms,
+        cpu_ms_per_pod,
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{histogram_sums, means_between, percentile};
+    use super::{cpu_seconds, histogram_sums, means_between, percentile};
+
+    #[test]
+    fn cpu_time_of_a_process_grows_with_its_work_and_ends_with_it() {
+        let me = std::process::id();
+        let before = cpu_seconds(me).expect("this process's CPU time");
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(60) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let after = cpu_seconds(me).expect("this process's CPU time");
+        assert!(after - before >= 0.02, "{before} -> {after}");
+        assert_eq!(cpu_seconds(u32::MAX), None);
+    }
 
     #[test]
     fn percentiles_of_sorted_samples() {
