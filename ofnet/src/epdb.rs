@@ -154,6 +154,11 @@ impl EndpointTable {
         self.local.values().filter_map(|id| self.endpoint(id))
     }
 
+    /// Whether any endpoint is local.
+    pub fn has_locals(&self) -> bool {
+        self.locals().next().is_some()
+    }
+
     /// Remote endpoints in id order.
     pub fn remotes(&self) -> impl Iterator<Item = &Endpoint> {
         self.endpoints().filter(|e| !e.is_local())

@@ -34,7 +34,7 @@ use ops::{SettingsUndo, Touched, apply_settings, endpoint_op, touched};
 use crate::arp;
 use crate::datapath::{
     Datapath, DatapathError, Desired, HeldPart, HostNatPort, Owner, PacketOut, RouterPort,
-    Settings, Topology, host::HostAccessPort,
+    Settings, Topology, host::HostAccessPort, service_owners,
 };
 use crate::epdb::{self, EndpointDb, EndpointDbError, EndpointOp, EndpointTable};
 use crate::flows::policy::rule_flows;

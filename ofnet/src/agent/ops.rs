@@ -152,6 +152,11 @@ pub(super) fn touched(
     if let Some(ip) = endpoint_ip {
         owners.extend(services_of_provider(a, ip));
     }
+    // A bridge's first local endpoint brings its services' flows, its last takes them away
+    // (a bridging datapath balances only its local endpoints' connections).
+    if before.has_locals() != after.has_locals() {
+        owners.extend(service_owners(a));
+    }
     Touched::Owners(owners)
 }
 

@@ -697,6 +697,25 @@ fn service_part(
     }
 }
 
+/// [`service_part`] on a bridging datapath (VLAN, VXLAN): only local endpoints' packets reach
+/// the balancing table (table 1 sends them to 3; uplink and tunnel traffic goes to 6), so on a
+/// bridge without a local endpoint a service has no client and needs no flow or group. A host
+/// whose pods are all on VXLAN networks keeps its services on that bridge alone, and a provider
+/// joining rewrites one bridge's groups, not two. The conntrack flows stay (stateful policy
+/// uses them too).
+fn bridged_service_part(
+    p: &'static Pipeline,
+    topo: &Topology<'_>,
+    owner: &Owner,
+) -> Result<Part, DatapathError> {
+    if matches!(owner, Owner::Service(_) | Owner::ServiceProvider(..))
+        && !topo.endpoints.has_locals()
+    {
+        return Ok(Part::default());
+    }
+    service_part(p, topo, owner)
+}
+
 /// The flow builder of service `name` in pipeline `p`.
 fn service_flows<'a>(
     p: &'static Pipeline,

@@ -7,8 +7,8 @@
 //! rules. Traffic arriving on an uplink was policed at its source and skips to table 6.
 
 use super::{
-    Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    local_class_flows, meter_part, netpol_part, pick_by_mac, rule_part, service_part,
+    Datapath, DatapathError, Owner, PacketOut, Part, Topology, bridged_service_part, common_owners,
+    dst_group_flows, local_class_flows, meter_part, netpol_part, pick_by_mac, rule_part,
 };
 use crate::flows::{self, category, push_vlan};
 use crate::model::{ArpMode, BridgeKind, Endpoint};
@@ -121,7 +121,7 @@ impl Datapath for VlanBridge {
             Owner::Netpol(o) => return netpol_part(p, topo, o),
             Owner::Rule(rid) => return rule_part(p, topo, rid),
             Owner::Service(_) | Owner::ServiceProvider(..) | Owner::Conntrack => {
-                return service_part(p, topo, owner);
+                return bridged_service_part(p, topo, owner);
             }
             Owner::Uplink(_)
             | Owner::Network(_)
@@ -162,6 +162,82 @@ mod tests {
     use crate::epdb::{EndpointOp, EndpointTable};
     use crate::model::{LocalEndpoint, MacAddr, Network, PolicyRule, RuleAction};
     use std::net::Ipv4Addr;
+
+    /// Only local endpoints' packets reach the balancing table, so a bridge without one holds
+    /// none of a service's flows or groups (its providers may live on the other bridge or
+    /// another host); its first local endpoint brings them, its last takes them away.
+    #[test]
+    fn services_live_only_on_a_bridge_with_local_endpoints() {
+        let mut t = EndpointTable::new();
+        t.apply(EndpointOp::AddNetwork(Network {
+            vlan: 10,
+            vni: 0,
+            gateway: None,
+            vrf: "t1".into(),
+        }))
+        .unwrap();
+        let mut s = Settings::default();
+        s.services
+            .set_spec(
+                "web",
+                crate::service::ServiceSpec {
+                    affinity_timeout: None,
+                    vip6: None,
+                    vip: Ipv4Addr::new(10, 254, 0, 10),
+                    ports: vec![crate::service::ServicePort {
+                        protocol: crate::service::ServiceProtocol::Tcp,
+                        svc_port: 80,
+                        prov_port: 8080,
+                    }],
+                },
+            )
+            .unwrap();
+        s.services.set_providers(
+            "web",
+            [Ipv4Addr::new(10, 1, 2, 2), Ipv4Addr::new(10, 1, 2, 3)],
+        );
+        let service = |t: &EndpointTable| {
+            let d = VlanBridge
+                .desired(&Topology {
+                    endpoints: t,
+                    settings: &s,
+                })
+                .unwrap();
+            let flows = d
+                .flow_lines()
+                .iter()
+                .filter(|l| l.contains("10.254.0.10"))
+                .count();
+            let groups = d
+                .group_lines()
+                .iter()
+                .filter(|l| l.contains("ct(commit"))
+                .count();
+            (flows, groups)
+        };
+        assert_eq!(service(&t), (0, 0), "no local endpoint, no client");
+        t.apply(EndpointOp::AddLocal {
+            endpoint: LocalEndpoint {
+                port_no: 2,
+                mac: MacAddr([2, 2, 10, 1, 1, 2]),
+                vlan: 10,
+                ipv4: Some(Ipv4Addr::new(10, 1, 1, 2)),
+                ipv6: None,
+                epg: 0,
+                epg_vlan: 0,
+                dscp: 0,
+                bandwidth: None,
+            },
+            originator: None,
+        })
+        .unwrap();
+        let (flows, groups) = service(&t);
+        assert_eq!(groups, 1);
+        // Balance, two drops, forward and reply per provider.
+        assert_eq!(flows, 1 + 2 + 2 * 2);
+        t.apply(EndpointOp::RemoveLocal(2)).unwrap();
+        assert_eq!(service(&t), (0, 0));
+    }
 
     fn topo_fixture() -> (EndpointTable, Settings) {
         let mut t = EndpointTable::new();

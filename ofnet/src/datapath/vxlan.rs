@@ -8,8 +8,8 @@
 //! floods to local ports and all VTEPs, everything from a VTEP only to local ports.
 
 use super::{
-    Datapath, DatapathError, Owner, PacketOut, Part, Topology, common_owners, dst_group_flows,
-    local_class_flows, meter_part, netpol_part, rule_part, service_part,
+    Datapath, DatapathError, Owner, PacketOut, Part, Topology, bridged_service_part, common_owners,
+    dst_group_flows, local_class_flows, meter_part, netpol_part, rule_part,
 };
 use crate::flows::{self, VID_PRESENT, category, object_of, push_vlan, set_tun_id};
 use crate::metadata;
@@ -240,7 +240,7 @@ impl Datapath for VxlanBridge {
             Owner::Network(vlan) => self.network_part(topo, *vlan),
             Owner::Rule(rid) => rule_part(self.pipeline(), topo, rid),
             Owner::Service(_) | Owner::ServiceProvider(..) | Owner::Conntrack => {
-                service_part(self.pipeline(), topo, owner)
+                bridged_service_part(self.pipeline(), topo, owner)
             }
             Owner::Netpol(o) => netpol_part(self.pipeline(), topo, o),
             Owner::Uplink(_)
