@@ -661,8 +661,7 @@ fn service_part(
             })
         }
         Owner::Service(name) => {
-            let Some((svc, spec)) = services.get(name).and_then(|s| Some((s, s.active_spec()?)))
-            else {
+            let Some((svc, spec)) = services.active(name) else {
                 return Ok(Part::default());
             };
             let providers: Vec<service::flows::Provider> = svc
@@ -678,13 +677,12 @@ fn service_part(
             })
         }
         Owner::ServiceProvider(name, ip) => {
-            let Some((svc, spec)) = services.get(name).and_then(|s| Some((s, s.active_spec()?)))
+            let Some((svc, spec)) = services
+                .active(name)
+                .filter(|(svc, _)| svc.is_usable_provider(*ip))
             else {
                 return Ok(Part::default());
             };
-            if !svc.usable_providers().any(|u| u == *ip) {
-                return Ok(Part::default());
-            }
             let provider = provider_of(topo.endpoints, *ip);
             Ok(Part {
                 flows: service_flows(p, name, spec, svc.index, &[])

@@ -556,10 +556,10 @@ impl ServiceFlows<'_> {
         Ok((flows, groups))
     }
 
-    /// The flows of one provider `p` (one of [`Self::providers`]), for each VIP it has an
-    /// address in the family of: per port, the forward and reply flows of its connections, with
-    /// session affinity the learn flow and the commit of a client whose entry names it, and,
-    /// when it is local and its MAC known, the three hairpin flows.
+    /// The flows of one provider `p` of the service (whatever [`Self::providers`] holds), for
+    /// each VIP it has an address in the family of: per port, the forward and reply flows of
+    /// its connections, with session affinity the learn flow and the commit of a client whose
+    /// entry names it, and, when it is local and its MAC known, the three hairpin flows.
     pub fn build_provider(
         &self,
         p: &Provider,

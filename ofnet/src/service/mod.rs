@@ -193,6 +193,11 @@ impl Service {
             .copied()
             .filter(move |p| Some(*p) != vip)
     }
+
+    /// Whether `ip` is one of [`Self::usable_providers`].
+    pub fn is_usable_provider(&self, ip: Ipv4Addr) -> bool {
+        self.providers.contains(&ip) && self.spec.as_ref().is_none_or(|s| s.vip != ip)
+    }
 }
 
 /// Every service of a bridge, by name.
@@ -208,6 +213,12 @@ impl Services {
 
     pub fn get(&self, name: &str) -> Option<&Service> {
         self.by_name.get(name)
+    }
+
+    /// Service `name` and its spec, when it has one.
+    pub fn active(&self, name: &str) -> Option<(&Service, &ServiceSpec)> {
+        let svc = self.by_name.get(name)?;
+        Some((svc, svc.active_spec()?))
     }
 
     pub fn is_empty(&self) -> bool {

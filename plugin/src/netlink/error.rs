@@ -24,6 +24,13 @@ pub enum NetlinkError {
     /// An argument is out of range (a name too long for the kernel, a bad MAC).
     #[error("invalid {what}: {problem}")]
     Invalid { what: &'static str, problem: String },
+    /// A kernel setting under `/proc/sys` could not be written.
+    #[error("cannot write {path}: {source}")]
+    Sysctl {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// The worker thread that runs requests inside a namespace failed.
     #[error("namespace worker thread: {0}")]
     Worker(String),

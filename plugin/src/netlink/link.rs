@@ -205,11 +205,10 @@ impl Netlink {
     /// every route and address of the namespace again.
     pub fn disable_ipv6_here(&self, name: &str) -> Result<(), NetlinkError> {
         check_name(name)?;
-        std::fs::write(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"), "1").map_err(|e| {
-            NetlinkError::Invalid {
-                what: "IPv6 setting",
-                problem: format!("turning IPv6 off on {name} in {}: {e}", self.label),
-            }
+        let path = format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6");
+        std::fs::write(&path, "1").map_err(|source| NetlinkError::Sysctl {
+            path: format!("{path} (in {})", self.label),
+            source,
         })
     }
 
