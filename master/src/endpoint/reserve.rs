@@ -44,6 +44,15 @@ pub struct ReservedAddress {
     pub IPv6Address: String,
 }
 
+impl ReservedAddress {
+    fn new(ip: Ipv4Addr, ip6: Option<Ipv6Addr>) -> Self {
+        ReservedAddress {
+            IPv4Address: ip.to_string(),
+            IPv6Address: ip6.map(|a| a.to_string()).unwrap_or_default(),
+        }
+    }
+}
+
 /// Make `host` hold `want` (at most [`MOST`]) reserved addresses of the target's network,
 /// fewer if the network runs out, and answer every address it holds there. Takes from the
 /// network's maps (a group's own pool is never reserved from); the caller saves the target.
@@ -53,34 +62,20 @@ pub(super) async fn top_up(
     host: &str,
     want: u32,
 ) -> Result<Vec<ReservedAddress>> {
-    let mut held: Vec<ReservedAddress> = reservations::of_network(tx, &t.net.id)
-        .await?
-        .into_iter()
-        .filter_map(|(ip, holder)| match holder {
-            Holder::Host(r) if r.host == host => Some(ReservedAddress {
-                IPv4Address: ip.to_string(),
-                IPv6Address: r.ipv6_address,
-            }),
-            _ => None,
-        })
-        .collect();
+    let mut held = reservations::held_by(tx, &t.net.id, host).await?;
     let want = usize::try_from(want.min(MOST)).unwrap_or(0);
     while held.len() < want {
         let Some((ip, ip6)) = take_free(tx, &mut t.net).await? else {
             break;
         };
-        let holder = HostReservation {
-            host: host.to_string(),
-            ipv6_address: ip6.map(|a| a.to_string()).unwrap_or_default(),
-        };
-        reservations::reserve_for_host(tx, &t.net.id, ip, &holder)?;
+        reservations::reserve_for_host(tx, &t.net.id, ip, &HostReservation::new(host, ip6))?;
         t.net.reserve_generation += 1;
-        held.push(ReservedAddress {
-            IPv4Address: ip.to_string(),
-            IPv6Address: holder.ipv6_address,
-        });
+        held.push((ip, ip6));
     }
-    Ok(held)
+    Ok(held
+        .into_iter()
+        .map(|(ip, ip6)| ReservedAddress::new(ip, ip6))
+        .collect())
 }
 
 /// The first free IPv4 address of the network (and the next IPv6 one on a dual-stack
@@ -241,20 +236,9 @@ pub(super) async fn keep(
     ip6: Option<Ipv6Addr>,
     want: u32,
 ) -> Result<Vec<ReservedAddress>> {
-    let holder = HostReservation {
-        host: host.to_string(),
-        ipv6_address: ip6.map(|a| a.to_string()).unwrap_or_default(),
-    };
-    reservations::reserve_for_host(tx, &net.id, ip, &holder)?;
+    reservations::reserve_for_host(tx, &net.id, ip, &HostReservation::new(host, ip6))?;
     net.reserve_generation += 1;
-    let mut held: Vec<(Ipv4Addr, Option<Ipv6Addr>)> = reservations::of_network(tx, &net.id)
-        .await?
-        .into_iter()
-        .filter_map(|(ip, holder)| match holder {
-            Holder::Host(r) if r.host == host => Some((ip, r.ipv6())),
-            _ => None,
-        })
-        .collect();
+    let mut held = reservations::held_by(tx, &net.id, host).await?;
     held.sort();
     let want = usize::try_from(want.min(MOST)).unwrap_or(0);
     for (ip, ip6) in held.split_off(want.min(held.len())) {
@@ -263,9 +247,6 @@ pub(super) async fn keep(
     }
     Ok(held
         .into_iter()
-        .map(|(ip, ip6)| ReservedAddress {
-            IPv4Address: ip.to_string(),
-            IPv6Address: ip6.map(|a| a.to_string()).unwrap_or_default(),
-        })
+        .map(|(ip, ip6)| ReservedAddress::new(ip, ip6))
         .collect())
 }

@@ -43,6 +43,14 @@ pub struct HostReservation {
 }
 
 impl HostReservation {
+    /// `host`'s reservation, with the IPv6 address reserved beside the IPv4 one (if any).
+    pub fn new(host: &str, ipv6: Option<Ipv6Addr>) -> Self {
+        HostReservation {
+            host: host.to_string(),
+            ipv6_address: ipv6.map(|a| a.to_string()).unwrap_or_default(),
+        }
+    }
+
     pub fn ipv6(&self) -> Option<Ipv6Addr> {
         self.ipv6_address.parse().ok()
     }
@@ -139,6 +147,23 @@ pub async fn of_network(tx: &mut Tx<'_>, net_id: &str) -> Result<Vec<(Ipv4Addr, 
         out.push((ip, Holder::decode(&k, &v)?));
     }
     Ok(out)
+}
+
+/// The addresses `host` holds in reserve on a network (each with its IPv6 partner), from the
+/// guarded listing of [`of_network`].
+pub async fn held_by(
+    tx: &mut Tx<'_>,
+    net_id: &str,
+    host: &str,
+) -> Result<Vec<(Ipv4Addr, Option<Ipv6Addr>)>> {
+    Ok(of_network(tx, net_id)
+        .await?
+        .into_iter()
+        .filter_map(|(ip, holder)| match holder {
+            Holder::Host(r) if r.host == host => Some((ip, r.ipv6())),
+            _ => None,
+        })
+        .collect())
 }
 
 /// Drop a reservation found by [`of_network`].

@@ -1015,16 +1015,8 @@ mod tests {
         let table = EndpointTable::new();
         let mut s = Settings::default();
         let provider = |n: u32| Ipv4Addr::from(0x0a01_0000 + n);
-        let spec = ServiceSpec {
-            affinity_timeout: None,
-            vip6: None,
-            vip: Ipv4Addr::new(10, 254, 0, 1),
-            ports: vec![crate::service::ServicePort {
-                protocol: crate::service::ServiceProtocol::Tcp,
-                svc_port: 80,
-                prov_port: 8080,
-            }],
-        };
+        let mut spec = crate::fixtures::web_spec();
+        spec.ports.truncate(1);
         for op in [
             AgentOp::AddService {
                 name: "web".into(),

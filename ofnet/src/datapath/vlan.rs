@@ -168,30 +168,11 @@ mod tests {
     /// another host); its first local endpoint brings them, its last takes them away.
     #[test]
     fn services_live_only_on_a_bridge_with_local_endpoints() {
-        let mut t = EndpointTable::new();
-        t.apply(EndpointOp::AddNetwork(Network {
-            vlan: 10,
-            vni: 0,
-            gateway: None,
-            vrf: "t1".into(),
-        }))
-        .unwrap();
+        use crate::fixtures::{VIP, endpoints, web_spec};
         let mut s = Settings::default();
-        s.services
-            .set_spec(
-                "web",
-                crate::service::ServiceSpec {
-                    affinity_timeout: None,
-                    vip6: None,
-                    vip: Ipv4Addr::new(10, 254, 0, 10),
-                    ports: vec![crate::service::ServicePort {
-                        protocol: crate::service::ServiceProtocol::Tcp,
-                        svc_port: 80,
-                        prov_port: 8080,
-                    }],
-                },
-            )
-            .unwrap();
+        let mut spec = web_spec();
+        spec.ports.truncate(1);
+        s.services.set_spec("web", spec).unwrap();
         s.services.set_providers(
             "web",
             [Ipv4Addr::new(10, 1, 2, 2), Ipv4Addr::new(10, 1, 2, 3)],
@@ -203,11 +184,8 @@ mod tests {
                     settings: &s,
                 })
                 .unwrap();
-            let flows = d
-                .flow_lines()
-                .iter()
-                .filter(|l| l.contains("10.254.0.10"))
-                .count();
+            let vip = VIP.to_string();
+            let flows = d.flow_lines().iter().filter(|l| l.contains(&vip)).count();
             let groups = d
                 .group_lines()
                 .iter()
@@ -215,22 +193,12 @@ mod tests {
                 .count();
             (flows, groups)
         };
-        assert_eq!(service(&t), (0, 0), "no local endpoint, no client");
-        t.apply(EndpointOp::AddLocal {
-            endpoint: LocalEndpoint {
-                port_no: 2,
-                mac: MacAddr([2, 2, 10, 1, 1, 2]),
-                vlan: 10,
-                ipv4: Some(Ipv4Addr::new(10, 1, 1, 2)),
-                ipv6: None,
-                epg: 0,
-                epg_vlan: 0,
-                dscp: 0,
-                bandwidth: None,
-            },
-            originator: None,
-        })
-        .unwrap();
+        assert_eq!(
+            service(&endpoints(10, &[])),
+            (0, 0),
+            "no local endpoint, no client"
+        );
+        let mut t = endpoints(10, &[(2, Ipv4Addr::new(10, 1, 1, 2))]);
         let (flows, groups) = service(&t);
         assert_eq!(groups, 1);
         // Balance, two drops, forward and reply per provider.

@@ -665,7 +665,7 @@ impl Driver {
             // (taken from the reserve when the network ran out) one on another host. Only the
             // listed addresses are looked for.
             let listed: BTreeSet<&str> = held.iter().map(|r| r.IPv4Address.as_str()).collect();
-            let in_use: BTreeSet<String> = s
+            let in_use: BTreeSet<Ipv4Addr> = s
                 .local
                 .values()
                 .map(|l| l.oper.ip_address.as_str())
@@ -675,11 +675,11 @@ impl Driver {
                         .filter_map(|r| r.agent_id.split(':').next()),
                 )
                 .filter(|ip| listed.contains(ip))
-                .map(str::to_string)
+                .filter_map(|ip| ip.parse().ok())
                 .collect();
             s.reserve
                 .listed(net_id, answer.ReserveGeneration, held, |ip| {
-                    in_use.contains(&ip.to_string())
+                    in_use.contains(&ip)
                 });
         });
     }
