@@ -54,6 +54,7 @@ async fn attach(ovs: &Ovs, agent: &AgentHandle, last: u8) -> Pod {
         .unwrap();
     pod.exec(&["ip", "-6", "route", "add", "fd00:254::/64", "dev", "eth0"])
         .unwrap();
+    common::services::hairpin_neighbour(&pod, true);
     agent
         .add_local_endpoint(LocalEndpoint {
             port_no: ofport(ovs, pod.port_name()).await,
@@ -125,14 +126,16 @@ async fn a_dual_stack_service_balances_over_ipv6_and_ipv4() {
     agent.add_service("web", dual_stack_spec()).await.unwrap();
     settle(ovs);
 
-    // IPv4 and IPv6 conntrack lookups in tables 3 and 6, 3 shared hairpin flows; per family:
-    // TCP balance + 2 × (forward, reply), UDP balance + 2 × (commit, forward, reply), 2
-    // drops, 3 hairpin flows per port × provider.
+    // IPv4 and IPv6 conntrack lookups in tables 3 and 6; shared hairpin flows (per family a
+    // reply lookup in each zone and the reply's way out, and the SNATed packets' way out); per
+    // family: TCP balance + 2 × (forward, reply), UDP balance + 2 × (commit, forward, reply),
+    // 2 drops; and one hairpin flow per local endpoint (the client and the two providers) and
+    // family, whatever the services.
     let on_bridge = service_flows_on_bridge(ovs).await;
     assert_eq!(on_bridge, service_flows_of_agent(agent).await);
     assert_eq!(
         on_bridge.len(),
-        4 + 3 + 2 * (5 + 7 + 2 + 2 * 2 * 3),
+        4 + (2 * 3 + 1) + 2 * (5 + 7 + 2) + 3 * 2,
         "{on_bridge:#?}"
     );
     assert!(

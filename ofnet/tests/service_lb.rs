@@ -76,10 +76,11 @@ async fn balance(kind: BridgeKind) {
     // and the service's two drops.
     let on_bridge = service_flows_on_bridge(ovs).await;
     assert_eq!(on_bridge, service_flows_of_agent(agent).await);
-    // Hairpin: 2 shared flows, and 3 per port × provider.
+    // Hairpin: 4 shared flows, and one per local endpoint (the client and the three
+    // providers), whatever the services.
     assert_eq!(
         on_bridge.len(),
-        2 + (1 + 3 * 2) + (1 + 3 * 3) + 2 + 2 + 2 * 3 * 3,
+        2 + (1 + 3 * 2) + (1 + 3 * 3) + 2 + 4 + 4,
         "{on_bridge:#?}"
     );
     let groups = groups_on_bridge(ovs);

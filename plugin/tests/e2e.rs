@@ -936,6 +936,21 @@ fn service_vip_reaches_labelled_providers() {
         service_flows_present(&dump, vip, &provider.ip),
         "no balance or forward flow for the service:\n{dump}"
     );
+    // Hairpin: the provider reaches the service that balances it to itself. Its connection
+    // comes from the hairpin source, a static neighbour netplugin gives every pod.
+    let neighbours = provider.netns.exec(&["ip", "-4", "neigh", "show"]).unwrap();
+    assert!(
+        neighbours.lines().any(
+            |l| l.starts_with("169.254.42.1 dev eth0 lladdr 02:02:a9:fe:2a:01")
+                && l.contains("PERMANENT")
+        ),
+        "no hairpin neighbour in the pod:\n{neighbours}"
+    );
+    assert!(
+        tcp_connects(&provider, vip, 80),
+        "the provider does not reach its own service\n{}",
+        flows(&c, VXLAN_BRIDGE)
+    );
     let (status, body) = http("GET", &c.debug_addr, "/svcstats").unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(

@@ -157,6 +157,10 @@ pub(super) fn touched(
     if before.has_locals() != after.has_locals() {
         owners.extend(service_owners(a));
     }
+    // Each local endpoint's hairpin flow lives while any service has a spec.
+    if settings_before.services.any_active(a) != a.any_active() {
+        owners.extend(after.locals().map(|e| Owner::LocalEndpoint(e.port_no)));
+    }
     Touched::Owners(owners)
 }
 
@@ -464,6 +468,22 @@ pub(super) enum ServicesBefore<'a> {
     One(&'a str, Option<&'a Service>),
     /// Any service may have changed: all of them before the op.
     All(&'a Services),
+}
+
+impl ServicesBefore<'_> {
+    /// Whether any service had a spec before the op; `after` are the services after it.
+    fn any_active(&self, after: &Services) -> bool {
+        match self {
+            ServicesBefore::Unchanged => after.any_active(),
+            ServicesBefore::One(name, previous) => {
+                previous.is_some_and(|s| s.active_spec().is_some())
+                    || after
+                        .iter()
+                        .any(|(n, s)| n != name && s.active_spec().is_some())
+            }
+            ServicesBefore::All(before) => before.any_active(),
+        }
+    }
 }
 
 impl SettingsUndo {

@@ -27,6 +27,7 @@ pub mod vrouter;
 pub mod vxlan;
 
 use std::hash::BuildHasher;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::epdb::EndpointTable;
@@ -668,7 +669,7 @@ fn service_part(
                 .usable_providers()
                 .map(|ip| provider_of(topo.endpoints, ip))
                 .collect();
-            let (flows, groups) = service_flows(p, name, spec, svc.index, &providers)
+            let (flows, groups) = service_flows(name, spec, svc.index, &providers)
                 .build_service(service_tables(p)?)?;
             Ok(Part {
                 flows,
@@ -685,7 +686,7 @@ fn service_part(
             };
             let provider = provider_of(topo.endpoints, *ip);
             Ok(Part {
-                flows: service_flows(p, name, spec, svc.index, &[])
+                flows: service_flows(name, spec, svc.index, &[])
                     .build_provider(&provider, service_tables(p)?)?,
                 groups: Vec::new(),
                 meters: Vec::new(),
@@ -714,9 +715,8 @@ fn bridged_service_part(
     service_part(p, topo, owner)
 }
 
-/// The flow builder of service `name` in pipeline `p`.
+/// The flow builder of service `name`.
 fn service_flows<'a>(
-    p: &'static Pipeline,
     name: &'a str,
     spec: &'a service::ServiceSpec,
     index: u32,
@@ -728,7 +728,6 @@ fn service_flows<'a>(
         index,
         providers,
         affinity_table: Some(id::SERVICE_AFFINITY),
-        pop_vlan: p.tagged,
     }
 }
 
@@ -743,7 +742,7 @@ fn service_tables(p: &'static Pipeline) -> Result<service::flows::ServiceTables,
 }
 
 /// The provider `ip`: the MAC and IPv6 address of the endpoint with address `ip` in any VRF of
-/// this bridge, and whether it is local, when the endpoint DB has it.
+/// this bridge, when the endpoint DB has it.
 fn provider_of(endpoints: &EndpointTable, ip: Ipv4Addr) -> service::flows::Provider {
     let ep = endpoints
         .vrfs()
@@ -752,7 +751,6 @@ fn provider_of(endpoints: &EndpointTable, ip: Ipv4Addr) -> service::flows::Provi
         ip,
         mac: ep.map(|e| e.mac.octets()),
         ipv6: ep.and_then(|e| e.ipv6_addr),
-        local: ep.is_some_and(Endpoint::is_local),
     }
 }
 
@@ -808,8 +806,9 @@ pub fn netpol_owners(netpols: &Policies) -> impl Iterator<Item = Owner> + '_ {
 }
 
 /// A local endpoint's classification (table 1: spoof guard, VRF, group, DSCP, DNS punt; then
-/// table 3) and its destination-group flows (table 4), the same on every datapath but for the
-/// VLAN pushed on ingress (VXLAN bridge only).
+/// table 3), its destination-group flows (table 4) and, while any service has a spec, its
+/// hairpin flow (table 3: its own connections to a service balanced to itself), the same on
+/// every datapath but for the VLAN pushed on ingress (VXLAN bridge only).
 fn local_class_flows(
     p: &'static Pipeline,
     topo: &Topology<'_>,
@@ -833,6 +832,13 @@ fn local_class_flows(
         },
     )?;
     flows.extend(dst_group_flows(p, topo, ep)?);
+    if topo.settings.services.any_active() {
+        let dnat = p.table(id::SERVICE_DNAT)?;
+        let addrs = [ep.ip_addr.map(IpAddr::V4), ep.ipv6_addr.map(IpAddr::V6)];
+        for addr in addrs.into_iter().flatten() {
+            flows.push(service::flows::hairpin_snat(dnat, addr, ep.mac.octets())?);
+        }
+    }
     Ok(flows)
 }
 

@@ -138,20 +138,65 @@ fn hairpin_zone() -> CtZone {
     })
 }
 
-/// The shared hairpin flows of `dnat` (present while any service has a spec): a reply looked
-/// up in the hairpin zone is looked up in the VRF's zone next; a packet SNATed in the hairpin
-/// zone goes back out of its own port.
+/// The address a provider's own connection to a service it provides comes from (the
+/// connection is SNATed to it in the hairpin zone), and where the provider's replies go: never
+/// an endpoint's (IPv4 link-local), reached through the pod's default route like any address
+/// off its subnet. One address for every service makes a provider's hairpin flow one per
+/// provider, not one per service, port and provider.
+pub const HAIRPIN_SOURCE: Ipv4Addr = Ipv4Addr::new(169, 254, 42, 1);
+/// [`HAIRPIN_SOURCE`] for a dual-stack service's IPv6 VIP (a unique local address).
+pub const HAIRPIN_SOURCE6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x6861, 0x6972, 0x7069, 0, 0, 0, 1);
+
+/// The source MAC of the packets the hairpin flows send back to a provider.
+pub fn hairpin_mac() -> [u8; 6] {
+    super::vip_mac(HAIRPIN_SOURCE)
+}
+
+/// The hairpin source of `family` (the family of `ip`).
+fn hairpin_source_for(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => IpAddr::V4(HAIRPIN_SOURCE),
+        IpAddr::V6(_) => IpAddr::V6(HAIRPIN_SOURCE6),
+    }
+}
+
+/// The shared hairpin flows of `dnat` (present while any service has a spec), per family: a
+/// provider's reply to the hairpin source is looked up in the hairpin zone (which undoes the
+/// SNAT), then in the VRF's zone (which undoes the DNAT, so it comes from the VIP) and sent back
+/// out of its own port, to the MAC it came from; and a packet SNATed in the hairpin zone
+/// ([`hairpin_snat`]) goes back out of its own port.
 /// `pop_vlan`: the bridge carries its network's local VLAN inside the pipeline (VXLAN), so a
 /// packet sent straight back out of an endpoint port loses it first.
 pub fn hairpin_shared(dnat: Table, ipv6: bool, pop_vlan: bool) -> Result<Vec<Flow>, PipelineError> {
     let mut out = Vec::new();
-    let families: &[u16] = if ipv6 {
-        &[ETH_IPV4, ETH_IPV6]
+    let families: &[IpAddr] = if ipv6 {
+        &[IpAddr::V4(HAIRPIN_SOURCE), IpAddr::V6(HAIRPIN_SOURCE6)]
     } else {
-        &[ETH_IPV4]
+        &[IpAddr::V4(HAIRPIN_SOURCE)]
     };
-    for eth in families {
-        let lookup = Action::Ct(Ct {
+    for &source in families {
+        let [mv, ld] = hairpin_zone_setup();
+        let lookup = vec![
+            hairpin_bit(HAIRPIN_LOOKED_UP),
+            mv,
+            ld,
+            Action::Ct(Ct {
+                flags: 0,
+                zone: hairpin_zone(),
+                recirc_table: dnat.id(),
+                alg: 0,
+                actions: vec![Action::Nat(Nat::default())],
+            }),
+        ];
+        out.push(
+            dnat.flow(
+                priority::HAIRPIN_LOOKUP,
+                dst_is(Match::new().ct_state(0, Some(ct::TRK)), source),
+                vec![Instruction::ApplyActions(lookup)],
+            )?
+            .owned_by(category::SERVICE, 0),
+        );
+        let vrf_lookup = Action::Ct(Ct {
             flags: 0,
             zone: zone(),
             recirc_table: dnat.id(),
@@ -166,11 +211,44 @@ pub fn hairpin_shared(dnat: Table, ipv6: bool, pop_vlan: bool) -> Result<Vec<Flo
                         HAIRPIN_LOOKED_UP,
                         HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP,
                     ))
-                    .eth_type(*eth),
+                    .eth_type(eth_type_of(source)),
                 vec![Instruction::ApplyActions(vec![
                     hairpin_bit(HAIRPIN_VRF_LOOKED_UP),
-                    lookup,
+                    vrf_lookup,
                 ])],
+            )?
+            .owned_by(category::SERVICE, 0),
+        );
+        // The reply, translated both ways: back to the MAC it came from.
+        let to_sender = vec![
+            Action::RegMove {
+                src: Subfield {
+                    field: NxmHeader::of(FieldId::ETH_SRC),
+                    ofs: 0,
+                    n_bits: 48,
+                },
+                dst: Subfield {
+                    field: NxmHeader::of(FieldId::ETH_DST),
+                    ofs: 0,
+                    n_bits: 48,
+                },
+            },
+            Action::set_field(Oxm::new(FieldId::ETH_SRC, &hairpin_mac(), None)),
+        ];
+        out.push(
+            dnat.flow(
+                priority::HAIRPIN_OUT,
+                tagged(
+                    Match::new()
+                        .ct_state(ct::TRK | ct::RPL, Some(ct::TRK | ct::RPL | ct::INV))
+                        .with(hairpin_is(
+                            HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP,
+                            HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP | HAIRPIN_SNATTED,
+                        ))
+                        .eth_type(eth_type_of(source)),
+                    pop_vlan,
+                ),
+                vec![Instruction::ApplyActions(back_out(to_sender, pop_vlan))],
             )?
             .owned_by(category::SERVICE, 0),
         );
@@ -187,6 +265,59 @@ pub fn hairpin_shared(dnat: Table, ipv6: bool, pop_vlan: bool) -> Result<Vec<Flo
         .owned_by(category::SERVICE, 0),
     );
     Ok(out)
+}
+
+/// The hairpin flow of a local endpoint with address `addr` and MAC `mac` (present while any
+/// service has a spec): a packet from it to itself can only be its own connection to a service
+/// that balanced it to itself (DNATed in the VRF's zone); it is SNATed to the hairpin source in
+/// the hairpin zone (a pod drops a packet from its own address) and sent back out of its port
+/// by the shared flow. One per endpoint and family, whatever the services: the provider sees
+/// the connection come from [`HAIRPIN_SOURCE`] (or [`HAIRPIN_SOURCE6`]). Above the forward and
+/// affinity learn flows ([`priority::HAIRPIN_SNAT`]); policy tables are not crossed (the pod
+/// talks to itself).
+pub fn hairpin_snat(dnat: Table, addr: IpAddr, mac: [u8; 6]) -> Result<Flow, PipelineError> {
+    let snat_to = match hairpin_source_for(addr) {
+        IpAddr::V4(a) => NatRange {
+            ipv4_min: Some(a),
+            ..NatRange::default()
+        },
+        IpAddr::V6(a) => NatRange {
+            ipv6_min: Some(a),
+            ..NatRange::default()
+        },
+    };
+    let [mv, ld] = hairpin_zone_setup();
+    let actions = vec![
+        Action::set_field(Oxm::new(FieldId::ETH_SRC, &hairpin_mac(), None)),
+        Action::set_field(Oxm::new(FieldId::ETH_DST, &mac, None)),
+        hairpin_bit(HAIRPIN_SNATTED),
+        mv,
+        ld,
+        Action::Ct(Ct {
+            flags: CT_COMMIT,
+            zone: hairpin_zone(),
+            recirc_table: dnat.id(),
+            alg: 0,
+            actions: vec![Action::Nat(Nat {
+                flags: NAT_SRC,
+                range: snat_to,
+            })],
+        }),
+    ];
+    let m = src_is(
+        dst_is(
+            Match::new().ct_state(ct::TRK, Some(ct::TRK | ct::RPL | ct::INV)),
+            addr,
+        ),
+        addr,
+    );
+    Ok(dnat
+        .flow(
+            priority::HAIRPIN_SNAT,
+            m,
+            vec![Instruction::ApplyActions(actions)],
+        )?
+        .owned_by(category::SERVICE, 0))
 }
 
 /// With `pop_vlan`, `m` also requires the pipeline's VLAN (`pop_vlan` needs one).
@@ -207,28 +338,12 @@ fn back_out(mut actions: Vec<Action>, pop_vlan: bool) -> Vec<Action> {
     actions
 }
 
-/// `match` (already of `ip`'s family) with the destination address `ip`.
-fn dst_addr_is(m: Match, ip: IpAddr) -> Match {
-    match ip {
-        IpAddr::V4(a) => m.ipv4_dst(a, None),
-        IpAddr::V6(a) => m.ipv6_dst(a, None),
-    }
-}
-
 /// `match` with the source address `ip`.
 fn src_is(m: Match, ip: IpAddr) -> Match {
     match ip {
         IpAddr::V4(a) => m.ipv4_src(a, None),
         IpAddr::V6(a) => m.ipv6_src(a, None),
     }
-}
-
-fn tp_src_oxm(proto: ServiceProtocol, port: u16) -> Oxm {
-    let field = match proto {
-        ServiceProtocol::Tcp => FieldId::TCP_SRC,
-        ServiceProtocol::Udp => FieldId::UDP_SRC,
-    };
-    Oxm::int(field, u128::from(port), None)
 }
 
 /// The Ethernet type of an address's family.
@@ -482,16 +597,12 @@ pub fn bucket(dnat: Table, port: &ServicePort, provider: Ipv4Addr, to: IpAddr) -
 }
 
 /// A provider as the flows see it: its IPv4 address (its name, and its connections'
-/// `ct_mark`), and what the endpoint DB knows of it: its MAC and IPv6 address, and whether it
-/// is an endpoint of this host.
+/// `ct_mark`), and what the endpoint DB knows of it: its MAC and IPv6 address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Provider {
     pub ip: Ipv4Addr,
     pub mac: Option<[u8; 6]>,
     pub ipv6: Option<Ipv6Addr>,
-    /// Only a local provider's packets to the VIP enter this bridge (a remote one's are
-    /// balanced on its own host), so only a local provider gets hairpin flows.
-    pub local: bool,
 }
 
 impl Provider {
@@ -513,9 +624,6 @@ pub struct ServiceFlows<'a> {
     pub providers: &'a [Provider],
     /// The session affinity table, when the pipeline has one.
     pub affinity_table: Option<u8>,
-    /// The pipeline carries the network's local VLAN (VXLAN): hairpin packets sent straight
-    /// back out of an endpoint's port lose it first.
-    pub pop_vlan: bool,
 }
 
 /// The tables a service's flows live in and continue to: `dnat` and where its forward flows
@@ -625,101 +733,6 @@ impl ServiceFlows<'_> {
                 )])],
             )?
             .owned_by(category::SERVICE, object_of(self.name)))
-    }
-
-    /// The hairpin flows of `vip` for port `port` and provider `p` (its address `addr`, its MAC
-    /// `mac`): the provider's own connection to the VIP (DNATed to itself) is SNATed to the VIP
-    /// in the hairpin zone and sent back out of its port; its replies are looked up in the
-    /// hairpin zone, then in the VRF's zone, and sent back the same way. (Policy tables are not
-    /// crossed: the pod talks to itself.)
-    fn hairpin(
-        &self,
-        vip: IpAddr,
-        dnat: Table,
-        port: &ServicePort,
-        (p, addr, mac): (&Provider, IpAddr, [u8; 6]),
-        flows: &mut Vec<Flow>,
-    ) -> Result<(), PipelineError> {
-        let object = object_of(self.name);
-        let vip_mac = self.spec.vip_mac();
-        let snat_to = match vip {
-            IpAddr::V4(a) => NatRange {
-                ipv4_min: Some(a),
-                ..NatRange::default()
-            },
-            IpAddr::V6(a) => NatRange {
-                ipv6_min: Some(a),
-                ..NatRange::default()
-            },
-        };
-        let set_macs = [
-            Action::set_field(Oxm::new(FieldId::ETH_SRC, &vip_mac, None)),
-            Action::set_field(Oxm::new(FieldId::ETH_DST, &mac, None)),
-        ];
-        let [mv, ld] = hairpin_zone_setup();
-        let mut snat = set_macs.to_vec();
-        snat.extend([
-            hairpin_bit(HAIRPIN_SNATTED),
-            mv,
-            ld,
-            Action::Ct(Ct {
-                flags: CT_COMMIT,
-                zone: hairpin_zone(),
-                recirc_table: dnat.id(),
-                alg: 0,
-                actions: vec![Action::Nat(Nat {
-                    flags: NAT_SRC,
-                    range: snat_to,
-                })],
-            }),
-        ]);
-        flows.push(
-            dnat.flow(
-                priority::HAIRPIN_SNAT,
-                src_is(connection(vip, port, p.ip, false), addr),
-                vec![Instruction::ApplyActions(snat)],
-            )?
-            .owned_by(category::SERVICE, object),
-        );
-        let [mv, ld] = hairpin_zone_setup();
-        let lookup = vec![
-            hairpin_bit(HAIRPIN_LOOKED_UP),
-            mv,
-            ld,
-            Action::Ct(Ct {
-                flags: 0,
-                zone: hairpin_zone(),
-                recirc_table: dnat.id(),
-                alg: 0,
-                actions: vec![Action::Nat(Nat::default())],
-            }),
-        ];
-        flows.push(
-            dnat.flow(
-                priority::HAIRPIN_LOOKUP,
-                src_is(dst_is(Match::new().ct_state(0, Some(ct::TRK)), vip), addr)
-                    .ip_proto(port.protocol.ip_proto())
-                    .with(tp_src_oxm(port.protocol, port.prov_port)),
-                vec![Instruction::ApplyActions(lookup)],
-            )?
-            .owned_by(category::SERVICE, object),
-        );
-        let back = back_out(set_macs.to_vec(), self.pop_vlan);
-        flows.push(
-            dnat.flow(
-                priority::HAIRPIN_OUT,
-                tagged(
-                    dst_addr_is(connection(vip, port, p.ip, true), addr).with(hairpin_is(
-                        HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP,
-                        HAIRPIN_LOOKED_UP | HAIRPIN_VRF_LOOKED_UP | HAIRPIN_SNATTED,
-                    )),
-                    self.pop_vlan,
-                ),
-                vec![Instruction::ApplyActions(back)],
-            )?
-            .owned_by(category::SERVICE, object),
-        );
-        Ok(())
     }
 
     /// [`Self::build_service`] for one VIP.
@@ -942,9 +955,6 @@ impl ServiceFlows<'_> {
                 )?
                 .owned_by(category::SERVICE, object),
             );
-            if let Some(mac) = p.mac.filter(|_| p.local) {
-                self.hairpin(vip, dnat, port, (p, to, mac), flows)?;
-            }
         }
         Ok(())
     }
@@ -988,7 +998,6 @@ mod tests {
             index,
             providers,
             affinity_table: Some(id::SERVICE_AFFINITY),
-            pop_vlan: false,
         }
         .build(ServiceTables {
             dnat: p.table(id::SERVICE_DNAT).unwrap(),
@@ -1021,22 +1030,19 @@ mod tests {
                     ip: P1,
                     mac: Some([2, 2, 10, 1, 1, 11]),
                     ipv6: None,
-                    local: true,
                 },
                 Provider {
                     ip: Ipv4Addr::new(10, 1, 1, 12),
                     mac: None,
                     ipv6: None,
-                    local: true,
                 },
             ];
             let (flows, groups) = build(&s, 1, &providers, p);
             assert!(flows.iter().all(|f| f.category == category::SERVICE));
             let lines = text::flows(&flows);
             // TCP: balance + 2 × (forward, reply); UDP: balance + 2 × (commit, forward,
-            // reply); 2 drops; hairpin: 3 per port for the provider whose MAC is known.
-            assert_eq!(lines.len(), 1 + 2 * 2 + 1 + 2 * 3 + 2 + 2 * 3, "{lines:#?}");
-            assert!(lines.contains(&"table=3, priority=205,ct_state=-trk,tcp,nw_src=10.1.1.11,nw_dst=10.254.0.10,tp_src=8080 actions=load:0x1->NXM_NX_REG3[0],move:OXM_OF_METADATA[32..39]->NXM_NX_REG3[16..23],load:0x1->NXM_NX_REG3[24..31],ct(table=3,zone=NXM_NX_REG3[16..31],nat)".to_string()), "hairpin reply: the hairpin zone first: {lines:#?}");
+            // reply); 2 drops. (Hairpin flows are the endpoints' and shared, not a service's.)
+            assert_eq!(lines.len(), 1 + 2 * 2 + 1 + 2 * 3 + 2, "{lines:#?}");
             assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,udp,reg2=0/0x10000,nw_dst=10.254.0.10,tp_dst=53 actions=multipath(symmetric_l3l4+udp,0,modulo_n,2,0,NXM_NX_REG2[0..15]),load:0x1->NXM_NX_REG2[16],resubmit(,3)".to_string()), "UDP: hashed with its ports: {lines:#?}");
             assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,udp,reg2=0x10001/0x1ffff,nw_dst=10.254.0.10,tp_dst=53 actions=ct(commit,table=3,zone=OXM_OF_METADATA[32..47],nat(dst=10.1.1.12:5353),exec(set_field:0xa01010c->ct_mark))".to_string()), "{lines:#?}");
             assert!(lines.contains(&"table=3, priority=100,ct_state=+new+trk,tcp,nw_dst=10.254.0.10,tp_dst=80 actions=group:1073742080".to_string()), "{lines:#?}");
@@ -1063,13 +1069,11 @@ mod tests {
                 ip: P1,
                 mac: None,
                 ipv6: Some("fd00:1::11".parse().unwrap()),
-                local: true,
             },
             Provider {
                 ip: Ipv4Addr::new(10, 1, 1, 12),
                 mac: None,
                 ipv6: None,
-                local: true,
             },
         ];
         let (flows, groups) = build(&s, 0, &providers, &VXLAN_PIPELINE);
@@ -1106,31 +1110,47 @@ mod tests {
     }
 
     #[test]
-    fn only_a_local_provider_gets_hairpin_flows() {
-        let s = spec();
-        let provider = |local| Provider {
+    fn hairpin_is_one_flow_per_endpoint_and_family_and_shared_flows() {
+        let dnat = VXLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap();
+        let v4 = hairpin_snat(dnat, IpAddr::V4(P1), [2, 2, 10, 1, 1, 11]).unwrap();
+        assert_eq!(
+            text::flow(&v4),
+            "table=3, priority=120,ct_state=-rpl-inv+trk,ip,nw_src=10.1.1.11,nw_dst=10.1.1.11 actions=set_field:02:02:a9:fe:2a:01->eth_src,set_field:02:02:0a:01:01:0b->eth_dst,load:0x1->NXM_NX_REG3[2],move:OXM_OF_METADATA[32..39]->NXM_NX_REG3[16..23],load:0x1->NXM_NX_REG3[24..31],ct(commit,table=3,zone=NXM_NX_REG3[16..31],nat(src=169.254.42.1))"
+        );
+        let v6 = hairpin_snat(dnat, "fd00:1::11".parse().unwrap(), [2; 6]).unwrap();
+        assert!(
+            text::flow(&v6).contains("nat(src=fd00:6861:6972:7069::1)"),
+            "{}",
+            text::flow(&v6)
+        );
+        let lines = text::flows(&hairpin_shared(dnat, true, true).unwrap());
+        for want in [
+            "table=3, priority=205,ct_state=-trk,ip,nw_dst=169.254.42.1 actions=load:0x1->NXM_NX_REG3[0],move:OXM_OF_METADATA[32..39]->NXM_NX_REG3[16..23],load:0x1->NXM_NX_REG3[24..31],ct(table=3,zone=NXM_NX_REG3[16..31],nat)",
+            "table=3, priority=205,ct_state=-trk,ipv6,ipv6_dst=fd00:6861:6972:7069::1 actions=load:0x1->NXM_NX_REG3[0],move:OXM_OF_METADATA[32..39]->NXM_NX_REG3[16..23],load:0x1->NXM_NX_REG3[24..31],ct(table=3,zone=NXM_NX_REG3[16..31],nat)",
+            "table=3, priority=204,ip,reg3=0x1/0x3 actions=load:0x1->NXM_NX_REG3[1],ct(table=3,zone=OXM_OF_METADATA[32..47],nat)",
+            "table=3, priority=210,ct_state=+rpl-inv+trk,ip,reg3=0x3/0x7,vlan_tci=0x1000/0x1000 actions=move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:02:02:a9:fe:2a:01->eth_src,pop_vlan,IN_PORT",
+            "table=3, priority=210,reg3=0x4/0x4,vlan_tci=0x1000/0x1000 actions=pop_vlan,IN_PORT",
+        ] {
+            assert!(lines.contains(&want.to_string()), "{want}\n{lines:#?}");
+        }
+        assert_eq!(lines.len(), 7, "{lines:#?}");
+        // A service's own flows hold no hairpin flow, whatever its providers.
+        let provider = Provider {
             ip: P1,
             mac: Some([2, 2, 10, 1, 1, 11]),
             ipv6: None,
-            local,
         };
-        let hairpins = |local| {
-            let (flows, _) = build(&s, 0, &[provider(local)], &VXLAN_PIPELINE);
-            let hairpin = [
-                priority::HAIRPIN_SNAT,
-                priority::HAIRPIN_LOOKUP,
-                priority::HAIRPIN_OUT,
-            ];
-            flows
-                .iter()
-                .filter(|f| hairpin.contains(&f.key.priority))
-                .count()
-        };
-        assert_eq!(hairpins(true), 3 * s.ports.len());
-        assert_eq!(
-            hairpins(false),
-            0,
-            "a remote provider's packets never enter this bridge"
+        let (flows, _) = build(&spec(), 0, &[provider], &VXLAN_PIPELINE);
+        let hairpin = [
+            priority::HAIRPIN_SNAT,
+            priority::HAIRPIN_LOOKUP,
+            priority::HAIRPIN_VRF_LOOKUP,
+            priority::HAIRPIN_OUT,
+        ];
+        assert!(
+            !flows.iter().any(|f| hairpin.contains(&f.key.priority)),
+            "{:#?}",
+            text::flows(&flows)
         );
     }
 
@@ -1153,7 +1173,6 @@ mod tests {
             ip: P1,
             mac: None,
             ipv6: None,
-            local: true,
         }];
         let (flows, groups) = build(&s, 0, &providers, &VLAN_PIPELINE);
         let lines = text::flows(&flows);

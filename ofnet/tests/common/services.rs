@@ -396,6 +396,7 @@ pub async fn attach(
     // The VIP is off the pods' subnet: reach it on-link, so the client ARPs for it.
     pod.exec(&["ip", "route", "add", "10.254.0.0/16", "dev", "eth0"])
         .unwrap();
+    hairpin_neighbour(&pod, false);
     let ep = endpoint(last, ofport(ovs, pod.port_name()).await);
     agent.add_local_endpoint(ep.clone()).await.unwrap();
     (pod, ep)
@@ -445,4 +446,34 @@ pub fn spec() -> ServiceSpec {
 pub fn tools_missing(test: &str) -> bool {
     super::missing_tool(test, "ethtool", "ethtool")
         || super::missing_tool(test, "python3", "python3")
+}
+
+/// What netplugin gives every pod for hairpin connections (a pod reaching a service balanced
+/// to itself): the hairpin source as a static neighbour of `eth0` (IPv4, and IPv6 with
+/// `ipv6`), so the pod's replies to it leave whatever its routes.
+pub fn hairpin_neighbour(pod: &Pod, ipv6: bool) {
+    use ofnet::service::flows::{HAIRPIN_SOURCE, HAIRPIN_SOURCE6, hairpin_mac};
+    let mac = ofnet::model::MacAddr(hairpin_mac()).to_string();
+    let mut sources = vec![("-4", HAIRPIN_SOURCE.to_string())];
+    if ipv6 {
+        sources.push(("-6", HAIRPIN_SOURCE6.to_string()));
+    }
+    for (family, source) in sources {
+        pod.exec(&["ip", family, "route", "add", &source, "dev", "eth0"])
+            .unwrap();
+        pod.exec(&[
+            "ip",
+            family,
+            "neigh",
+            "replace",
+            &source,
+            "lladdr",
+            &mac,
+            "dev",
+            "eth0",
+            "nud",
+            "permanent",
+        ])
+        .unwrap();
+    }
 }

@@ -22,6 +22,7 @@ use master::endpoint::{
     ConfigEp, CreateEndpointRequest, DeleteEndpointRequest, EndpointResponse, UpdateEndpointRequest,
 };
 use master::state::{CfgEndpointState, CfgNetworkState, EndpointGroupState};
+use ofnet::service::flows as hairpin;
 use ofnet::{BridgeKind, LocalEndpoint};
 
 use super::reserve::Reserved;
@@ -819,6 +820,17 @@ impl Driver {
             }
             if let Some(subnet) = service_route {
                 nl.add_onlink_route(&spec.ifname, subnet).await?;
+            }
+            // The hairpin source: where the pod's replies to its own connections to a service
+            // that balanced them to itself go (ofnet's hairpin flows), reachable whatever the
+            // pod's routes, one per family the pod has.
+            for address in &spec.addresses {
+                let source = match address.addr() {
+                    IpAddr::V4(_) => IpAddr::V4(hairpin::HAIRPIN_SOURCE),
+                    IpAddr::V6(_) => IpAddr::V6(hairpin::HAIRPIN_SOURCE6),
+                };
+                nl.add_static_neighbour(&spec.ifname, source, hairpin::hairpin_mac())
+                    .await?;
             }
             // This thread is inside the pod's namespace.
             Ok(tx_offload_off

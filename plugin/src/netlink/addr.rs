@@ -162,3 +162,59 @@ impl Netlink {
         Ok(out)
     }
 }
+
+/// `EEXIST`: the kernel's answer for a route or neighbour that is already there.
+const EEXIST: i32 = 17;
+
+impl Netlink {
+    /// Make `ip` a neighbour on link `name` at `mac`, whatever the link's subnets: a host route
+    /// (scope link) out of the link and a permanent neighbour entry, so the kernel sends to it
+    /// straight away, without a gateway or an ARP or neighbour solicitation. Already there:
+    /// nothing to do (a retried ADD).
+    pub async fn add_static_neighbour(
+        &self,
+        name: &str,
+        ip: IpAddr,
+        mac: [u8; 6],
+    ) -> Result<(), NetlinkError> {
+        let link = self.require_link(name).await?;
+        let route = match ip {
+            IpAddr::V4(a) => RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+                .destination_prefix(a, 32)
+                .output_interface(link.index)
+                .scope(netlink_packet_route::route::RouteScope::Link)
+                .build(),
+            IpAddr::V6(a) => RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+                .destination_prefix(a, 128)
+                .output_interface(link.index)
+                .scope(netlink_packet_route::route::RouteScope::Link)
+                .build(),
+        };
+        let added = self
+            .handle
+            .route()
+            .add(route)
+            .execute()
+            .await
+            .map_err(NetlinkError::request(format!(
+                "add route {ip} dev {name} in {}",
+                self.label()
+            )));
+        match added {
+            Err(e) if e.errno() == Some(EEXIST) => {}
+            other => other?,
+        }
+        self.handle
+            .neighbours()
+            .add(link.index, ip)
+            .link_layer_address(&mac)
+            .replace()
+            .execute()
+            .await
+            .map_err(NetlinkError::request(format!(
+                "add neighbour {ip} lladdr {} dev {name} in {}",
+                super::MacAddr(mac),
+                self.label()
+            )))
+    }
+}
