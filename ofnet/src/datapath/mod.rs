@@ -836,7 +836,12 @@ fn local_class_flows(
         let dnat = p.table(id::SERVICE_DNAT)?;
         let addrs = [ep.ip_addr.map(IpAddr::V4), ep.ipv6_addr.map(IpAddr::V6)];
         for addr in addrs.into_iter().flatten() {
-            flows.push(service::flows::hairpin_snat(dnat, addr, ep.mac.octets())?);
+            flows.push(service::flows::hairpin_snat(
+                dnat,
+                vrf_id,
+                addr,
+                ep.mac.octets(),
+            )?);
         }
     }
     Ok(flows)

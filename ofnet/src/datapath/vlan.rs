@@ -207,6 +207,59 @@ mod tests {
         assert_eq!(service(&t), (0, 0));
     }
 
+    #[test]
+    fn two_tenants_endpoints_with_one_address_each_get_their_hairpin_flow() {
+        use crate::fixtures::web_spec;
+        let mut t = EndpointTable::new();
+        let same = Ipv4Addr::new(10, 1, 1, 2);
+        for (port, vlan, vrf) in [(2, 10, "t1"), (3, 20, "t2")] {
+            t.apply(EndpointOp::AddNetwork(Network {
+                vlan,
+                vni: 0,
+                gateway: None,
+                vrf: vrf.into(),
+            }))
+            .unwrap();
+            t.apply(EndpointOp::AddLocal {
+                endpoint: LocalEndpoint {
+                    port_no: port,
+                    mac: MacAddr([2, 2, 10, 1, 1, port as u8]),
+                    vlan,
+                    ipv4: Some(same),
+                    ipv6: None,
+                    epg: 0,
+                    epg_vlan: 0,
+                    dscp: 0,
+                    bandwidth: None,
+                },
+                originator: None,
+            })
+            .unwrap();
+        }
+        let mut s = Settings::default();
+        let hairpins = |s: &Settings| {
+            let d = VlanBridge
+                .desired(&Topology {
+                    endpoints: &t,
+                    settings: s,
+                })
+                .unwrap();
+            d.flow_lines()
+                .into_iter()
+                .filter(|l| l.contains("nat(src=169.254.42.1)"))
+                .collect::<Vec<_>>()
+        };
+        assert!(hairpins(&s).is_empty(), "no service, no hairpin flow");
+        s.services.set_spec("web", web_spec()).unwrap();
+        let lines = hairpins(&s);
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(
+            lines[0].contains("metadata=0x100000000/0xff00000000")
+                && lines[1].contains("metadata=0x200000000/0xff00000000"),
+            "each in its own VRF: {lines:#?}"
+        );
+    }
+
     fn topo_fixture() -> (EndpointTable, Settings) {
         let mut t = EndpointTable::new();
         for vlan in [10, 20] {

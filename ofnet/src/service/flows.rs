@@ -39,6 +39,7 @@
 
 use super::{ServicePort, ServiceProtocol, ServiceSpec};
 use crate::flows::{ETH_IPV4, ETH_IPV6, NO_BUFFER, category, object_of};
+use crate::metadata;
 use crate::pipeline::{PipelineError, Table};
 use crate::priority;
 use ofctrl::{Flow, Group};
@@ -267,15 +268,20 @@ pub fn hairpin_shared(dnat: Table, ipv6: bool, pop_vlan: bool) -> Result<Vec<Flo
     Ok(out)
 }
 
-/// The hairpin flow of a local endpoint with address `addr` and MAC `mac` (present while any
-/// service has a spec): a packet from it to itself can only be its own connection to a service
-/// that balanced it to itself (DNATed in the VRF's zone); it is SNATed to the hairpin source in
-/// the hairpin zone (a pod drops a packet from its own address) and sent back out of its port
-/// by the shared flow. One per endpoint and family, whatever the services: the provider sees
-/// the connection come from [`HAIRPIN_SOURCE`] (or [`HAIRPIN_SOURCE6`]). Above the forward and
-/// affinity learn flows ([`priority::HAIRPIN_SNAT`]); policy tables are not crossed (the pod
-/// talks to itself).
-pub fn hairpin_snat(dnat: Table, addr: IpAddr, mac: [u8; 6]) -> Result<Flow, PipelineError> {
+/// The hairpin flow of a local endpoint in VRF `vrf_id` with address `addr` and MAC `mac`
+/// (present while any service has a spec): a packet from it to itself can only be its own
+/// connection to a service that balanced it to itself (DNATed in the VRF's zone); it is SNATed
+/// to the hairpin source in the hairpin zone (a pod drops a packet from its own address) and
+/// sent back out of its port by the shared flow. One per endpoint and family, whatever the
+/// services: the provider sees the connection come from [`HAIRPIN_SOURCE`] (or
+/// [`HAIRPIN_SOURCE6`]). Above the forward and affinity learn flows
+/// ([`priority::HAIRPIN_SNAT`]); policy tables are not crossed (the pod talks to itself).
+pub fn hairpin_snat(
+    dnat: Table,
+    vrf_id: u8,
+    addr: IpAddr,
+    mac: [u8; 6],
+) -> Result<Flow, PipelineError> {
     let snat_to = match hairpin_source_for(addr) {
         IpAddr::V4(a) => NatRange {
             ipv4_min: Some(a),
@@ -304,9 +310,12 @@ pub fn hairpin_snat(dnat: Table, addr: IpAddr, mac: [u8; 6]) -> Result<Flow, Pip
             })],
         }),
     ];
+    // In its VRF: two tenants' endpoints on one bridge may have the same address.
     let m = src_is(
         dst_is(
-            Match::new().ct_state(ct::TRK, Some(ct::TRK | ct::RPL | ct::INV)),
+            Match::new()
+                .ct_state(ct::TRK, Some(ct::TRK | ct::RPL | ct::INV))
+                .metadata(metadata::vrf(vrf_id), Some(metadata::VRF_MASK)),
             addr,
         ),
         addr,
@@ -1112,12 +1121,12 @@ mod tests {
     #[test]
     fn hairpin_is_one_flow_per_endpoint_and_family_and_shared_flows() {
         let dnat = VXLAN_PIPELINE.table(id::SERVICE_DNAT).unwrap();
-        let v4 = hairpin_snat(dnat, IpAddr::V4(P1), [2, 2, 10, 1, 1, 11]).unwrap();
+        let v4 = hairpin_snat(dnat, 1, IpAddr::V4(P1), [2, 2, 10, 1, 1, 11]).unwrap();
         assert_eq!(
             text::flow(&v4),
-            "table=3, priority=120,ct_state=-rpl-inv+trk,ip,nw_src=10.1.1.11,nw_dst=10.1.1.11 actions=set_field:02:02:a9:fe:2a:01->eth_src,set_field:02:02:0a:01:01:0b->eth_dst,load:0x1->NXM_NX_REG3[2],move:OXM_OF_METADATA[32..39]->NXM_NX_REG3[16..23],load:0x1->NXM_NX_REG3[24..31],ct(commit,table=3,zone=NXM_NX_REG3[16..31],nat(src=169.254.42.1))"
+            "table=3, priority=120,ct_state=-rpl-inv+trk,ip,metadata=0x100000000/0xff00000000,nw_src=10.1.1.11,nw_dst=10.1.1.11 actions=set_field:02:02:a9:fe:2a:01->eth_src,set_field:02:02:0a:01:01:0b->eth_dst,load:0x1->NXM_NX_REG3[2],move:OXM_OF_METADATA[32..39]->NXM_NX_REG3[16..23],load:0x1->NXM_NX_REG3[24..31],ct(commit,table=3,zone=NXM_NX_REG3[16..31],nat(src=169.254.42.1))"
         );
-        let v6 = hairpin_snat(dnat, "fd00:1::11".parse().unwrap(), [2; 6]).unwrap();
+        let v6 = hairpin_snat(dnat, 1, "fd00:1::11".parse().unwrap(), [2; 6]).unwrap();
         assert!(
             text::flow(&v6).contains("nat(src=fd00:6861:6972:7069::1)"),
             "{}",
