@@ -35,14 +35,14 @@ pub const SERVICE_CT: u16 = 200;
 /// Service hairpin (table 3): the second conntrack lookup of a hairpin reply, in the VRF's
 /// zone, above the conntrack entry (`SERVICE_CT`).
 pub const HAIRPIN_VRF_LOOKUP: u16 = 204;
-/// Service hairpin (table 3): a provider's reply to the VIP, looked up first in the hairpin
-/// zone.
+/// Service hairpin (table 3): a provider's reply to the hairpin source, looked up first in the
+/// hairpin zone.
 pub const HAIRPIN_LOOKUP: u16 = 205;
 /// Service hairpin (table 3): a hairpin packet, translated both ways, back out of the pod's
 /// own port; above every other service flow.
 pub const HAIRPIN_OUT: u16 = 210;
-/// Service hairpin (table 3): a provider's connection to its own service, SNATed to the VIP
-/// in the hairpin zone; above the affinity learn flow (`SERVICE_LEARN`).
+/// Service hairpin (table 3): a provider's connection to its own service, SNATed to the
+/// hairpin source in the hairpin zone; above the affinity learn flow (`SERVICE_LEARN`).
 pub const HAIRPIN_SNAT: u16 = 120;
 /// Per-VLAN flood flows (table 9, VXLAN bridge).
 pub const FLOOD: u16 = 10;

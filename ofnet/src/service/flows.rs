@@ -141,9 +141,10 @@ fn hairpin_zone() -> CtZone {
 
 /// The address a provider's own connection to a service it provides comes from (the
 /// connection is SNATed to it in the hairpin zone), and where the provider's replies go: never
-/// an endpoint's (IPv4 link-local), reached through the pod's default route like any address
-/// off its subnet. One address for every service makes a provider's hairpin flow one per
-/// provider, not one per service, port and provider.
+/// an endpoint's (IPv4 link-local); netplugin makes it a static neighbour of every pod (at
+/// [`hairpin_mac`]), so the replies reach the switch whatever the pod's routes. One address for
+/// every service makes the hairpin flow one per local endpoint, not one per service port and
+/// local provider.
 pub const HAIRPIN_SOURCE: Ipv4Addr = Ipv4Addr::new(169, 254, 42, 1);
 /// [`HAIRPIN_SOURCE`] for a dual-stack service's IPv6 VIP (a unique local address).
 pub const HAIRPIN_SOURCE6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x6861, 0x6972, 0x7069, 0, 0, 0, 1);

@@ -9,7 +9,7 @@ use netlink_packet_route::route::{RouteAddress, RouteAttribute};
 use rtnetlink::RouteMessageBuilder;
 
 use super::error::NetlinkError;
-use super::link::Netlink;
+use super::link::{EEXIST, Netlink};
 
 impl Netlink {
     /// Add `address` (with its prefix length) to link `name`. IPv6 addresses skip duplicate
@@ -162,9 +162,6 @@ impl Netlink {
         Ok(out)
     }
 }
-
-/// `EEXIST`: the kernel's answer for a route or neighbour that is already there.
-const EEXIST: i32 = 17;
 
 impl Netlink {
     /// Make `ip` a neighbour on link `name` at `mac`, whatever the link's subnets: a host route
