@@ -184,9 +184,17 @@ impl ServiceBook {
                                 .insert(ip, address);
                         }
                         Err(e) => {
-                            // Only this provider is left out; the service's others stay.
+                            // Only this provider is left out (also an address it had before);
+                            // the service's others stay.
                             tracing::warn!(%key, error = %e, "service provider does not parse");
-                            return None;
+                            let had = self
+                                .providers
+                                .get_mut(&id)
+                                .and_then(|list| list.remove(&ip));
+                            if self.providers.get(&id).is_some_and(BTreeMap::is_empty) {
+                                self.providers.remove(&id);
+                            }
+                            return had.map(|_| id);
                         }
                     }
                 }
@@ -428,10 +436,16 @@ mod tests {
         });
         let (_, ips) = book.joined("web:default").unwrap().agent_service().unwrap();
         assert_eq!(ips, [Ipv4Addr::new(10, 1, 1, 3)]);
-        // A provider record without an IPv4 address is left out; the others stay.
+        // A provider record without an IPv4 address is left out; the others stay. One that
+        // had an address loses it (the service is touched again).
         assert_eq!(
             book.take(put(&format!("{p}10.1.1.4"), provider("10.1.1"))),
             None
+        );
+        book.take(put(&format!("{p}10.1.1.5"), provider("10.1.1.5")));
+        assert_eq!(
+            book.take(put(&format!("{p}10.1.1.5"), provider("garbage"))),
+            Some("web:default".into())
         );
         let (_, ips) = book.joined("web:default").unwrap().agent_service().unwrap();
         assert_eq!(ips, [Ipv4Addr::new(10, 1, 1, 3)]);
