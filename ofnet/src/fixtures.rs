@@ -53,22 +53,28 @@ pub fn endpoint_table(
     .expect("a valid network");
     for &(port_no, ip) in locals {
         t.apply(EndpointOp::AddLocal {
-            endpoint: LocalEndpoint {
-                port_no,
-                mac: mac_of(ip),
-                vlan,
-                ipv4: Some(ip),
-                ipv6: None,
-                epg: 0,
-                epg_vlan: 0,
-                dscp: 0,
-                bandwidth: None,
-            },
+            endpoint: local_endpoint(port_no, vlan, ip),
             originator,
         })
         .expect("a valid endpoint");
     }
     t
+}
+
+/// A local endpoint on `port_no` in the network of `vlan` with address `ip` and MAC
+/// [`mac_of`] it (group 0, no DSCP, no bandwidth limit).
+pub fn local_endpoint(port_no: u32, vlan: u16, ip: Ipv4Addr) -> LocalEndpoint {
+    LocalEndpoint {
+        port_no,
+        mac: mac_of(ip),
+        vlan,
+        ipv4: Some(ip),
+        ipv6: None,
+        epg: 0,
+        epg_vlan: 0,
+        dscp: 0,
+        bandwidth: None,
+    }
 }
 
 /// [`endpoint_table`] on a VLAN network without VNI or originator.

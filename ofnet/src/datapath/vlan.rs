@@ -222,15 +222,8 @@ mod tests {
             .unwrap();
             t.apply(EndpointOp::AddLocal {
                 endpoint: LocalEndpoint {
-                    port_no: port,
                     mac: MacAddr([2, 2, 10, 1, 1, port as u8]),
-                    vlan,
-                    ipv4: Some(same),
-                    ipv6: None,
-                    epg: 0,
-                    epg_vlan: 0,
-                    dscp: 0,
-                    bandwidth: None,
+                    ..crate::fixtures::local_endpoint(port, vlan, same)
                 },
                 originator: None,
             })

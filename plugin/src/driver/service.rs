@@ -187,29 +187,30 @@ impl ServiceBook {
                             // Only this provider is left out (also an address it had before);
                             // the service's others stay.
                             tracing::warn!(%key, error = %e, "service provider does not parse");
-                            let had = self
-                                .providers
-                                .get_mut(&id)
-                                .and_then(|list| list.remove(&ip));
-                            if self.providers.get(&id).is_some_and(BTreeMap::is_empty) {
-                                self.providers.remove(&id);
-                            }
-                            return had.map(|_| id);
+                            return self.forget_provider(&id, &ip).then_some(id);
                         }
                     }
                 }
                 ServiceEvent::Delete { .. } => {
-                    if let Some(list) = self.providers.get_mut(&id) {
-                        list.remove(&ip);
-                        if list.is_empty() {
-                            self.providers.remove(&id);
-                        }
-                    }
+                    self.forget_provider(&id, &ip);
                 }
             }
             return Some(id);
         }
         None
+    }
+
+    /// Forget the provider key `ip` of service `id` (a service without provider keys left
+    /// has no list); whether it had an address.
+    fn forget_provider(&mut self, id: &str, ip: &str) -> bool {
+        let Some(list) = self.providers.get_mut(id) else {
+            return false;
+        };
+        let had = list.remove(ip).is_some();
+        if list.is_empty() {
+            self.providers.remove(id);
+        }
+        had
     }
 
     /// The service with its providers joined in; `None` once it is deleted.

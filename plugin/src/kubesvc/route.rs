@@ -3,10 +3,14 @@
 //! an active service's VIP, and the service flows DNAT to a provider. (Through the default
 //! gateway it would not work in bridge mode: nothing routes there.)
 //!
+//! The same on-link routes, of either family, also carry the services' hairpin source to
+//! every pod (`Netlink::add_static_neighbour`).
+//!
 //! Contract: adding a route that is already there succeeds (a pod with a second interface,
 //! a retried ADD).
 
-use ipnet::Ipv4Net;
+use ipnet::{IpNet, Ipv4Net};
+use netlink_packet_route::route::{RouteMessage, RouteScope};
 use rtnetlink::RouteMessageBuilder;
 
 use crate::config::Config;
@@ -35,31 +39,48 @@ const EEXIST: i32 = 17;
 const ESRCH: i32 = 3;
 
 impl Netlink {
-    /// The message of the on-link (scope link) route `subnet` out of link `name`.
-    async fn onlink_route(
-        &self,
-        name: &str,
-        subnet: Ipv4Net,
-    ) -> Result<netlink_packet_route::route::RouteMessage, NetlinkError> {
-        let link = self.require_link(name).await?;
-        Ok(RouteMessageBuilder::<std::net::Ipv4Addr>::new()
-            .destination_prefix(subnet.network(), subnet.prefix_len())
-            .output_interface(link.index)
-            .scope(netlink_packet_route::route::RouteScope::Link)
-            .build())
+    /// The on-link (scope link) route `prefix` out of the link with index `index`.
+    fn onlink_route(index: u32, prefix: IpNet) -> RouteMessage {
+        match prefix {
+            IpNet::V4(p) => RouteMessageBuilder::<std::net::Ipv4Addr>::new()
+                .destination_prefix(p.network(), p.prefix_len())
+                .output_interface(index)
+                .scope(RouteScope::Link)
+                .build(),
+            IpNet::V6(p) => RouteMessageBuilder::<std::net::Ipv6Addr>::new()
+                .destination_prefix(p.network(), p.prefix_len())
+                .output_interface(index)
+                .scope(RouteScope::Link)
+                .build(),
+        }
     }
 
-    /// Add `subnet` as an on-link (scope link) route out of link `name`.
-    pub async fn add_onlink_route(&self, name: &str, subnet: Ipv4Net) -> Result<(), NetlinkError> {
-        let message = self.onlink_route(name, subnet).await?;
+    /// Add `prefix` as an on-link (scope link) route out of link `name`.
+    pub async fn add_onlink_route(
+        &self,
+        name: &str,
+        prefix: impl Into<IpNet>,
+    ) -> Result<(), NetlinkError> {
+        let link = self.require_link(name).await?;
+        self.add_onlink_route_to(name, link.index, prefix.into())
+            .await
+    }
+
+    /// [`Self::add_onlink_route`] out of link `name` whose index the caller has already.
+    pub async fn add_onlink_route_to(
+        &self,
+        name: &str,
+        index: u32,
+        prefix: IpNet,
+    ) -> Result<(), NetlinkError> {
         match self
             .handle
             .route()
-            .add(message)
+            .add(Self::onlink_route(index, prefix))
             .execute()
             .await
             .map_err(NetlinkError::request(format!(
-                "add route {subnet} dev {name} in {}",
+                "add route {prefix} dev {name} in {}",
                 self.label()
             ))) {
             Err(e) if e.errno() == Some(EEXIST) => Ok(()),
@@ -67,21 +88,22 @@ impl Netlink {
         }
     }
 
-    /// Remove the on-link route `subnet` out of link `name` (absent: nothing to do).
+    /// Remove the on-link route `prefix` out of link `name` (absent: nothing to do).
     pub async fn delete_onlink_route(
         &self,
         name: &str,
-        subnet: Ipv4Net,
+        prefix: impl Into<IpNet>,
     ) -> Result<(), NetlinkError> {
-        let message = self.onlink_route(name, subnet).await?;
+        let prefix = prefix.into();
+        let link = self.require_link(name).await?;
         match self
             .handle
             .route()
-            .del(message)
+            .del(Self::onlink_route(link.index, prefix))
             .execute()
             .await
             .map_err(NetlinkError::request(format!(
-                "delete route {subnet} dev {name} in {}",
+                "delete route {prefix} dev {name} in {}",
                 self.label()
             ))) {
             Err(e) if e.errno() == Some(ESRCH) => Ok(()),

@@ -9,7 +9,7 @@ use netlink_packet_route::route::{RouteAddress, RouteAttribute};
 use rtnetlink::RouteMessageBuilder;
 
 use super::error::NetlinkError;
-use super::link::{EEXIST, Netlink};
+use super::link::Netlink;
 
 impl Netlink {
     /// Add `address` (with its prefix length) to link `name`. IPv6 addresses skip duplicate
@@ -161,9 +161,7 @@ impl Netlink {
         }
         Ok(out)
     }
-}
 
-impl Netlink {
     /// Make `ip` a neighbour on link `name` at `mac`, whatever the link's subnets: a host route
     /// (scope link) out of the link and a permanent neighbour entry, so the kernel sends to it
     /// straight away, without a gateway or an ARP or neighbour solicitation. Already there:
@@ -175,32 +173,8 @@ impl Netlink {
         mac: [u8; 6],
     ) -> Result<(), NetlinkError> {
         let link = self.require_link(name).await?;
-        let route = match ip {
-            IpAddr::V4(a) => RouteMessageBuilder::<std::net::Ipv4Addr>::new()
-                .destination_prefix(a, 32)
-                .output_interface(link.index)
-                .scope(netlink_packet_route::route::RouteScope::Link)
-                .build(),
-            IpAddr::V6(a) => RouteMessageBuilder::<std::net::Ipv6Addr>::new()
-                .destination_prefix(a, 128)
-                .output_interface(link.index)
-                .scope(netlink_packet_route::route::RouteScope::Link)
-                .build(),
-        };
-        let added = self
-            .handle
-            .route()
-            .add(route)
-            .execute()
-            .await
-            .map_err(NetlinkError::request(format!(
-                "add route {ip} dev {name} in {}",
-                self.label()
-            )));
-        match added {
-            Err(e) if e.errno() == Some(EEXIST) => {}
-            other => other?,
-        }
+        self.add_onlink_route_to(name, link.index, IpNet::from(ip))
+            .await?;
         self.handle
             .neighbours()
             .add(link.index, ip)

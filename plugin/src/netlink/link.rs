@@ -21,9 +21,8 @@ use super::netns;
 /// `ENODEV`: the kernel's answer for a link name or index that does not exist.
 const ENODEV: i32 = 19;
 
-/// `EEXIST`: the kernel's answer for a new link whose name is taken (or a route or neighbour
-/// that is already there).
-pub(super) const EEXIST: i32 = 17;
+/// `EEXIST`: the kernel's answer for a new link whose name is taken.
+const EEXIST: i32 = 17;
 
 /// Longest interface name the kernel accepts (IFNAMSIZ - 1).
 pub const MAX_IFNAME_LEN: usize = 15;
