@@ -30,8 +30,8 @@ use crate::error::PluginError;
 use crate::http::{Handler, Request, Response};
 use crate::kubeapi::{KubeClient, resolve_labels};
 use crate::kubenetpol::{self, PolicyHandle};
+use crate::kubeobj::Pod;
 use crate::netlink::pod_interface;
-use k8s_openapi::api::core::v1::Pod;
 
 /// What the CNI server works with in kubernetes mode: the API, and the NetworkPolicy
 /// controller.

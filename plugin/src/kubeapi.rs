@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::kubeobj::Pod;
 use cni::api::{LABEL_GROUP, LABEL_NETWORK, LABEL_TENANT};
-use k8s_openapi::api::core::v1::Pod;
 use kube::client::ConfigExt;
 use serde::Deserialize;
 

@@ -38,6 +38,7 @@ pub mod hostnet;
 pub mod http;
 pub mod kubeapi;
 pub mod kubenetpol;
+pub mod kubeobj;
 pub mod kubesvc;
 pub mod kubewatch;
 pub mod metrics;

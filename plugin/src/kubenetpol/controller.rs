@@ -23,8 +23,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::kubeobj::{Namespace, Pod};
 use actix::prelude::*;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy as KubePolicy;
 use ofnet::BridgeKind;
 use ofnet::netpol::{NetworkPolicy, PolicyRefused};

@@ -28,8 +28,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
+use crate::kubeobj::Pod;
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy as KubePolicy, NetworkPolicyPeer, NetworkPolicyPort,
 };

@@ -31,11 +31,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use k8s_openapi::api::core::v1::{Service, ServicePort as KubeServicePort};
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use ofnet::{ServicePort, ServiceProtocol, ServiceSpec};
+
+use crate::kubeobj::{Endpoint, EndpointSlice, Service, ServicePort as KubeServicePort};
 
 /// The label an EndpointSlice names its Service with.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";

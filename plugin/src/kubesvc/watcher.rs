@@ -21,14 +21,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use ofnet::ServiceSpec;
 
 use super::objects::{self, AgentService, ObjectKey};
 use crate::driver::Driver;
 use crate::error::Result;
 use crate::kubeapi::KubeClient;
+use crate::kubeobj::{EndpointSlice, Service};
 use crate::kubewatch::{self, Change, WatchOptions};
 
 /// Where the agents' services go.
