@@ -18,7 +18,7 @@ pub const KEEP_FREE_BYTES: usize = 4 << 20;
 pub const PERIOD: Duration = Duration::from_secs(1);
 
 /// Bytes the allocator holds free (in its heaps, not yet returned), when it can tell.
-// The workspace denies `unsafe`; these two calls into glibc are its only exception in netplugin.
+// The workspace denies `unsafe`; these calls into glibc are its only exception in netplugin.
 #[allow(unsafe_code)]
 pub fn free_bytes() -> Option<usize> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -26,6 +26,22 @@ pub fn free_bytes() -> Option<usize> {
         // SAFETY: mallinfo2 only reads the allocator's own bookkeeping (under its locks).
         let info = unsafe { libc::mallinfo2() };
         Some(info.fordblks)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        None
+    }
+}
+
+/// Bytes of the heap in use (allocated and not freed), when the allocator can tell; for
+/// measurements.
+#[allow(unsafe_code)]
+pub fn used_bytes() -> Option<usize> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: as in `free_bytes`.
+        let info = unsafe { libc::mallinfo2() };
+        Some(info.uordblks)
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     {

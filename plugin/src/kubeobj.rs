@@ -463,4 +463,45 @@ mod tests {
         assert_eq!(ns.metadata.name.as_deref(), Some("shop"));
         assert_eq!(ns.metadata.resource_version.as_deref(), Some("5"));
     }
+
+    /// The heap a listed pod costs, and the time to read it, as `k8s_openapi`'s `Pod` and as
+    /// [`Pod`] (docs/performance.md, "Memory"). A measurement, not a check:
+    /// `cargo test --release -p plugin --lib kubeobj -- --ignored --nocapture --test-threads 1`.
+    #[test]
+    #[ignore]
+    fn measure_a_listed_pod() {
+        let text = serde_json::to_vec(&full_pod()).unwrap();
+        let n = 5_000;
+        let used = || crate::heap::used_bytes().unwrap_or(0);
+        let before = used();
+        let full: Vec<k8s_openapi::api::core::v1::Pod> = (0..n)
+            .map(|_| serde_json::from_slice(&text).unwrap())
+            .collect();
+        let full_bytes = (used() - before) / n;
+        drop(full);
+        let before = used();
+        let slim: Vec<Pod> = (0..n)
+            .map(|_| serde_json::from_slice(&text).unwrap())
+            .collect();
+        let slim_bytes = (used() - before) / n;
+        drop(slim);
+        let time = |read: &dyn Fn()| {
+            let start = std::time::Instant::now();
+            for _ in 0..n {
+                read();
+            }
+            start.elapsed() / u32::try_from(n).unwrap_or(1)
+        };
+        let full_time = time(&|| {
+            let _: k8s_openapi::api::core::v1::Pod = serde_json::from_slice(&text).unwrap();
+        });
+        let slim_time = time(&|| {
+            let _: Pod = serde_json::from_slice(&text).unwrap();
+        });
+        println!(
+            "a pod of {} bytes of JSON: k8s_openapi {full_bytes} bytes of heap, {full_time:?}; \
+             kubeobj {slim_bytes} bytes, {slim_time:?}",
+            text.len()
+        );
+    }
 }
