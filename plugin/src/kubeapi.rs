@@ -24,10 +24,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::kubeobj::Pod;
 use cni::api::{LABEL_GROUP, LABEL_NETWORK, LABEL_TENANT};
 use kube::client::ConfigExt;
 use serde::Deserialize;
+
+use crate::kubeobj::Pod;
 
 /// Where §7.4's config file lives by default.
 pub const DEFAULT_CONFIG_PATH: &str = "/var/contiv/config/contiv.json";

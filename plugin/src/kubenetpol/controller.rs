@@ -23,7 +23,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::kubeobj::{Namespace, Pod};
 use actix::prelude::*;
 use k8s_openapi::api::networking::v1::NetworkPolicy as KubePolicy;
 use ofnet::BridgeKind;
@@ -35,6 +34,7 @@ use super::selector::Labels;
 use crate::driver::Driver;
 use crate::error::PluginError;
 use crate::kubeapi::KubeClient;
+use crate::kubeobj::{Namespace, Pod};
 use crate::kubesvc::ObjectKey;
 use crate::kubewatch::{self, Change, WatchOptions};
 

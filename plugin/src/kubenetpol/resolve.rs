@@ -28,7 +28,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use crate::kubeobj::Pod;
 use ipnet::IpNet;
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy as KubePolicy, NetworkPolicyPeer, NetworkPolicyPort,
@@ -38,6 +37,7 @@ use ofnet::BridgeKind;
 use ofnet::netpol::{NetworkPolicy, Peer, Port, Protocol, Rule};
 
 use super::selector::{Labels, Selector};
+use crate::kubeobj::Pod;
 use crate::kubesvc::ObjectKey;
 
 /// A pod as policies see it.
