@@ -344,7 +344,7 @@ impl<S: PolicySink> Handler<WaitSynced> for PolicyController<S> {
 
 impl<S: PolicySink> StreamHandler<Change<Namespace>> for PolicyController<S> {
     fn handle(&mut self, change: Change<Namespace>, ctx: &mut Context<Self>) {
-        let labels = |ns: &Namespace| ns.metadata.labels.clone().unwrap_or_default();
+        let labels = |ns: &Namespace| Labels::from(ns.metadata.labels.clone().unwrap_or_default());
         let name = |ns: &Namespace| ns.metadata.name.clone().unwrap_or_default();
         match change {
             Change::Listed(list) => {

@@ -46,8 +46,47 @@ pub struct PodInfo {
     pub labels: Labels,
     /// `status.podIPs`.
     pub ips: Vec<IpAddr>,
-    /// Named container ports: (name, protocol) → number.
-    pub ports: BTreeMap<(String, Protocol), u16>,
+    /// Named container ports.
+    pub ports: NamedPorts,
+}
+
+/// A pod's named container ports, (name, protocol) → number, sorted; a boxed slice like
+/// [`Labels`] (most pods name none or one).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NamedPorts(Box<[NamedPort]>);
+
+/// One named container port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NamedPort {
+    name: Box<str>,
+    protocol: Protocol,
+    number: u16,
+}
+
+impl NamedPorts {
+    /// The number the pod gives port `name` of `protocol`.
+    pub fn get(&self, name: &str, protocol: Protocol) -> Option<u16> {
+        self.0
+            .binary_search_by(|p| (&*p.name, p.protocol).cmp(&(name, protocol)))
+            .ok()
+            .map(|i| self.0[i].number)
+    }
+}
+
+/// Ports in any order; of a (name, protocol) given twice the last number counts.
+impl FromIterator<((String, Protocol), u16)> for NamedPorts {
+    fn from_iter<I: IntoIterator<Item = ((String, Protocol), u16)>>(ports: I) -> NamedPorts {
+        let map: BTreeMap<(String, Protocol), u16> = ports.into_iter().collect();
+        NamedPorts(
+            map.into_iter()
+                .map(|((name, protocol), number)| NamedPort {
+                    name: name.into_boxed_str(),
+                    protocol,
+                    number,
+                })
+                .collect(),
+        )
+    }
 }
 
 impl PodInfo {
@@ -94,7 +133,7 @@ impl PodInfo {
             })
             .collect();
         Some(PodInfo {
-            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            labels: pod.metadata.labels.clone().unwrap_or_default().into(),
             ips,
             ports,
         })
@@ -314,8 +353,8 @@ fn ingress_rules(
         };
         let mut by_number: BTreeMap<u16, BTreeSet<IpAddr>> = BTreeMap::new();
         for (key, info, local) in targets {
-            if let Some(n) = info.ports.get(&(name.clone(), *proto)) {
-                by_number.entry(*n).or_default().extend(
+            if let Some(n) = info.ports.get(name, *proto) {
+                by_number.entry(n).or_default().extend(
                     view.ips(key, info)
                         .into_iter()
                         .filter(|ip| local.ips.contains(ip)),
@@ -351,8 +390,8 @@ fn egress_rules(view: &View<'_>, peers: &Peers<'_>, ports: &[PortSpec]) -> Vec<R
         };
         let mut by_number: BTreeMap<u16, BTreeSet<IpAddr>> = BTreeMap::new();
         for (key, info) in &candidates {
-            if let Some(n) = info.ports.get(&(name.clone(), *proto)) {
-                by_number.entry(*n).or_default().extend(view.ips(key, info));
+            if let Some(n) = info.ports.get(name, *proto) {
+                by_number.entry(n).or_default().extend(view.ips(key, info));
             }
         }
         for (number, ips) in by_number {
@@ -703,7 +742,7 @@ mod tests {
         w.pods.insert(
             key("x", "c"),
             PodInfo {
-                labels: [("pod".to_string(), "c".to_string())].into(),
+                labels: [("pod", "c")].into_iter().collect(),
                 ..PodInfo::default()
             },
         );
@@ -802,12 +841,18 @@ mod tests {
         .unwrap();
         let info = PodInfo::of(&pod).unwrap();
         assert_eq!(info.ips, vec![ip("10.0.0.1"), ip("fd00::1")]);
+        assert_eq!(info.ports.get("dns", Protocol::Udp), Some(53));
+        assert_eq!(info.ports.get("http", Protocol::Tcp), Some(8080));
+        // Only named ports, each under its own protocol.
+        assert_eq!(info.ports.get("dns", Protocol::Tcp), None);
         assert_eq!(
             info.ports,
-            BTreeMap::from([
-                (("dns".to_string(), Protocol::Udp), 53),
+            [
                 (("http".to_string(), Protocol::Tcp), 8080),
-            ])
+                (("dns".to_string(), Protocol::Udp), 53),
+            ]
+            .into_iter()
+            .collect()
         );
         let mut host = pod.clone();
         if let Some(s) = host.spec.as_mut() {

