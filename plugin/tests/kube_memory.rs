@@ -159,8 +159,12 @@ fn measure_netplugin_memory_following_a_cluster() {
     )
     .unwrap();
     // The daemon waits at most 5 s for the first lists before its switches connect; a big
-    // cluster's lists may still be arriving then. Read once the resident size has held still
-    // for 3 s (the heap trimmer runs every second).
+    // cluster's lists may still be arriving then. Each watch opens once its list is complete;
+    // then read once the resident size has held still for 3 s (the lists applied; the heap
+    // trimmer runs every second).
+    for resource in ["namespaces", "pods", "services", "endpointslices"] {
+        api.wait_watching(resource, Duration::from_secs(300));
+    }
     let pid = c.pids().1.expect("netplugin runs");
     let read = || std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let started = std::time::Instant::now();
