@@ -14,7 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 ///
 /// One boxed slice rather than a `BTreeMap`: netplugin keeps the labels of every pod and
 /// namespace of the cluster, most have two to five, and a `BTreeMap`'s first node has room for
-/// eleven (a pod's three labels took ≈ 750 bytes that way, ≈ 290 this way).
+/// eleven (with [`NamedPorts`](super::resolve::NamedPorts) likewise, a pod with three labels
+/// and a named port went from 1,450 to 619 bytes in the policy controller's cache).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Labels(Box<[(Box<str>, Box<str>)]>);
 
