@@ -17,15 +17,15 @@ pub const KEEP_FREE_BYTES: usize = 4 << 20;
 /// How often the free heap is checked.
 pub const PERIOD: Duration = Duration::from_secs(1);
 
-/// Bytes the allocator holds free (in its heaps, not yet returned), when it can tell.
+/// The allocator's own counts (`mallinfo2`), where it keeps them.
 // The workspace denies `unsafe`; these calls into glibc are its only exception in netplugin.
 #[allow(unsafe_code)]
-pub fn free_bytes() -> Option<usize> {
+fn allocator_counts() -> Option<(usize, usize)> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: mallinfo2 only reads the allocator's own bookkeeping (under its locks).
         let info = unsafe { libc::mallinfo2() };
-        Some(info.fordblks)
+        Some((info.fordblks, info.uordblks))
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     {
@@ -33,20 +33,15 @@ pub fn free_bytes() -> Option<usize> {
     }
 }
 
+/// Bytes the allocator holds free (in its heaps, not yet returned), when it can tell.
+pub fn free_bytes() -> Option<usize> {
+    allocator_counts().map(|(free, _)| free)
+}
+
 /// Bytes of the heap in use (allocated and not freed), when the allocator can tell; for
 /// measurements.
-#[allow(unsafe_code)]
 pub fn used_bytes() -> Option<usize> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: as in `free_bytes`.
-        let info = unsafe { libc::mallinfo2() };
-        Some(info.uordblks)
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        None
-    }
+    allocator_counts().map(|(_, used)| used)
 }
 
 /// Give the free pages of the heap back to the kernel; whether any were.

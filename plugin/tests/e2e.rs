@@ -991,21 +991,7 @@ fn kubernetes_cluster_ip_reaches_the_endpoints() {
     testbed::require!(Root, Ovs, Etcd, Ip, Netcat);
     let api = fake_kube::FakeKube::start();
     let dir = tempfile::tempdir().unwrap();
-    let kube_config = dir.path().join("contiv.json");
-    std::fs::write(
-        &kube_config,
-        json!({"K8S_API_SERVER": api.url, "K8S_TOKEN": fake_kube::TOKEN}).to_string(),
-    )
-    .unwrap();
-    let mut c = Cluster::start_with(
-        binaries(),
-        ClusterOptions {
-            netplugin_mode: Some("kubernetes".into()),
-            kube_config: Some(kube_config),
-            ..ClusterOptions::default()
-        },
-    )
-    .unwrap();
+    let mut c = Cluster::start_with(binaries(), api.cluster_options(dir.path())).unwrap();
     api.wait_watching("services", Duration::from_secs(10));
     create_network(&c, "k8snet", "vxlan", "10.55.0.0/24", "10.55.0.1");
     let conf = c.conflist("k8s", "k8snet", "").unwrap();
@@ -1123,21 +1109,7 @@ fn kubernetes_service_semantics_ports_readiness_local_and_reject() {
     testbed::require!(Root, Ovs, Etcd, Ip, Netcat);
     let api = fake_kube::FakeKube::start();
     let dir = tempfile::tempdir().unwrap();
-    let kube_config = dir.path().join("contiv.json");
-    std::fs::write(
-        &kube_config,
-        json!({"K8S_API_SERVER": api.url, "K8S_TOKEN": fake_kube::TOKEN}).to_string(),
-    )
-    .unwrap();
-    let c = Cluster::start_with(
-        binaries(),
-        ClusterOptions {
-            netplugin_mode: Some("kubernetes".into()),
-            kube_config: Some(kube_config),
-            ..ClusterOptions::default()
-        },
-    )
-    .unwrap();
+    let c = Cluster::start_with(binaries(), api.cluster_options(dir.path())).unwrap();
     create_network(&c, "k8ssvc", "vxlan", "10.57.0.0/24", "10.57.0.1");
     let conf = c.conflist("k8ssvc", "k8ssvc", "").unwrap();
     let node = c.host_label.clone();

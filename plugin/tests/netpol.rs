@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use fake_kube::FakeKube;
 use serde_json::{Value, json};
-use testbed::demo::{Cluster, ClusterOptions, CniPod, ExtraHost};
+use testbed::demo::{Cluster, CniPod, ExtraHost};
 
 const NAMESPACES: [&str; 3] = ["x", "y", "z"];
 const PODS: [&str; 3] = ["a", "b", "c"];
@@ -173,21 +173,7 @@ impl Suite {
     fn start() -> Suite {
         let api = FakeKube::start();
         let dir = tempfile::tempdir().unwrap();
-        let kube_config = dir.path().join("contiv.json");
-        std::fs::write(
-            &kube_config,
-            json!({"K8S_API_SERVER": api.url, "K8S_TOKEN": fake_kube::TOKEN}).to_string(),
-        )
-        .unwrap();
-        let mut c = Cluster::start_with(
-            binaries(),
-            ClusterOptions {
-                netplugin_mode: Some("kubernetes".into()),
-                kube_config: Some(kube_config.clone()),
-                ..ClusterOptions::default()
-            },
-        )
-        .unwrap();
+        let mut c = Cluster::start_with(binaries(), api.cluster_options(dir.path())).unwrap();
         // The config file must outlive the netplugins' restarts: keep the directory.
         std::mem::forget(dir);
         let host_b = c.add_wired_host("192.168.77.1", "192.168.77.2").unwrap();

@@ -193,6 +193,22 @@ impl State {
 }
 
 impl FakeKube {
+    /// Cluster options for netplugins in kubernetes mode that talk to this server: its URL and
+    /// token in a §7.4 config file written to `dir` (which must outlive the netplugins).
+    pub fn cluster_options(&self, dir: &std::path::Path) -> testbed::demo::ClusterOptions {
+        let kube_config = dir.join("contiv.json");
+        std::fs::write(
+            &kube_config,
+            json!({"K8S_API_SERVER": self.url, "K8S_TOKEN": TOKEN}).to_string(),
+        )
+        .unwrap();
+        testbed::demo::ClusterOptions {
+            netplugin_mode: Some("kubernetes".into()),
+            kube_config: Some(kube_config),
+            ..testbed::demo::ClusterOptions::default()
+        }
+    }
+
     pub fn start() -> FakeKube {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         std_listener.set_nonblocking(true).unwrap();
