@@ -143,8 +143,9 @@ pub enum Change {
     AddFlow(Arc<Flow>),
     /// Remove the flow with this key (no-op if absent).
     RemoveFlow(FlowKey),
-    /// Add a group, or replace the group with the same id.
-    AddGroup(Group),
+    /// Add a group, or replace the group with the same id. Shared like a flow: a service's
+    /// select group carries a bucket per provider, and the owner keeps it too.
+    AddGroup(Arc<Group>),
     /// Remove a group (no-op if absent).
     RemoveGroup(u32),
     /// Add a meter, or replace the meter with the same id.
@@ -167,8 +168,8 @@ impl Change {
 pub struct Plan {
     pub add_meters: Vec<Meter>,
     pub modify_meters: Vec<Meter>,
-    pub add_groups: Vec<Group>,
-    pub modify_groups: Vec<Group>,
+    pub add_groups: Vec<Arc<Group>>,
+    pub modify_groups: Vec<Arc<Group>>,
     pub add_flows: Vec<Arc<Flow>>,
     pub remove_flows: Vec<FlowKey>,
     pub remove_groups: Vec<u32>,
@@ -226,7 +227,7 @@ type FlowHasher = foldhash::fast::RandomState;
 #[derive(Debug, Default, Clone)]
 pub struct DesiredState {
     flows: HashSet<ByKey, FlowHasher>,
-    groups: BTreeMap<u32, Group>,
+    groups: BTreeMap<u32, Arc<Group>>,
     meters: BTreeMap<u32, Meter>,
     /// Flows per table, kept with `flows` (metrics read it without walking every flow).
     per_table: BTreeMap<u8, usize>,
@@ -388,11 +389,11 @@ impl DesiredState {
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.groups.values()
+        self.groups.values().map(|g| &**g)
     }
 
     pub fn group(&self, id: u32) -> Option<&Group> {
-        self.groups.get(&id)
+        self.groups.get(&id).map(|g| &**g)
     }
 
     pub fn meters(&self) -> impl Iterator<Item = &Meter> {

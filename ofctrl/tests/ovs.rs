@@ -218,7 +218,7 @@ async fn desired_state_comes_back_after_ovs_is_killed_and_restarted() {
         ],
     };
     let mut changes = flows(50);
-    changes.push(Change::AddGroup(group.clone()));
+    changes.push(Change::AddGroup(Arc::new(group.clone())));
     changes.push(Change::add_flow(Flow::new(
         0,
         50,

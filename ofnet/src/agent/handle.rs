@@ -231,7 +231,7 @@ impl AgentHandle {
     /// transaction (one bundle); all or nothing.
     pub async fn set_rules(
         &self,
-        add: Vec<PolicyRule>,
+        add: Vec<Arc<PolicyRule>>,
         remove: Vec<String>,
     ) -> Result<(), AgentError> {
         self.update(AgentOp::SetRules { add, remove }).await

@@ -36,7 +36,8 @@ pub enum AgentOp {
     /// Many rules in one change (one switch transaction): remove `remove` (unknown ids are
     /// fine), then add or replace `add`. Refused as a whole if one rule is invalid.
     SetRules {
-        add: Vec<PolicyRule>,
+        /// Shared: one host's bridges hold the same rules (a 10,000-rule policy is on each).
+        add: Vec<Arc<PolicyRule>>,
         remove: Vec<String>,
     },
     /// Add or replace a load-balanced service.
@@ -434,7 +435,7 @@ pub(super) enum SettingsUndo {
     /// rule ops change nothing else, so the settings are not copied whole (with 10,000 rules
     /// the copy cost more than the rule).
     Rules {
-        previous: Vec<(String, Option<PolicyRule>)>,
+        previous: Vec<(String, Option<Arc<PolicyRule>>)>,
         stateful: bool,
     },
     /// The one service a service op changed, as it was before (`None`: it did not exist).
@@ -569,7 +570,7 @@ pub(super) fn apply_settings(
         }
     };
     let stateful = s.stateful();
-    let mut previous: Vec<(String, Option<PolicyRule>)> = Vec::with_capacity(ids.len());
+    let mut previous: Vec<(String, Option<Arc<PolicyRule>>)> = Vec::with_capacity(ids.len());
     for id in ids {
         // The first change of a rule holds what it was before the op.
         if !previous.iter().any(|(seen, _)| seen == id) {
@@ -634,7 +635,7 @@ fn change_settings(
         AgentOp::SetArpMode(m) => s.arp_mode = *m,
         AgentOp::AddRule(r) => {
             match s.rules.get(&r.rule_id) {
-                Some(have) if have == r => {}
+                Some(have) if **have == *r => {}
                 Some(_) => return Err(AgentError::RuleExists(r.rule_id.clone())),
                 None => {
                     // Validate alone first so the error names the rule, not a conflict.
@@ -643,7 +644,7 @@ fn change_settings(
                         .table(id::POLICY)
                         .map_err(DatapathError::from)?;
                     rule_flows(table, r, id::SERVICE_SNAT).map_err(DatapathError::from)?;
-                    s.rules.insert(r.rule_id.clone(), r.clone());
+                    s.rules.insert(r.rule_id.clone(), Arc::new(r.clone()));
                 }
             }
         }
@@ -665,7 +666,7 @@ fn change_settings(
                 s.rules.remove(rid);
             }
             for r in add {
-                s.rules.insert(r.rule_id.clone(), r.clone());
+                s.rules.insert(r.rule_id.clone(), Arc::clone(r));
             }
         }
         AgentOp::AddService { name, spec } => s.services.set_spec(name, spec.clone())?,

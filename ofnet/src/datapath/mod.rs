@@ -52,7 +52,7 @@ pub struct Settings {
     /// VTEP ports by remote host address (VXLAN bridge).
     pub vteps: BTreeMap<Ipv4Addr, u32>,
     /// Policy rules by id.
-    pub rules: BTreeMap<String, PolicyRule>,
+    pub rules: BTreeMap<String, Arc<PolicyRule>>,
     /// Load-balanced services and their client assignments.
     pub services: Services,
     /// The host's router port (VLAN router: the port carrying the router address BGP peers on).
@@ -239,7 +239,7 @@ impl Part {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HeldPart {
     pub flows: Vec<Arc<Flow>>,
-    pub groups: Vec<Group>,
+    pub groups: Vec<Arc<Group>>,
     pub meters: Vec<Meter>,
 }
 
@@ -251,9 +251,14 @@ impl HeldPart {
 
 impl From<Part> for HeldPart {
     fn from(part: Part) -> HeldPart {
+        // Not `into_iter().map(Arc::new).collect()`: collecting in place keeps the `Vec<Flow>`'s
+        // buffer, nine times what its pointers need, for as long as the part is held (1.8 MB
+        // of 15 in `bench memory`).
+        let mut flows = Vec::with_capacity(part.flows.len());
+        flows.extend(part.flows.into_iter().map(Arc::new));
         HeldPart {
-            flows: part.flows.into_iter().map(Arc::new).collect(),
-            groups: part.groups,
+            flows,
+            groups: part.groups.into_iter().map(Arc::new).collect(),
             meters: part.meters,
         }
     }
@@ -323,7 +328,7 @@ impl Desired {
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.parts.values().flat_map(|p| &p.groups)
+        self.parts.values().flat_map(|p| p.groups.iter().map(|g| &**g))
     }
 
     pub fn meters(&self) -> impl Iterator<Item = &Meter> {
@@ -367,7 +372,7 @@ impl Desired {
         let replaced: HashMap<&Owner, &HeldPart> = updates.iter().map(|(o, p)| (o, p)).collect();
         let mut new_flows: HashMap<&FlowKey, (&Owner, &Arc<Flow>), foldhash::fast::RandomState> =
             HashMap::default();
-        let mut new_groups: HashMap<u32, (&Owner, &Group)> = HashMap::new();
+        let mut new_groups: HashMap<u32, (&Owner, &Arc<Group>)> = HashMap::new();
         let mut new_meters: HashMap<u32, (&Owner, &Meter)> = HashMap::new();
         for (owner, part) in &replaced {
             for m in &part.meters {
@@ -465,7 +470,7 @@ impl Desired {
                 .and_then(|o| self.parts.get(o))
                 .and_then(|p| p.groups.iter().find(|h| h.id == *id));
             if have != Some(*g) {
-                out.push(Change::AddGroup((*g).clone()));
+                out.push(Change::AddGroup(Arc::clone(g)));
             }
         }
         for (k, (_, f)) in &new_flows {
@@ -913,6 +918,18 @@ mod tests {
             Match::new().in_port(port),
             vec![ofproto::instruction::Instruction::GotoTable(out)],
         )
+    }
+
+    #[test]
+    fn a_held_part_keeps_no_spare_room() {
+        let mut flows = Vec::with_capacity(8);
+        flows.extend([f(1, 2), f(2, 2)]);
+        let held = HeldPart::from(Part {
+            flows,
+            ..Part::default()
+        });
+        assert_eq!(held.flows.len(), 2);
+        assert_eq!(held.flows.capacity(), 2, "pointers only, not the flows' old buffer");
     }
 
     fn part(flows: Vec<Flow>) -> HeldPart {

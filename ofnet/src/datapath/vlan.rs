@@ -158,6 +158,7 @@ impl Datapath for VlanBridge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use crate::datapath::Settings;
     use crate::epdb::{EndpointOp, EndpointTable};
     use crate::model::{LocalEndpoint, MacAddr, Network, PolicyRule, RuleAction};
@@ -288,7 +289,7 @@ mod tests {
         r.dst_endpoint_group = 5;
         r.ip_protocol = 6;
         r.tcp_flags = "syn,!ack".into();
-        s.rules.insert(r.rule_id.clone(), r);
+        s.rules.insert(r.rule_id.clone(), Arc::new(r));
         (t, s)
     }
 

@@ -13,6 +13,7 @@
 //! the agent installs as one switch transaction (one bundle).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use master::state::{CfgPolicyRule, EpgPolicy, OfnetPolicyRule};
 use master::store::keys;
@@ -195,7 +196,7 @@ impl Driver {
         let mut add = Vec::with_capacity(changes.add.len());
         for r in changes.add.values() {
             match agent_rule(r) {
-                Ok(rule) => add.push(rule),
+                Ok(rule) => add.push(Arc::new(rule)),
                 Err(e) => tracing::warn!(error = %e, "skipping a policy rule"),
             }
         }
