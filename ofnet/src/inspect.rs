@@ -124,7 +124,14 @@ pub fn export(
                 rules: settings
                     .rules
                     .iter()
-                    .map(|(id, r)| (id.clone(), InstalledRule { rule: (**r).clone() }))
+                    .map(|(id, r)| {
+                        (
+                            id.clone(),
+                            InstalledRule {
+                                rule: (**r).clone(),
+                            },
+                        )
+                    })
                     .collect(),
             },
             svc_proxy: crate::service::inspect::export(&settings.services),
@@ -138,9 +145,9 @@ pub fn export(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use crate::model::{BridgeKind, RuleAction};
     use std::net::Ipv4Addr;
+    use std::sync::Arc;
 
     #[test]
     fn export_has_the_reference_keys_and_values() {
@@ -152,8 +159,10 @@ mod tests {
         );
         let mut s = Settings::default();
         s.vteps.insert(Ipv4Addr::new(192, 168, 77, 2), 9);
-        s.rules
-            .insert("r1".into(), Arc::new(PolicyRule::new("r1", 1, RuleAction::Deny)));
+        s.rules.insert(
+            "r1".into(),
+            Arc::new(PolicyRule::new("r1", 1, RuleAction::Deny)),
+        );
         let mut config = AgentConfig::new(BridgeKind::Vxlan, "contivVxlanBridge");
         config.local_ip = Some(Ipv4Addr::new(192, 168, 77, 1));
         let stats = BTreeMap::from([

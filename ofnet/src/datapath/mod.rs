@@ -328,7 +328,9 @@ impl Desired {
     }
 
     pub fn groups(&self) -> impl Iterator<Item = &Group> {
-        self.parts.values().flat_map(|p| p.groups.iter().map(|g| &**g))
+        self.parts
+            .values()
+            .flat_map(|p| p.groups.iter().map(|g| &**g))
     }
 
     pub fn meters(&self) -> impl Iterator<Item = &Meter> {
@@ -929,7 +931,11 @@ mod tests {
             ..Part::default()
         });
         assert_eq!(held.flows.len(), 2);
-        assert_eq!(held.flows.capacity(), 2, "pointers only, not the flows' old buffer");
+        assert_eq!(
+            held.flows.capacity(),
+            2,
+            "pointers only, not the flows' old buffer"
+        );
     }
 
     fn part(flows: Vec<Flow>) -> HeldPart {

@@ -158,11 +158,11 @@ impl Datapath for VlanBridge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use crate::datapath::Settings;
     use crate::epdb::{EndpointOp, EndpointTable};
     use crate::model::{LocalEndpoint, MacAddr, Network, PolicyRule, RuleAction};
     use std::net::Ipv4Addr;
+    use std::sync::Arc;
 
     /// Only local endpoints' packets reach the balancing table, so a bridge without one holds
     /// none of a service's flows or groups (its providers may live on the other bridge or
