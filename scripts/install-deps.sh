@@ -15,6 +15,7 @@ packages=(
   tcpdump                      # DSCP marking and ARP-proxy checks
   openssl                      # test certificates (Kubernetes API client, etcd TLS clusters)
   ethtool                      # tests read interface features (netplugin sets them over netlink)
+  util-linux-extra             # fincore: the memory benchmark's test reads what the page cache holds
   containernetworking-plugins  # the reference `bridge` + `host-local` CNI plugins (benchmark)
   golang-go                    # builds cnirun, the libcni runtime driver
   golang-github-appc-cni-dev   # libcni sources for cnirun

@@ -5,7 +5,8 @@
 //! API (netctl for services), flows confirmed in `ovs-ofctl dump-flows` before measuring.
 //!
 //! RSS is `VmRSS` of `/proc/<pid>/status`, taken after the state settled; `RssAnon` (heap and
-//! stacks, without the mapped binary) and the thread count are reported beside it.
+//! stacks, without the mapped binary) and the thread count are reported beside it. netplugin
+//! starts with its binary out of the page cache, as after a reboot (see [`evict_from_page_cache`]).
 
 use std::time::{Duration, Instant};
 
@@ -45,6 +46,23 @@ pub fn proc_status(pid: Option<u32>, field: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Drop `path`'s pages from the page cache, so that a daemon started from it reads its code on
+/// demand, as on a host that just booted. How a binary's pages came into the cache decides how
+/// much of it the kernel maps around each page executed (large folios are mapped whole): the
+/// same netplugin measured 25.5 MiB started this way and 40.8 MiB right after BOLT had written
+/// the file (docs/performance.md, "Memory"), so without this a figure says more about the last
+/// program that wrote or read the binary than about netplugin.
+pub fn evict_from_page_cache(path: &std::path::Path) -> Result<()> {
+    use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    // Dirty pages (a binary just written) stay in the cache until they are on disk.
+    file.sync_all()
+        .with_context(|| format!("syncing {}", path.display()))?;
+    posix_fadvise(&file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED)
+        .with_context(|| format!("evicting {} from the page cache", path.display()))?;
+    Ok(())
+}
+
 fn mib(kib: f64) -> f64 {
     (kib / 1024.0 * 10.0).round() / 10.0
 }
@@ -65,6 +83,7 @@ fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> Result<bool
 /// Run the benchmark.
 pub fn run(pods: usize, rules: usize, services: usize) -> Result<MemoryReport> {
     let bins = Binaries::build(true).context("building netmaster, netplugin and contivk8s")?;
+    evict_from_page_cache(&bins.netplugin)?;
     let c = Cluster::start(bins)?;
     // Let start-up finish (first reconcile of both bridges) before the idle reading.
     std::thread::sleep(Duration::from_secs(1));
@@ -144,5 +163,38 @@ mod tests {
         assert!(proc_status(me, "Threads") >= 1.0);
         assert_eq!(proc_status(me, "NoSuchField"), 0.0);
         assert_eq!(proc_status(None, "VmRSS"), 0.0);
+    }
+
+    #[test]
+    fn an_evicted_file_is_read_again() {
+        use std::io::Write;
+        // util-linux's fincore: how many bytes of the file the page cache holds.
+        fn cached_bytes(path: &std::path::Path) -> u64 {
+            let out = std::process::Command::new("fincore")
+                .args(["--bytes", "--noheadings", "--output", "RES"])
+                .arg(path)
+                .output()
+                .expect("fincore (util-linux-extra) runs");
+            assert!(out.status.success(), "fincore: {out:?}");
+            String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+        }
+        // Beside the test binary: where binaries live (a tmpfs /tmp keeps its pages).
+        let exe = std::env::current_exe().unwrap();
+        let dir = tempfile::tempdir_in(exe.parent().unwrap()).unwrap();
+        let path = dir.path().join("binary");
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&vec![7u8; 1 << 20]).unwrap();
+        drop(f);
+        assert!(
+            cached_bytes(&path) > 0,
+            "a file just written is in the cache"
+        );
+        super::evict_from_page_cache(&path).unwrap();
+        assert_eq!(cached_bytes(&path), 0, "evicted");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            vec![7u8; 1 << 20],
+            "and whole"
+        );
     }
 }
