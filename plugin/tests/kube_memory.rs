@@ -102,6 +102,8 @@ fn measure_netplugin_memory_following_a_cluster() {
     if let Some(path) = std::env::var_os("MEASURE_NETPLUGIN") {
         bins.netplugin = path.into();
     }
+    // As `bench memory` does: the binary's code read by netplugin's own page faults.
+    testbed::bench::memory::evict_from_page_cache(&bins.netplugin).unwrap();
     let c = Cluster::start_with(bins, api.cluster_options(dir.path())).unwrap();
     // The daemon waits at most 5 s for the first lists before its switches connect; a big
     // cluster's lists may still be arriving then. Each watch opens once its list is complete;

@@ -34,6 +34,8 @@ pub enum Need {
     Docker,
     /// `iptables`, to silence a port for a while.
     Iptables,
+    /// `fincore` (util-linux-extra), to see what of a file the page cache holds.
+    Fincore,
 }
 
 const OVS_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
@@ -63,6 +65,7 @@ impl Need {
             Need::Ethtool => &["ethtool"],
             Need::Docker => &["dockerd", "docker", "busybox"],
             Need::Iptables => &["iptables"],
+            Need::Fincore => &["fincore"],
         };
         let package = match self {
             Need::Root => "",
@@ -77,6 +80,7 @@ impl Need {
             Need::Ethtool => "ethtool",
             Need::Docker => "docker.io busybox-static",
             Need::Iptables => "iptables",
+            Need::Fincore => "util-linux-extra",
         };
         let absent: Vec<&str> = tools.iter().copied().filter(|t| !on_path(t)).collect();
         if !absent.is_empty() {
