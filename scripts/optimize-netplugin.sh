@@ -96,7 +96,8 @@ train memory --pods 50 --rules 500 --services 10
 grep -E "have non-empty execution profile|splitting separates" "$work/optimize.log" >&2 || true
 "$work/out/netplugin" --version >/dev/null || fail "the laid out netplugin does not run"
 
-# Only a complete set replaces what OUT_DIR held.
+# Only a complete set replaces what OUT_DIR held; each file is replaced, not written over (a
+# netplugin may be running from OUT_DIR).
 mkdir -p "$out"
-cp -r "$work/out/." "$out/"
+cp -r --remove-destination "$work/out/." "$out/"
 echo "optimize-netplugin: $out/netplugin (and the other daemons) ready" >&2
