@@ -492,11 +492,7 @@ impl Desired {
         }
         let installed_flow = |k: &FlowKey| self.installed(k).map(|(_, f)| &**f);
         for (id, (_, g)) in &new_groups {
-            let have = self
-                .group_owner
-                .get(id)
-                .and_then(|o| self.parts.get(o))
-                .and_then(|p| p.groups().iter().find(|h| h.id == *id));
+            let have = self.installed_group(*id);
             if have != Some(*g) {
                 out.push(Change::AddGroup(Arc::clone(g)));
             }
